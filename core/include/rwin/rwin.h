@@ -1,0 +1,235 @@
+// rwin: one-sided, window-based communication between ranks.
+//
+// The names mirror the tile runtime's `pld` module: windows hold a typed 2-D tensor on every
+// rank; put/get move slices of them; notify/wait synchronise through 64-bit signal words.
+// The promises each call makes are in docs/CONTRACT.md.
+//
+// Thread safety: a Context and everything allocated from it are used by one thread at a time.
+// Handles (Window, SignalArray, Slice, SignalSlice) are cheap values that share state.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace rwin {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+enum class ErrorCode {
+  InvalidArgument,  // a bad option or argument not covered below
+  PeerOutOfRange,   // peer < 0 or >= size()
+  OutOfBounds,      // a slice reaches outside its window / signal array
+  ShapeMismatch,    // src and dst shapes differ
+  DtypeMismatch,    // src and dst dtypes differ, or an unsupported dtype for the operation
+  Misaligned,       // a signal word not on an 8-byte boundary
+  WindowMismatch,   // a collective window whose size/dtype/shape differs across ranks
+  UseAfterFree,     // a freed window or signal array
+  Timeout,          // a deadline passed
+  PeerFailed,       // the transport to that peer failed; sticky
+  Transport,        // set-up of the transport failed
+  Bootstrap,        // rendezvous failed
+  Unsupported,      // valid request this build/transport cannot do
+};
+const char* to_string(ErrorCode code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Element types and operation enums (pld.AtomicType, pld.NotifyOp, pld.WaitCmp)
+
+enum class DType : uint8_t { I32, I64, U32, U64, F32, F64 };
+size_t dtype_size(DType t) noexcept;
+const char* dtype_name(DType t) noexcept;  // "i32", "f64", ...
+DType parse_dtype(const std::string& name);  // throws Error(InvalidArgument)
+
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
+template <> constexpr DType dtype_of<uint32_t>() { return DType::U32; }
+template <> constexpr DType dtype_of<uint64_t>() { return DType::U64; }
+template <> constexpr DType dtype_of<float>() { return DType::F32; }
+template <> constexpr DType dtype_of<double>() { return DType::F64; }
+
+enum class AtomicType { None, Add };
+enum class NotifyOp { AtomicAdd, Set };
+enum class WaitCmp { EQ, NE, GT, GE, LT, LE };
+const char* to_string(WaitCmp cmp) noexcept;  // "==", "!=", ">", ">=", "<", "<="
+
+constexpr bool compare(int64_t value, WaitCmp cmp, int64_t expected) noexcept {
+  switch (cmp) {
+    case WaitCmp::EQ: return value == expected;
+    case WaitCmp::NE: return value != expected;
+    case WaitCmp::GT: return value > expected;
+    case WaitCmp::GE: return value >= expected;
+    case WaitCmp::LT: return value < expected;
+    case WaitCmp::LE: return value <= expected;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options. Every RWIN_* variable is read in one place (Options::from_env); docs/CONFIG.md lists
+// them with their defaults. Fields set in code win over the environment.
+
+struct Options {
+  int rank = -1;           // -1: from the launcher's environment
+  int nranks = -1;         // -1: from the launcher's environment
+  std::string root;        // "host:port" of the bootstrap store (rank 0 serves it)
+  std::string transport;   // "ucx" | "verbs"; empty: RWIN_TRANSPORT, else "ucx"
+  std::string ib_device;   // verbs device; empty: RWIN_IB_DEVICE, else the first usable one
+  int ib_port = 1;         // verbs port (RWIN_IB_PORT)
+  int gid_index = -1;      // verbs GID index; -1: auto (RWIN_GID_INDEX)
+  size_t chunk_bytes = 0;  // 0: RWIN_CHUNK_BYTES, else the default (see docs/CONFIG.md)
+  int pipeline_depth = 0;  // chunks in flight per transfer; 0: RWIN_PIPELINE_DEPTH or default
+  std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
+  std::chrono::milliseconds op_timeout{0};       // default deadline of blocking ops (RWIN_TIMEOUT_MS, else 60 s)
+
+  // Fills every unset field from the environment and defaults. Throws Error(InvalidArgument)
+  // naming the variable for a value that does not parse.
+  static Options from_env(Options base = {});
+};
+
+// ---------------------------------------------------------------------------------------------
+// Windows, slices, signals
+
+using Shape2 = std::array<int64_t, 2>;
+
+namespace detail {
+struct WindowState;
+struct ContextImpl;
+}  // namespace detail
+
+class Window;
+
+// A sub-rectangle `offsets + shape` of a window (row-major). As a put/get `dst`/`src` on the
+// remote side it names the peer's copy of the same window at the same offsets.
+struct Slice {
+  std::shared_ptr<detail::WindowState> window;
+  Shape2 offsets{0, 0};
+  Shape2 shape{0, 0};
+  int64_t elements() const noexcept { return shape[0] * shape[1]; }
+};
+
+// A run of `count` 64-bit signal words starting `byte_offset` bytes into a signal array.
+struct SignalSlice {
+  std::shared_ptr<detail::WindowState> signals;
+  uint64_t byte_offset = 0;
+  int64_t count = 1;
+};
+
+class Window {
+ public:
+  Window() = default;
+  const std::string& name() const;
+  DType dtype() const;
+  Shape2 shape() const;
+  size_t bytes() const;
+  bool valid() const noexcept;  // false after Context::free
+
+  // This rank's copy, row-major with row stride shape()[1]. Throws on dtype mismatch.
+  void* data() const;
+  template <class T>
+  T* data_as() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(data());
+  }
+
+  Slice slice(Shape2 offsets, Shape2 shape) const;  // bounds are checked when the slice is used
+  Slice all() const;
+
+ private:
+  friend class Context;
+  explicit Window(std::shared_ptr<detail::WindowState> s) : s_(std::move(s)) {}
+  void check_dtype(DType t) const;
+  std::shared_ptr<detail::WindowState> s_;
+};
+
+// 64-bit signed signal words in their own registered region (8-byte aligned).
+class SignalArray {
+ public:
+  SignalArray() = default;
+  const std::string& name() const;
+  int64_t size() const;
+  bool valid() const noexcept;
+
+  int64_t load(int64_t index) const;            // atomic read of this rank's word
+  void store(int64_t index, int64_t value);     // atomic local write (e.g. reset between rounds)
+
+  SignalSlice at(int64_t index) const;                     // one word
+  SignalSlice slice(int64_t first, int64_t count) const;   // `count` words
+  // Address-style: a word at a byte offset, as a runtime lowering signal addresses produces.
+  // A byte offset that is not a multiple of 8 is rejected (Misaligned) when it is used.
+  SignalSlice at_byte(uint64_t byte_offset) const;
+
+ private:
+  friend class Context;
+  explicit SignalArray(std::shared_ptr<detail::WindowState> s) : s_(std::move(s)) {}
+  std::shared_ptr<detail::WindowState> s_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Context: one per rank per job.
+
+class Context {
+ public:
+  // Collective start-up: rendezvous, transport connect. Deadline: Options::startup_timeout; a
+  // rank that never arrives makes every other rank throw Error(Bootstrap) naming it.
+  explicit Context(const Options& options = Options::from_env());
+  // Best effort: quiet and a bounded barrier, then release every resource. Never throws.
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  std::string transport_name() const;
+  const Options& options() const noexcept;
+
+  // Collective: the same name, dtype and shape on every rank (else Error(WindowMismatch) on
+  // every rank, naming the sizes seen). Memory is zeroed.
+  Window alloc_window(const std::string& name, DType dtype, Shape2 shape);
+  // Collective: `count` signal words, zero-initialised.
+  SignalArray alloc_signals(const std::string& name, int64_t count);
+  // Collective: quiet, barrier, deregister. Later use of the handle throws UseAfterFree.
+  void free(Window& window);
+  void free(SignalArray& signals);
+
+  // Copies local `src` into `peer`'s `dst`. Returns when `src` may be reused; remote visibility
+  // comes with a later notify to the same peer, quiet() or barrier().
+  void put(const Slice& dst, int peer, const Slice& src, AtomicType atomic = AtomicType::None);
+  // Copies `peer`'s `src` into local `dst`. Returns when the data is in `dst`.
+  void get(const Slice& dst, int peer, const Slice& src);
+  // Updates `peer`'s signal word. Ordered after every earlier put to that peer: when the peer
+  // sees the effect, those puts are visible in its memory.
+  void notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
+  // Blocks until every word of the local `signal` satisfies `cmp` against `expected`, driving
+  // transport progress meanwhile. Deadline: `timeout`, else Options::op_timeout.
+  void wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp = WaitCmp::GE,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Non-blocking form of wait (drives progress once).
+  bool test(const SignalSlice& signal, int64_t expected, WaitCmp cmp = WaitCmp::GE);
+
+  void fence(int peer);  // later ops to `peer` are delivered after earlier ones
+  void quiet();          // every op this rank issued is complete at its target
+  void barrier();        // all ranks arrive; implies quiet()
+
+ private:
+  std::unique_ptr<detail::ContextImpl> impl_;
+};
+
+}  // namespace rwin

@@ -1,0 +1,135 @@
+// The transport seam: what the core asks of an RDMA-capable backend (UCX, raw verbs).
+//
+// Contract of this interface (every implementation keeps it; the core relies on it):
+//  * Nothing here blocks for longer than a bounded, short time except connect(), which is
+//    collective and bounded by the bootstrap deadline.
+//  * Set-up calls (connect, allocate, unpack_key) throw rwin::transport::TransportError.
+//    The data path (post, poll) never throws: it reports through PostResult and Completion.
+//  * Every Work accepted by post() (PostResult::Ok) yields exactly one Completion from a later
+//    poll(), successful or failed, even if the transport signals only some of them internally.
+//  * Completion meaning per op:
+//      Write            the local source may be reused (NOT necessarily visible remotely)
+//      Read             the data is in the local buffer
+//      AtomicAdd        the add is issued; the local side holds no resource for it
+//      FetchAdd/Swap/CompareSwap  the old value (8 bytes) is in `local`
+//      Flush            every op posted to that peer before the Flush is complete at the target
+//  * A failed completion marks the peer failed in the transport; later posts to it return
+//    PostResult::PeerFailed. Other peers keep working.
+//  * peer == own rank is supported (loopback through the same mechanism).
+//
+// Thread safety: one thread at a time per Transport object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rwin::bootstrap {
+class Bootstrap;
+}
+
+namespace rwin::transport {
+
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Op : uint8_t { Write, Read, AtomicAdd, FetchAdd, CompareSwap, Swap, Flush };
+const char* op_name(Op op) noexcept;
+
+struct Capabilities {
+  size_t max_message_bytes = 0;            // a Write/Read longer than this must be cut by the caller
+  bool write_then_atomic_ordered = false;  // true: an atomic posted after writes to the same peer is
+                                           // applied after them (RC QP); false: post a Flush between
+  bool needs_target_progress = false;      // true: remote ops land only while the target polls
+  bool native_set = true;                  // Swap is a real remote atomic (else emulated, documented)
+};
+
+// Memory that remote peers may read, write and update atomically. Page aligned and zeroed.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  void* addr() const noexcept { return addr_; }
+  size_t bytes() const noexcept { return bytes_; }
+  // Opaque, versioned bytes a peer passes to Transport::unpack_key().
+  virtual std::vector<uint8_t> packed_key() const = 0;
+
+ protected:
+  void* addr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A peer's MemoryRegion as seen from here.
+class RemoteKey {
+ public:
+  virtual ~RemoteKey() = default;
+  uint64_t base() const noexcept { return base_; }  // the peer's address of byte 0
+  size_t bytes() const noexcept { return bytes_; }
+
+ protected:
+  uint64_t base_ = 0;
+  size_t bytes_ = 0;
+};
+
+struct Work {
+  Op op = Op::Write;
+  int peer = -1;
+  void* local = nullptr;                  // Write: source; Read: destination; Fetch*/Swap/CAS: old value
+  const MemoryRegion* local_mr = nullptr; // region holding `local` (required by verbs for its lkey;
+                                          // may be null only for AtomicAdd and Flush)
+  uint64_t remote_addr = 0;               // absolute address in the peer's region
+  const RemoteKey* rkey = nullptr;        // null only for Flush
+  size_t bytes = 0;                       // Write/Read length; atomics are always 8 bytes
+  uint64_t operand = 0;                   // add value / swap value / CAS new value
+  uint64_t compare = 0;                   // CAS expected value
+  uint64_t cookie = 0;                    // returned in the Completion
+};
+
+struct Completion {
+  uint64_t cookie = 0;
+  bool ok = true;
+  std::string error;  // one line naming device, peer, op and the library's status text
+};
+
+enum class PostResult { Ok, Busy, PeerFailed };
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // "ucx(tcp)", "verbs(rxe0 port 1 gid 1)": used in every error message.
+  virtual std::string describe() const = 0;
+  virtual Capabilities capabilities() const = 0;
+
+  // Collective: exchanges addresses through the bootstrap and connects to every rank (incl. self).
+  virtual void connect(bootstrap::Bootstrap& bs) = 0;
+
+  virtual std::unique_ptr<MemoryRegion> allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) = 0;
+
+  // Never blocks. Busy: no room now (poll, then retry). PeerFailed: see peer_error(peer).
+  virtual PostResult post(const Work& w) = 0;
+  // Drives progress and appends finished work to `out`. Never blocks.
+  virtual void poll(std::vector<Completion>& out) = 0;
+  // The sticky failure of a peer, empty while the peer is healthy.
+  virtual std::string peer_error(int peer) const = 0;
+};
+
+struct TransportConfig {
+  std::string name;        // "ucx" or "verbs"
+  std::string ib_device;   // verbs: device name, empty = first usable
+  int ib_port = 1;         // verbs: port number
+  int gid_index = -1;      // verbs: -1 = auto (RoCE v2 IPv4-mapped GID where present)
+  int rank = 0;
+  int nranks = 1;
+};
+
+// Creates the named transport; throws TransportError listing the known names for an unknown one.
+std::unique_ptr<Transport> make_transport(const TransportConfig& cfg);
+
+}  // namespace rwin::transport
