@@ -1,1 +1,155 @@
-// placeholder: being written
+// ring_shift: the seed program (pld tutorial step 06) on rwin.
+//
+//   put mode: every rank pushes its src into the next rank's dst  -> y[r] = x[(r-1) % N]
+//   get mode: every rank pulls the next rank's src into its dst   -> y[r] = x[(r+1) % N]
+//
+// x is filled from (rank, index, iteration) so every element of every iteration is checked.
+// Each rank prints OK or its first mismatches; rank 0 then collects every rank's verdict through
+// signal words (notify Set + wait NE) and prints a summary. Exit status 0 only if all ranks agree.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rwin/rwin.h"
+
+namespace {
+
+struct Args {
+  std::string mode = "put";
+  int64_t size = 1024;
+  std::string dtype = "f32";
+  int iters = 3;
+};
+
+[[noreturn]] void usage(const char* msg) {
+  std::fprintf(stderr,
+               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K]\n",
+               msg);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
+      return argv[++i];
+    };
+    if (k == "--mode") a.mode = value();
+    else if (k == "--size") a.size = std::strtoll(value().c_str(), nullptr, 10);
+    else if (k == "--dtype") a.dtype = value();
+    else if (k == "--iters") a.iters = std::atoi(value().c_str());
+    else if (k == "-h" || k == "--help") usage("ring_shift: the seed's ring shift on rwin");
+    else usage(("unknown argument " + k).c_str());
+  }
+  if (a.mode != "put" && a.mode != "get") usage("--mode must be put or get");
+  if (a.size < 1) usage("--size must be >= 1");
+  if (a.iters < 1) usage("--iters must be >= 1");
+  return a;
+}
+
+// Exact in every dtype (below 2^24, so f32 holds it) and different per rank, index and iteration.
+int64_t expected_value(int rank, int64_t index, int iter) {
+  return (static_cast<int64_t>(rank) * 1000003 + index * 7 + static_cast<int64_t>(iter) * 131) % 16777213;
+}
+
+template <class T>
+void fill(rwin::Window& w, int rank, int iter) {
+  T* p = w.data_as<T>();
+  const int64_t n = w.shape()[1];
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(expected_value(rank, i, iter));
+}
+
+template <class T>
+int64_t check(const rwin::Window& w, int from_rank, int iter, int rank) {
+  const T* p = w.data_as<T>();
+  const int64_t n = w.shape()[1];
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T want = static_cast<T>(expected_value(from_rank, i, iter));
+    if (p[i] != want) {
+      if (bad < 5) {
+        std::printf("rank %d iter %d: y[%lld] = %.17g, expected %.17g (x[%d][%lld])\n", rank, iter,
+                    static_cast<long long>(i), static_cast<double>(p[i]), static_cast<double>(want), from_rank,
+                    static_cast<long long>(i));
+      }
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+template <class T>
+int run(rwin::Context& ctx, const Args& a) {
+  using rwin::NotifyOp;
+  using rwin::WaitCmp;
+  const int r = ctx.rank(), n = ctx.size();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const rwin::DType dt = rwin::dtype_of<T>();
+  auto src = ctx.alloc_window("src", dt, {1, a.size});
+  auto dst = ctx.alloc_window("dst", dt, {1, a.size});
+  // 0: data ready, 1: done reading (lets the next iteration reuse the buffer), 2..2+n: verdicts.
+  auto sig = ctx.alloc_signals("ring_signals", 2 + n);
+  int64_t bad = 0;
+  for (int it = 0; it < a.iters; ++it) {
+    if (a.mode == "put") {
+      fill<T>(src, r, it);
+      if (it > 0) ctx.wait(sig.at(1), it, WaitCmp::GE);  // next rank finished reading our last put
+      ctx.put(dst.all(), next, src.all(), rwin::AtomicType::None);
+      ctx.notify(sig.at(0), next, 1, NotifyOp::AtomicAdd);  // ordered after the put
+      ctx.wait(sig.at(0), it + 1, WaitCmp::GE);             // prev rank's data has landed here
+      bad += check<T>(dst, prev, it, r);
+      ctx.notify(sig.at(1), prev, 1, NotifyOp::AtomicAdd);  // prev may overwrite our dst now
+    } else {
+      if (it > 0) ctx.wait(sig.at(1), it, WaitCmp::GE);  // prev rank finished reading our src
+      fill<T>(src, r, it);
+      // Tell the rank that reads from us (prev) that src is ready; wait for the one we read.
+      ctx.notify(sig.at(0), prev, 1, NotifyOp::AtomicAdd);
+      ctx.wait(sig.at(0), it + 1, WaitCmp::GE);
+      ctx.get(dst.all(), next, src.all());
+      bad += check<T>(dst, next, it, r);
+      ctx.notify(sig.at(1), next, 1, NotifyOp::AtomicAdd);  // next may refill its src
+    }
+  }
+  std::printf("%s\n", bad == 0 ? "OK" : "FAILED");
+  std::fflush(stdout);
+  ctx.notify(sig.at(2 + r), 0, bad == 0 ? 1 : 2, NotifyOp::Set);
+  int status = bad == 0 ? 0 : 1;
+  if (r == 0) {
+    ctx.wait(sig.slice(2, n), 0, WaitCmp::NE);
+    std::string failed;
+    for (int q = 0; q < n; ++q) {
+      if (sig.load(2 + q) != 1) failed += " " + std::to_string(q);
+    }
+    std::printf("ring_shift %s: %d ranks x %lld %s x %d iters over %s: %s\n", a.mode.c_str(), n,
+                static_cast<long long>(a.size), rwin::dtype_name(dt), a.iters, ctx.transport_name().c_str(),
+                failed.empty() ? "all ranks OK" : ("FAILED on ranks" + failed).c_str());
+    if (!failed.empty()) status = 1;
+  }
+  ctx.barrier();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    rwin::Context ctx;
+    switch (rwin::parse_dtype(a.dtype)) {
+      case rwin::DType::F32: return run<float>(ctx, a);
+      case rwin::DType::F64: return run<double>(ctx, a);
+      case rwin::DType::I32: return run<int32_t>(ctx, a);
+      case rwin::DType::I64: return run<int64_t>(ctx, a);
+      case rwin::DType::U32: return run<uint32_t>(ctx, a);
+      case rwin::DType::U64: return run<uint64_t>(ctx, a);
+    }
+  } catch (const rwin::Error& e) {
+    std::fprintf(stderr, "ring_shift: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

@@ -1,1 +1,756 @@
-// placeholder: being written
+// rwin::Context: windows, the put/get pipeline, ordered notify, progress-driving waits.
+#include <sched.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "chunk_planner.h"
+#include "context_impl.h"
+
+namespace rwin {
+
+using Clock = std::chrono::steady_clock;
+using detail::ContextImpl;
+using detail::PeerState;
+using detail::Slot;
+using detail::Transfer;
+using detail::WindowState;
+using transport::Op;
+using transport::PostResult;
+using transport::Work;
+
+namespace {
+
+constexpr uint32_t kWindowMagic = 0x52574e57;  // "RWNW": window descriptor blob
+constexpr uint32_t kWindowVersion = 1;
+constexpr size_t kScratchWords = 8192;          // atomic result slots (64 KiB)
+
+std::string shape_str(Shape2 s) { return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]"; }
+
+// Waiting politely: spin first (lowest latency when ranks <= cores), then yield, then sleep so
+// that 16 ranks on 2 cores still make progress instead of collapsing into a busy-spin.
+void backoff(uint64_t idle_rounds) {
+  if (idle_rounds < 256) {
+    return;
+  } else if (idle_rounds < 4096) {
+    sched_yield();
+  } else {
+    timespec ts{0, 50 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+int64_t load_word(const WindowState& s, uint64_t byte_offset) {
+  auto* p = reinterpret_cast<int64_t*>(static_cast<char*>(s.base()) + byte_offset);
+  return std::atomic_ref<int64_t>(*p).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// WindowState
+
+std::string WindowState::describe() const {
+  return "'" + name + "' " + dtype_name(dtype) + "[" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) +
+         "] (" + std::to_string(bytes) + " bytes)";
+}
+
+void WindowState::release() noexcept {
+  rkeys.clear();
+  mr.reset();
+  ctx = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ContextImpl: data path
+
+ContextImpl::~ContextImpl() {
+  for (auto& w : windows) {
+    if (auto s = w.lock()) s->release();
+  }
+  scratch.reset();
+}
+
+uint32_t ContextImpl::take_slot(const Slot& s) {
+  uint32_t id;
+  if (free_slots.empty()) {
+    id = static_cast<uint32_t>(slots.size());
+    slots.push_back(s);
+  } else {
+    id = free_slots.back();
+    free_slots.pop_back();
+    slots[id] = s;
+  }
+  return id;
+}
+
+void ContextImpl::check_peer(int peer, const char* op) const {
+  if (peer < 0 || peer >= nranks) {
+    throw Error(ErrorCode::PeerOutOfRange, who() + ": " + op + " to peer " + std::to_string(peer) +
+                                               ": peer out of range (job has ranks 0.." +
+                                               std::to_string(nranks - 1) + ")");
+  }
+  const PeerState& p = peers[static_cast<size_t>(peer)];
+  if (!p.failed.empty()) {
+    throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) +
+                                           ": peer failed earlier: " + p.failed);
+  }
+  std::string tp_err = tp->peer_error(peer);
+  if (!tp_err.empty()) {
+    throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) + ": " + tp_err);
+  }
+}
+
+// Posts one work request, polling while the transport is full. Throws on deadline or failure.
+void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadline, const char* what) {
+  const uint32_t id = take_slot(s);
+  w.cookie = id;
+  for (uint64_t idle = 0;; ++idle) {
+    const PostResult r = tp->post(w);
+    if (r == PostResult::Ok) return;
+    if (r == PostResult::PeerFailed) {
+      free_slots.push_back(id);
+      std::string err = tp->peer_error(w.peer);
+      peers[static_cast<size_t>(w.peer)].failed = err;
+      throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
+    }
+    progress();
+    if (Clock::now() > deadline) {
+      free_slots.push_back(id);
+      throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                          ": transport stayed busy until the deadline (" + tp->describe() + ")");
+    }
+    backoff(idle);
+  }
+}
+
+void ContextImpl::progress() {
+  completions.clear();
+  tp->poll(completions);
+  for (const auto& c : completions) {
+    Slot& s = slots[c.cookie];
+    PeerState& peer = peers[static_cast<size_t>(s.peer)];
+    switch (s.kind) {
+      case Slot::Chunk:
+      case Slot::Atomic:
+        if (!s.transfer) break;  // its transfer gave up (deadline); only the slot is returned
+        s.transfer->inflight--;
+        if (!c.ok && s.transfer->error.empty()) {
+          s.transfer->error = c.error;
+          if (s.kind == Slot::Chunk) {
+            s.transfer->error += " (chunk " + std::to_string(s.index + 1) + "/" + std::to_string(s.total) + ")";
+          }
+        }
+        break;
+      case Slot::Flush:
+        peer.outstanding--;
+        if (c.ok && s.flush_seq > peer.flush_done) peer.flush_done = s.flush_seq;
+        break;
+      case Slot::Notify:
+        peer.outstanding--;
+        break;
+    }
+    if (!c.ok && peer.failed.empty()) peer.failed = c.error;
+    free_slots.push_back(static_cast<uint32_t>(c.cookie));
+  }
+  for (int p = 0; p < nranks; ++p) {
+    if (!peers[static_cast<size_t>(p)].deferred.empty()) release_deferred(p);
+  }
+}
+
+// Posts the notifies whose flush has completed, in order; stops at the first still gated.
+void ContextImpl::release_deferred(int peer) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
+  while (!ps.deferred.empty() && ps.deferred.front().gate <= ps.flush_done && ps.failed.empty()) {
+    Work& w = ps.deferred.front().work;
+    Slot s;
+    s.kind = Slot::Notify;
+    s.peer = peer;
+    const uint32_t id = take_slot(s);
+    w.cookie = id;
+    const PostResult r = tp->post(w);
+    if (r != PostResult::Ok) {
+      free_slots.push_back(id);
+      if (r == PostResult::PeerFailed) ps.failed = tp->peer_error(peer);
+      return;  // Busy: retried on the next progress()
+    }
+    ps.outstanding++;
+    ps.deferred.pop_front();
+  }
+}
+
+void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
+  Slot s;
+  s.kind = Slot::Flush;
+  s.peer = peer;
+  s.flush_seq = ++ps.flush_posted;
+  Work w;
+  w.op = Op::Flush;
+  w.peer = peer;
+  post_blocking(w, s, deadline, "flush");
+  ps.outstanding++;
+  ps.dirty = false;
+}
+
+// Returns when everything issued to `peer` so far is complete at the target.
+void ContextImpl::drain(int peer, Clock::time_point deadline, const char* what) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
+  for (uint64_t idle = 0; !ps.deferred.empty(); ++idle) {
+    progress();
+    if (!ps.failed.empty()) break;
+    if (Clock::now() > deadline) {
+      throw Error(ErrorCode::Timeout, who() + ": " + what + ": notifies to peer " + std::to_string(peer) +
+                                          " still held behind a flush at the deadline; " + outstanding_summary());
+    }
+    backoff(idle);
+  }
+  if (ps.failed.empty()) post_flush(peer, deadline);
+  for (uint64_t idle = 0; ps.outstanding > 0 && ps.failed.empty(); ++idle) {
+    progress();
+    if (Clock::now() > deadline) {
+      throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
+                                          " did not complete its operations by the deadline; " + outstanding_summary());
+    }
+    backoff(idle);
+  }
+  if (!ps.failed.empty()) {
+    throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": peer " + std::to_string(peer) + ": " + ps.failed);
+  }
+}
+
+void ContextImpl::quiet(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (int p = 0; p < nranks; ++p) {
+    const PeerState& ps = peers[static_cast<size_t>(p)];
+    if (ps.dirty || ps.outstanding > 0 || !ps.deferred.empty()) drain(p, deadline, "quiet");
+  }
+}
+
+// A barrier that keeps the transport progressing while it waits: over tcp a peer still flushing
+// towards us needs our progress to finish, so a blocking store wait here could deadlock.
+void ContextImpl::barrier(std::chrono::milliseconds timeout) {
+  quiet(timeout);
+  const auto deadline = Clock::now() + timeout;
+  const std::string prefix = "rwin/barrier/" + std::to_string(barrier_seq++) + "/";
+  const uint8_t one = 1;
+  bs->store().set(prefix + std::to_string(rank), std::span<const uint8_t>(&one, 1));
+  std::vector<std::string> keys;
+  for (int r = 0; r < nranks; ++r) keys.push_back(prefix + std::to_string(r));
+  for (uint64_t round = 0;; ++round) {
+    const auto present = bs->store().check(keys);
+    bool all = true;
+    for (bool b : present) all = all && b;
+    if (all) return;
+    if (Clock::now() > deadline) {
+      std::string missing;
+      for (int r = 0; r < nranks; ++r) {
+        if (!present[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      throw Error(ErrorCode::Timeout, who() + ": barrier timed out after " + std::to_string(timeout.count()) +
+                                          " ms waiting for ranks " + missing);
+    }
+    // Poll the transport often and the store less often (each check is a TCP round trip).
+    const auto until = Clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
+    for (uint64_t idle = 0; Clock::now() < until; ++idle) {
+      progress();
+      backoff(idle + 256);
+    }
+  }
+}
+
+// Chunks still in flight point at a Transfer on the caller's stack: detach them before it goes.
+void ContextImpl::abandon(Transfer& t) noexcept {
+  for (auto& s : slots) {
+    if (s.transfer == &t) s.transfer = nullptr;
+  }
+}
+
+std::string ContextImpl::outstanding_summary() const {
+  std::string s;
+  for (int p = 0; p < nranks; ++p) {
+    const PeerState& ps = peers[static_cast<size_t>(p)];
+    if (ps.outstanding > 0 || !ps.deferred.empty()) {
+      s += (s.empty() ? "" : ", ") + ("peer " + std::to_string(p)) + " (" + std::to_string(ps.outstanding) +
+           " in flight, " + std::to_string(ps.deferred.size()) + " held)";
+    }
+  }
+  return s.empty() ? "no operations outstanding" : "outstanding: " + s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Window / SignalArray handles
+
+namespace {
+WindowState& live(const std::shared_ptr<WindowState>& s, const char* what) {
+  if (!s) throw Error(ErrorCode::InvalidArgument, std::string(what) + ": empty handle (never allocated)");
+  if (!s->ctx) throw Error(ErrorCode::UseAfterFree, std::string(what) + ": window " + s->describe() + " was freed");
+  return *s;
+}
+}  // namespace
+
+const std::string& Window::name() const { return live(s_, "window").name; }
+DType Window::dtype() const { return live(s_, "window").dtype; }
+Shape2 Window::shape() const { return live(s_, "window").shape; }
+size_t Window::bytes() const { return live(s_, "window").bytes; }
+bool Window::valid() const noexcept { return s_ && s_->ctx; }
+void* Window::data() const { return live(s_, "window data").base(); }
+Slice Window::slice(Shape2 offsets, Shape2 shape) const { return Slice{s_, offsets, shape}; }
+Slice Window::all() const { return Slice{s_, {0, 0}, live(s_, "window").shape}; }
+void Window::check_dtype(DType t) const {
+  const WindowState& s = live(s_, "window data");
+  if (s.dtype != t) {
+    throw Error(ErrorCode::DtypeMismatch, "window " + s.describe() + " accessed as " + dtype_name(t));
+  }
+}
+
+const std::string& SignalArray::name() const { return live(s_, "signals").name; }
+int64_t SignalArray::size() const { return live(s_, "signals").shape[1]; }
+bool SignalArray::valid() const noexcept { return s_ && s_->ctx; }
+SignalSlice SignalArray::at(int64_t index) const { return SignalSlice{s_, static_cast<uint64_t>(index) * 8, 1}; }
+SignalSlice SignalArray::slice(int64_t first, int64_t count) const {
+  return SignalSlice{s_, static_cast<uint64_t>(first) * 8, count};
+}
+SignalSlice SignalArray::at_byte(uint64_t byte_offset) const { return SignalSlice{s_, byte_offset, 1}; }
+
+namespace {
+int64_t* signal_word(const std::shared_ptr<WindowState>& s, int64_t index, const char* what) {
+  WindowState& st = live(s, what);
+  if (index < 0 || index >= st.shape[1]) {
+    throw Error(ErrorCode::OutOfBounds, std::string(what) + ": index " + std::to_string(index) +
+                                            " outside signal array " + st.describe());
+  }
+  return static_cast<int64_t*>(st.base()) + index;
+}
+}  // namespace
+
+int64_t SignalArray::load(int64_t index) const {
+  return std::atomic_ref<int64_t>(*signal_word(s_, index, "signal load")).load(std::memory_order_acquire);
+}
+void SignalArray::store(int64_t index, int64_t value) {
+  std::atomic_ref<int64_t>(*signal_word(s_, index, "signal store")).store(value, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()) {
+  ContextImpl& c = *impl_;
+  c.opt = Options::from_env(options);
+  c.rank = c.opt.rank;
+  c.nranks = c.opt.nranks;
+  try {
+    c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root),
+                                                  c.opt.startup_timeout);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(e.kind() == bootstrap::BootstrapError::Kind::Timeout ? ErrorCode::Timeout : ErrorCode::Bootstrap,
+                e.what());
+  }
+  transport::TransportConfig tc;
+  tc.name = c.opt.transport;
+  tc.ib_device = c.opt.ib_device;
+  tc.ib_port = c.opt.ib_port;
+  tc.gid_index = c.opt.gid_index;
+  tc.rank = c.rank;
+  tc.nranks = c.nranks;
+  try {
+    c.tp = transport::make_transport(tc);
+    c.tp->connect(*c.bs);
+    c.caps = c.tp->capabilities();
+    c.scratch = c.tp->allocate(kScratchWords * 8);
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": " + e.what());
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(ErrorCode::Bootstrap, c.who() + ": transport connect: " + e.what());
+  }
+  c.peers.resize(static_cast<size_t>(c.nranks));
+}
+
+Context::~Context() {
+  if (!impl_) return;
+  ContextImpl& c = *impl_;
+  // Bounded: a dead peer must not keep us here; other ranks may still be reading our memory,
+  // hence the barrier before anything is released.
+  const auto bound = std::min<std::chrono::milliseconds>(c.opt.op_timeout, std::chrono::milliseconds(10000));
+  try {
+    c.barrier(bound);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+  }
+}
+
+int Context::rank() const noexcept { return impl_->rank; }
+int Context::size() const noexcept { return impl_->nranks; }
+std::string Context::transport_name() const { return impl_->tp->describe(); }
+const Options& Context::options() const noexcept { return impl_->opt; }
+
+namespace {
+
+std::vector<uint8_t> window_blob(const WindowState& s, const std::vector<uint8_t>& key) {
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  const uint32_t magic = kWindowMagic, version = kWindowVersion, name_len = static_cast<uint32_t>(s.name.size());
+  const uint8_t dtype = static_cast<uint8_t>(s.dtype), is_signal = s.is_signal ? 1 : 0;
+  const uint64_t key_len = key.size();
+  put(&magic, 4);
+  put(&version, 4);
+  put(&dtype, 1);
+  put(&is_signal, 1);
+  put(&s.shape[0], 8);
+  put(&s.shape[1], 8);
+  put(&name_len, 4);
+  put(s.name.data(), name_len);
+  put(&key_len, 8);
+  put(key.data(), key.size());
+  return b;
+}
+
+struct WindowDesc {
+  DType dtype;
+  bool is_signal;
+  Shape2 shape;
+  std::string name;
+  std::span<const uint8_t> key;
+};
+
+std::optional<WindowDesc> parse_window_blob(std::span<const uint8_t> b) {
+  size_t off = 0;
+  auto get = [&](void* p, size_t n) {
+    if (off + n > b.size()) return false;
+    std::memcpy(p, b.data() + off, n);
+    off += n;
+    return true;
+  };
+  uint32_t magic = 0, version = 0, name_len = 0;
+  uint8_t dtype = 0, is_signal = 0;
+  uint64_t key_len = 0;
+  WindowDesc d{};
+  if (!get(&magic, 4) || !get(&version, 4) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
+  if (!get(&dtype, 1) || !get(&is_signal, 1) || dtype > static_cast<uint8_t>(DType::F64)) return std::nullopt;
+  if (!get(&d.shape[0], 8) || !get(&d.shape[1], 8) || !get(&name_len, 4) || off + name_len > b.size()) return std::nullopt;
+  d.name.assign(reinterpret_cast<const char*>(b.data() + off), name_len);
+  off += name_len;
+  if (!get(&key_len, 8) || off + key_len != b.size()) return std::nullopt;
+  d.dtype = static_cast<DType>(dtype);
+  d.is_signal = is_signal != 0;
+  d.key = b.subspan(off);
+  return d;
+}
+
+std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& name, DType dtype, Shape2 shape,
+                                           bool is_signal) {
+  const char* what = is_signal ? "alloc_signals" : "alloc_window";
+  if (shape[0] <= 0 || shape[1] <= 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                c.who() + ": " + what + " '" + name + "': shape " + shape_str(shape) + " must be positive");
+  }
+  auto s = std::make_shared<WindowState>();
+  s->name = name;
+  s->dtype = dtype;
+  s->shape = shape;
+  s->bytes = static_cast<size_t>(shape[0]) * static_cast<size_t>(shape[1]) * dtype_size(dtype);
+  s->is_signal = is_signal;
+  std::vector<bootstrap::Bytes> all;
+  try {
+    s->mr = c.tp->allocate(s->bytes);
+    all = c.bs->allgather(window_blob(*s, s->mr->packed_key()));
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+  }
+  // Every rank sees every descriptor, so a mismatch is reported on every rank.
+  std::string mismatch;
+  std::vector<WindowDesc> descs;
+  for (int r = 0; r < c.nranks; ++r) {
+    auto d = parse_window_blob(all[static_cast<size_t>(r)]);
+    if (!d) {
+      throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " '" + name + "': malformed window descriptor from rank " +
+                                            std::to_string(r));
+    }
+    if (d->dtype != dtype || d->shape != shape || d->name != name || d->is_signal != is_signal) {
+      const size_t bytes = static_cast<size_t>(d->shape[0] * d->shape[1]) * dtype_size(d->dtype);
+      mismatch += "; rank " + std::to_string(r) + " has '" + d->name + "' " + dtype_name(d->dtype) + "[" +
+                  std::to_string(d->shape[0]) + "x" + std::to_string(d->shape[1]) + "] (" + std::to_string(bytes) +
+                  " bytes)";
+    }
+    descs.push_back(*d);
+  }
+  if (!mismatch.empty()) {
+    throw Error(ErrorCode::WindowMismatch, c.who() + ": " + what + ": window differs across ranks: rank " +
+                                               std::to_string(c.rank) + " has " + s->describe() + mismatch);
+  }
+  try {
+    for (int r = 0; r < c.nranks; ++r) s->rkeys.push_back(c.tp->unpack_key(r, descs[static_cast<size_t>(r)].key));
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+  }
+  s->ctx = &c;
+  // Forget windows that were already dropped so the registry does not grow without bound.
+  std::erase_if(c.windows, [](const std::weak_ptr<WindowState>& w) { return w.expired(); });
+  c.windows.push_back(s);
+  return s;
+}
+
+void free_region(ContextImpl& c, std::shared_ptr<WindowState>& s, const char* what) {
+  WindowState& st = live(s, what);
+  if (st.ctx != &c) throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + ": window belongs to another context");
+  c.barrier(c.opt.op_timeout);  // nobody may still write into it
+  st.release();
+}
+
+}  // namespace
+
+Window Context::alloc_window(const std::string& name, DType dtype, Shape2 shape) {
+  return Window(create_region(*impl_, name, dtype, shape, false));
+}
+
+SignalArray Context::alloc_signals(const std::string& name, int64_t count) {
+  return SignalArray(create_region(*impl_, name, DType::I64, Shape2{1, count}, true));
+}
+
+void Context::free(Window& window) { free_region(*impl_, window.s_, "free window"); }
+void Context::free(SignalArray& signals) { free_region(*impl_, signals.s_, "free signals"); }
+
+namespace {
+
+// Checks one side of a put/get and returns its window.
+WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
+  const std::string where = c.who() + ": " + op + " peer " + std::to_string(peer) + ": " + side;
+  if (!s.window) throw Error(ErrorCode::InvalidArgument, where + " slice has no window");
+  WindowState& w = *s.window;
+  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where + " window " + w.describe() + " was freed");
+  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where + " window " + w.describe() + " belongs to another context");
+  if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where + " is a signal array; use notify/wait");
+  const bool ok = s.offsets[0] >= 0 && s.offsets[1] >= 0 && s.shape[0] >= 0 && s.shape[1] >= 0 &&
+                  s.offsets[0] + s.shape[0] <= w.shape[0] && s.offsets[1] + s.shape[1] <= w.shape[1];
+  if (!ok) {
+    throw Error(ErrorCode::OutOfBounds, where + " slice offsets " + shape_str(s.offsets) + " shape " +
+                                            shape_str(s.shape) + " is outside window " + w.describe());
+  }
+  return w;
+}
+
+void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
+                WindowState& s) {
+  const std::string where = c.who() + ": " + op + " peer " + std::to_string(peer) + ": ";
+  if (dst.shape != src.shape) {
+    throw Error(ErrorCode::ShapeMismatch, where + "dst shape " + shape_str(dst.shape) + " (window " + d.describe() +
+                                              ") differs from src shape " + shape_str(src.shape) + " (window " +
+                                              s.describe() + ")");
+  }
+  if (d.dtype != s.dtype) {
+    throw Error(ErrorCode::DtypeMismatch, where + "dst window " + d.describe() + " and src window " + s.describe() +
+                                              " have different dtypes");
+  }
+}
+
+}  // namespace
+
+// Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
+static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
+                         WindowState& remote, const Slice& remote_slice, const char* what) {
+  const auto deadline = Clock::now() + c.opt.op_timeout;
+  detail::TransferShape t;
+  t.elem_bytes = dtype_size(local.dtype);
+  t.shape = local_slice.shape;
+  t.local_offsets = local_slice.offsets;
+  t.local_cols = local.shape[1];
+  t.remote_offsets = remote_slice.offsets;
+  t.remote_cols = remote.shape[1];
+  t.max_chunk_bytes = std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes);
+  detail::ChunkPlanner planner(t);
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  Transfer tr;
+  detail::Chunk ch;
+  uint64_t index = 0;
+  bool more = true;
+  for (uint64_t idle = 0; more || tr.inflight > 0;) {
+    bool posted = false;
+    while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
+      more = planner.next(ch);
+      if (!more) break;
+      Work w;
+      w.op = op;
+      w.peer = peer;
+      w.local = static_cast<char*>(local.base()) + ch.local_offset;
+      w.local_mr = local.mr.get();
+      w.remote_addr = rkey.base() + ch.remote_offset;
+      w.rkey = &rkey;
+      w.bytes = ch.bytes;
+      Slot s;
+      s.kind = Slot::Chunk;
+      s.peer = peer;
+      s.transfer = &tr;
+      s.index = index++;
+      s.total = planner.total_chunks();
+      try {
+        c.post_blocking(w, s, deadline, what);
+      } catch (...) {
+        c.abandon(tr);
+        throw;
+      }
+      tr.inflight++;
+      posted = true;
+    }
+    if (!tr.error.empty()) more = false;  // stop posting; collect what is in flight
+    if (tr.inflight == 0) break;
+    c.progress();
+    if (Clock::now() > deadline) {
+      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
+                              std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
+                              " chunks (" + std::to_string(planner.total_bytes()) + " bytes) unfinished after " +
+                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+      // A peer that cannot finish a transfer by the deadline is treated as failed.
+      c.peers[static_cast<size_t>(peer)].failed = msg;
+      c.abandon(tr);
+      throw Error(ErrorCode::Timeout, msg);
+    }
+    idle = posted ? 0 : idle + 1;
+    backoff(idle);
+  }
+  if (!tr.error.empty()) {
+    throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
+                                           std::to_string(planner.total_bytes()) + " bytes): " + tr.error);
+  }
+}
+
+void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomic) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "put");
+  WindowState& d = check_slice(c, "put", peer, "dst", dst);
+  WindowState& s = check_slice(c, "put", peer, "src", src);
+  check_pair(c, "put", peer, dst, src, d, s);
+  if (src.elements() == 0) return;
+  if (atomic == AtomicType::Add) {
+    throw Error(ErrorCode::Unsupported, c.who() + ": put peer " + std::to_string(peer) +
+                                            ": atomic=Add is not implemented yet (dst window " + d.describe() + ")");
+  }
+  run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+}
+
+void Context::get(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "get");
+  WindowState& d = check_slice(c, "get", peer, "dst", dst);
+  WindowState& s = check_slice(c, "get", peer, "src", src);
+  check_pair(c, "get", peer, dst, src, d, s);
+  if (src.elements() == 0) return;
+  run_transfer(c, Op::Read, peer, d, dst, s, src, "get");
+}
+
+namespace {
+WindowState& check_signal(ContextImpl& c, const char* op, const std::string& peer_text, const SignalSlice& sig) {
+  const std::string where = c.who() + ": " + op + peer_text + ": signal";
+  if (!sig.signals) throw Error(ErrorCode::InvalidArgument, where + " has no signal array");
+  WindowState& w = *sig.signals;
+  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where + " array " + w.describe() + " was freed");
+  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where + " array " + w.describe() + " belongs to another context");
+  if (sig.byte_offset % 8 != 0) {
+    throw Error(ErrorCode::Misaligned, where + " byte offset " + std::to_string(sig.byte_offset) +
+                                           " in " + w.describe() + " is not 8-byte aligned (64-bit atomics need it)");
+  }
+  if (sig.count < 1 || sig.byte_offset / 8 + static_cast<uint64_t>(sig.count) > static_cast<uint64_t>(w.shape[1])) {
+    throw Error(ErrorCode::OutOfBounds, where + " words [" + std::to_string(sig.byte_offset / 8) + ", +" +
+                                            std::to_string(sig.count) + ") outside " + w.describe());
+  }
+  return w;
+}
+}  // namespace
+
+void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "notify");
+  WindowState& w = check_signal(c, "notify", " peer " + std::to_string(peer), signal);
+  if (signal.count != 1) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": signal slice of " +
+                                                std::to_string(signal.count) + " words; notify updates exactly one");
+  }
+  const auto deadline = Clock::now() + c.opt.op_timeout;
+  PeerState& ps = c.peers[static_cast<size_t>(peer)];
+  const transport::RemoteKey& rkey = *w.rkeys[static_cast<size_t>(peer)];
+  Work work;
+  work.op = op == NotifyOp::AtomicAdd ? Op::AtomicAdd : Op::Swap;
+  work.peer = peer;
+  work.remote_addr = rkey.base() + signal.byte_offset;
+  work.rkey = &rkey;
+  work.bytes = 8;
+  work.operand = static_cast<uint64_t>(value);
+  if (op == NotifyOp::Set) {
+    // Swap returns the old value; it lands in a scratch slot nobody reads.
+    work.local = c.scratch->addr();
+    work.local_mr = c.scratch.get();
+  }
+  // Ordering: when the peer sees this notify, every earlier put to it must be visible. Where the
+  // transport does not order writes before atomics on one connection (UCX), the notify is held
+  // behind a flush of that peer; it is released by progress() once the flush completes, so the
+  // caller does not wait for the round trip here.
+  if (!c.caps.write_then_atomic_ordered && ps.dirty) {
+    c.post_flush(peer, deadline);
+    ps.deferred.push_back({ps.flush_posted, work});
+    c.release_deferred(peer);
+    return;
+  }
+  if (!ps.deferred.empty()) {  // keep issue order behind notifies already held
+    ps.deferred.push_back({ps.flush_posted, work});
+    c.release_deferred(peer);
+    return;
+  }
+  Slot s;
+  s.kind = Slot::Notify;
+  s.peer = peer;
+  c.post_blocking(work, s, deadline, "notify");
+  ps.outstanding++;
+}
+
+void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
+                   std::optional<std::chrono::milliseconds> timeout) {
+  ContextImpl& c = *impl_;
+  const WindowState& w = check_signal(c, "wait", "", signal);
+  const auto limit = timeout.value_or(c.opt.op_timeout);
+  const auto deadline = Clock::now() + limit;
+  int64_t word = 0;  // first word that does not satisfy cmp yet
+  for (uint64_t idle = 0;; ++idle) {
+    while (word < signal.count &&
+           compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(word) * 8), cmp, expected)) {
+      ++word;
+    }
+    if (word == signal.count) return;
+    c.progress();
+    if ((idle & 63) == 0 && Clock::now() > deadline) {
+      const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
+      throw Error(ErrorCode::Timeout,
+                  c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" + w.name +
+                      "' word " + std::to_string(idx) + " (slice of " + std::to_string(signal.count) +
+                      "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
+                      std::to_string(load_word(w, idx * 8)) + "; " + c.outstanding_summary());
+    }
+    backoff(idle);
+  }
+}
+
+bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
+  ContextImpl& c = *impl_;
+  const WindowState& w = check_signal(c, "test", "", signal);
+  c.progress();
+  for (int64_t i = 0; i < signal.count; ++i) {
+    if (!compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(i) * 8), cmp, expected)) return false;
+  }
+  return true;
+}
+
+void Context::fence(int peer) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "fence");
+  c.drain(peer, Clock::now() + c.opt.op_timeout, "fence");
+}
+
+void Context::quiet() { impl_->quiet(impl_->opt.op_timeout); }
+
+void Context::barrier() { impl_->barrier(impl_->opt.op_timeout); }
+
+}  // namespace rwin

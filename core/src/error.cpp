@@ -1,1 +1,69 @@
-// placeholder: being written
+#include <string>
+
+#include "rwin/rwin.h"
+
+namespace rwin {
+
+const char* to_string(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::InvalidArgument: return "invalid argument";
+    case ErrorCode::PeerOutOfRange: return "peer out of range";
+    case ErrorCode::OutOfBounds: return "out of bounds";
+    case ErrorCode::ShapeMismatch: return "shape mismatch";
+    case ErrorCode::DtypeMismatch: return "dtype mismatch";
+    case ErrorCode::Misaligned: return "misaligned";
+    case ErrorCode::WindowMismatch: return "window mismatch";
+    case ErrorCode::UseAfterFree: return "use after free";
+    case ErrorCode::Timeout: return "timeout";
+    case ErrorCode::PeerFailed: return "peer failed";
+    case ErrorCode::Transport: return "transport";
+    case ErrorCode::Bootstrap: return "bootstrap";
+    case ErrorCode::Unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error("rwin: " + std::string(to_string(code)) + ": " + message), code_(code) {}
+
+size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::I32: case DType::U32: case DType::F32: return 4;
+    case DType::I64: case DType::U64: case DType::F64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    case DType::U32: return "u32";
+    case DType::U64: return "u64";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& name) {
+  for (DType t : {DType::I32, DType::I64, DType::U32, DType::U64, DType::F32, DType::F64}) {
+    if (name == dtype_name(t)) return t;
+  }
+  throw Error(ErrorCode::InvalidArgument,
+              "unknown dtype '" + name + "' (expected one of i32, i64, u32, u64, f32, f64)");
+}
+
+const char* to_string(WaitCmp cmp) noexcept {
+  switch (cmp) {
+    case WaitCmp::EQ: return "==";
+    case WaitCmp::NE: return "!=";
+    case WaitCmp::GT: return ">";
+    case WaitCmp::GE: return ">=";
+    case WaitCmp::LT: return "<";
+    case WaitCmp::LE: return "<=";
+  }
+  return "?";
+}
+
+}  // namespace rwin

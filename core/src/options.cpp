@@ -1,1 +1,119 @@
-// placeholder: being written
+// The one place that reads RWIN_* variables. docs/CONFIG.md documents each with its default;
+// keep the two in step.
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "rwin/rwin.h"
+
+namespace rwin {
+namespace {
+
+constexpr size_t kDefaultChunkBytes = 1 << 20;  // 1 MiB: see bench/RESULTS.md for the sweep
+constexpr int kDefaultPipelineDepth = 4;
+constexpr std::chrono::milliseconds kDefaultStartupTimeout{60000};
+constexpr std::chrono::milliseconds kDefaultOpTimeout{60000};
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+// Parses a non-negative integer with an optional binary suffix: K, KiB, M, MiB, G, GiB.
+uint64_t parse_size(const char* name, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  const std::string suffix = end ? end : "";
+  uint64_t mult = 0;
+  if (suffix.empty()) mult = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+  if (errno != 0 || end == text || mult == 0 || text[0] == '-') {
+    throw Error(ErrorCode::InvalidArgument,
+                std::string(name) + "='" + text + "' is not a size (e.g. 1048576, 512K, 4MiB)");
+  }
+  return static_cast<uint64_t>(v) * mult;
+}
+
+long parse_int(const char* name, const char* text, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+    throw Error(ErrorCode::InvalidArgument, std::string(name) + "='" + text + "' is not an integer in [" +
+                                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+}  // namespace
+
+Options Options::from_env() { return from_env(Options()); }
+
+Options Options::from_env(Options o) {
+  if (o.rank < 0 || o.nranks < 0) {
+    std::optional<bootstrap::LaunchEnv> launch;
+    try {
+      launch = bootstrap::LaunchEnv::detect();
+    } catch (const bootstrap::BootstrapError& e) {
+      throw Error(ErrorCode::InvalidArgument, e.what());
+    }
+    if (launch) {
+      if (o.rank < 0) o.rank = launch->rank;
+      if (o.nranks < 0) o.nranks = launch->nranks;
+      if (o.root.empty()) o.root = launch->root;
+    } else {
+      // Not started by a launcher: a job of one.
+      if (o.rank < 0) o.rank = 0;
+      if (o.nranks < 0) o.nranks = 1;
+    }
+  }
+  if (o.root.empty()) {
+    if (const char* v = env("RWIN_ROOT")) o.root = v;
+  }
+  if (o.root.empty() && o.nranks == 1) o.root = "127.0.0.1:0";  // nobody else needs to find us
+  if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks) {
+    throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(o.rank) + " is outside a job of " +
+                                                std::to_string(o.nranks) + " ranks");
+  }
+  if (o.root.empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                "rank " + std::to_string(o.rank) + " of " + std::to_string(o.nranks) +
+                    ": no rendezvous address: set RWIN_ROOT=host:port (rank 0 serves it) or launch with rwinrun");
+  }
+  if (o.transport.empty()) {
+    const char* v = env("RWIN_TRANSPORT");
+    o.transport = v ? v : "ucx";
+  }
+  if (o.ib_device.empty()) {
+    if (const char* v = env("RWIN_IB_DEVICE")) o.ib_device = v;
+  }
+  if (const char* v = env("RWIN_IB_PORT")) o.ib_port = static_cast<int>(parse_int("RWIN_IB_PORT", v, 1, 255));
+  if (o.gid_index < 0) {
+    if (const char* v = env("RWIN_GID_INDEX")) o.gid_index = static_cast<int>(parse_int("RWIN_GID_INDEX", v, 0, 1023));
+  }
+  if (o.chunk_bytes == 0) {
+    const char* v = env("RWIN_CHUNK_BYTES");
+    o.chunk_bytes = v ? parse_size("RWIN_CHUNK_BYTES", v) : kDefaultChunkBytes;
+    if (o.chunk_bytes == 0) throw Error(ErrorCode::InvalidArgument, "RWIN_CHUNK_BYTES must be > 0");
+  }
+  if (o.pipeline_depth <= 0) {
+    const char* v = env("RWIN_PIPELINE_DEPTH");
+    o.pipeline_depth = v ? static_cast<int>(parse_int("RWIN_PIPELINE_DEPTH", v, 1, 4096)) : kDefaultPipelineDepth;
+  }
+  if (o.startup_timeout.count() <= 0) {
+    const char* v = env("RWIN_STARTUP_TIMEOUT_MS");
+    o.startup_timeout = v ? std::chrono::milliseconds(parse_int("RWIN_STARTUP_TIMEOUT_MS", v, 1, 86400000))
+                          : kDefaultStartupTimeout;
+  }
+  if (o.op_timeout.count() <= 0) {
+    const char* v = env("RWIN_TIMEOUT_MS");
+    o.op_timeout = v ? std::chrono::milliseconds(parse_int("RWIN_TIMEOUT_MS", v, 1, 86400000)) : kDefaultOpTimeout;
+  }
+  return o;
+}
+
+}  // namespace rwin

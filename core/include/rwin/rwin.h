@@ -101,7 +101,8 @@ struct Options {
 
   // Fills every unset field from the environment and defaults. Throws Error(InvalidArgument)
   // naming the variable for a value that does not parse.
-  static Options from_env(Options base = {});
+  static Options from_env(Options base);
+  static Options from_env();
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ class Context {
  public:
   // Collective start-up: rendezvous, transport connect. Deadline: Options::startup_timeout; a
   // rank that never arrives makes every other rank throw Error(Bootstrap) naming it.
-  explicit Context(const Options& options = Options::from_env());
+  explicit Context(const Options& options = Options());
   // Best effort: quiet and a bounded barrier, then release every resource. Never throws.
   ~Context();
   Context(const Context&) = delete;

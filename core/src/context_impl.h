@@ -1,0 +1,102 @@
+// Internal state behind rwin::Context, Window and SignalArray.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "rwin/rwin.h"
+#include "transport/transport.h"
+
+namespace rwin::detail {
+
+struct ContextImpl;
+
+// One collectively allocated region (a data window or a signal array). Handles share it; the
+// context releases the native resources at free() or at its own destruction, whichever is first,
+// so a handle that outlives its context only ever sees `ctx == nullptr` (UseAfterFree).
+struct WindowState {
+  ContextImpl* ctx = nullptr;
+  std::string name;
+  DType dtype = DType::I64;
+  Shape2 shape{0, 0};
+  size_t bytes = 0;
+  bool is_signal = false;
+  std::unique_ptr<transport::MemoryRegion> mr;
+  std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer
+
+  void* base() const noexcept { return mr->addr(); }
+  std::string describe() const;  // "'y' f32[4x1024] (16384 bytes)"
+  void release() noexcept;       // drops native resources; the state becomes "freed"
+};
+
+// A blocking transfer (put/get/accumulate) counts its own chunks in flight.
+struct Transfer {
+  int inflight = 0;
+  std::string error;
+};
+
+// What a cookie stands for until its completion arrives.
+struct Slot {
+  enum Kind : uint8_t { Chunk, Notify, Flush, Atomic } kind = Chunk;
+  int peer = -1;
+  Transfer* transfer = nullptr;  // Chunk, Atomic
+  uint64_t index = 0;            // Chunk: chunk number (for messages); Atomic: word index
+  uint64_t total = 0;            // Chunk: chunks in the transfer
+  uint64_t flush_seq = 0;        // Flush: sequence number
+};
+
+struct PeerState {
+  bool dirty = false;          // writes posted since the last flush (matters when the transport
+                               // does not order writes before atomics)
+  int64_t outstanding = 0;     // notifies and flushes posted, not completed
+  uint64_t flush_posted = 0;   // sequence of the last flush posted
+  uint64_t flush_done = 0;     // highest flush sequence completed (a later flush covers earlier ones)
+  struct Deferred {
+    uint64_t gate;             // post once flush_done >= gate
+    transport::Work work;
+  };
+  std::deque<Deferred> deferred;  // notifies held behind a flush, in issue order
+  std::string failed;             // sticky failure
+};
+
+struct ContextImpl {
+  Options opt;
+  int rank = 0;
+  int nranks = 1;
+  // Declaration order matters: members are destroyed in reverse, so windows go before the
+  // transport and the transport before the bootstrap it may still talk through.
+  std::unique_ptr<bootstrap::Bootstrap> bs;
+  std::unique_ptr<transport::Transport> tp;
+  transport::Capabilities caps;
+  std::vector<std::weak_ptr<WindowState>> windows;  // every live window, for release at teardown
+  std::unique_ptr<transport::MemoryRegion> scratch;  // registered 8-byte result slots for atomics
+  std::vector<PeerState> peers;
+  std::vector<Slot> slots;
+  std::vector<uint32_t> free_slots;
+  std::vector<transport::Completion> completions;
+  uint64_t barrier_seq = 0;
+
+  ~ContextImpl();
+
+  // Data path helpers.
+  uint32_t take_slot(const Slot& s);
+  void post_blocking(transport::Work& w, const Slot& s, std::chrono::steady_clock::time_point deadline,
+                     const char* what);
+  void progress();
+  void release_deferred(int peer);
+  void post_flush(int peer, std::chrono::steady_clock::time_point deadline);
+  void drain(int peer, std::chrono::steady_clock::time_point deadline, const char* what);
+  void quiet(std::chrono::milliseconds timeout);
+  void barrier(std::chrono::milliseconds timeout);
+  void check_peer(int peer, const char* op) const;
+  void abandon(Transfer& t) noexcept;
+  std::string outstanding_summary() const;
+  std::string who() const { return "rank " + std::to_string(rank); }
+};
+
+}  // namespace rwin::detail

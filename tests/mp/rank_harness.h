@@ -1,0 +1,219 @@
+// Multi-process test harness: forks N ranks that meet through the TCP store on 127.0.0.1.
+//
+// Each child sets the transport's environment (e.g. UCX_TLS), builds its own rwin::Context from
+// explicit options, runs the body and exits 0, or prints what failed and exits 1. The parent
+// collects every child's output and kills all of them at the deadline, so no test can hang.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rwin/rwin.h"
+
+namespace rwin_test {
+
+// A check that works inside a forked rank (GoogleTest assertions do not cross fork()).
+#define MP_CHECK(cond, msg)                                                                       \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      std::ostringstream mp_check_os_;                                                            \
+      mp_check_os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg;       \
+      throw std::runtime_error(mp_check_os_.str());                                               \
+    }                                                                                             \
+  } while (0)
+
+// Expects `stmt` to throw rwin::Error with `code` and a message containing every `parts` string.
+template <class F>
+void expect_error(F&& stmt, rwin::ErrorCode code, std::initializer_list<std::string> parts) {
+  try {
+    stmt();
+  } catch (const rwin::Error& e) {
+    MP_CHECK(e.code() == code, "wrong code " << rwin::to_string(e.code()) << " (wanted " << rwin::to_string(code)
+                                             << "): " << e.what());
+    const std::string what = e.what();
+    for (const auto& p : parts) MP_CHECK(what.find(p) != std::string::npos, "message lacks '" << p << "': " << what);
+    return;
+  }
+  MP_CHECK(false, "no rwin::Error thrown (wanted " << rwin::to_string(code) << ")");
+}
+
+struct TransportParam {
+  std::string name;  // test-name suffix
+  std::string transport;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+inline std::vector<TransportParam> transports() {
+  return {
+      {"ucx_tcp", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}},
+      {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}},
+      {"verbs", "verbs", {}},
+  };
+}
+
+// Verbs needs an RDMA device (soft-RoCE in the guest); elsewhere those tests skip with a reason.
+inline bool have_rdma_device() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
+inline std::string skip_reason(const TransportParam& p) {
+  if (p.transport == "verbs" && !have_rdma_device()) {
+    return "no RDMA device (/sys/class/infiniband is empty); run under tests/rxe/run-in-guest.sh";
+  }
+  return {};
+}
+
+inline uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("free_port: cannot bind 127.0.0.1:0");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct RankResult {
+  int status = -1;       // exit status, or 128 + signal
+  std::string output;    // stdout + stderr
+};
+
+struct RunResult {
+  std::vector<RankResult> ranks;
+  bool timed_out = false;
+  bool all_ok() const {
+    if (timed_out) return false;
+    for (const auto& r : ranks) {
+      if (r.status != 0) return false;
+    }
+    return true;
+  }
+  std::string report() const {
+    std::string s = timed_out ? "TIMED OUT (children killed)\n" : "";
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      s += "--- rank " + std::to_string(i) + " status " + std::to_string(ranks[i].status) + "\n" + ranks[i].output;
+    }
+    return s;
+  }
+};
+
+// Options a rank body starts from: explicit rank/size/root, the transport, short deadlines.
+inline rwin::Options rank_options(int rank, int n, const std::string& root, const TransportParam& p) {
+  rwin::Options o;
+  o.rank = rank;
+  o.nranks = n;
+  o.root = root;
+  o.transport = p.transport;
+  o.startup_timeout = std::chrono::milliseconds(30000);
+  o.op_timeout = std::chrono::milliseconds(30000);
+  return o;
+}
+
+using RankBody = std::function<void(int rank, int nranks, const std::string& root)>;
+
+// Runs `body` in `n` forked processes (only ranks in `spawn`, default all) and collects results.
+inline RunResult run_ranks(int n, const TransportParam& p, const RankBody& body,
+                           std::chrono::seconds timeout = std::chrono::seconds(120),
+                           std::vector<int> spawn = {}) {
+  if (spawn.empty()) {
+    for (int r = 0; r < n; ++r) spawn.push_back(r);
+  }
+  const std::string root = "127.0.0.1:" + std::to_string(free_port());
+  RunResult res;
+  res.ranks.resize(static_cast<size_t>(n));
+  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
+  std::vector<int> fds(static_cast<size_t>(n), -1);
+  std::fflush(nullptr);
+  for (int r : spawn) {
+    int pfd[2];
+    if (::pipe(pfd) != 0) throw std::runtime_error("pipe failed");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(pfd[0]);
+      ::dup2(pfd[1], 1);
+      ::dup2(pfd[1], 2);
+      ::close(pfd[1]);
+      for (const auto& [k, v] : p.env) ::setenv(k.c_str(), v.c_str(), 1);
+      int code = 0;
+      try {
+        body(r, n, root);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d failed: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    ::close(pfd[1]);
+    ::fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    pids[static_cast<size_t>(r)] = pid;
+    fds[static_cast<size_t>(r)] = pfd[0];
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t open = spawn.size();
+  while (open > 0) {
+    std::vector<pollfd> pf;
+    std::vector<int> who;
+    for (int r = 0; r < n; ++r) {
+      if (fds[static_cast<size_t>(r)] >= 0) {
+        pf.push_back({fds[static_cast<size_t>(r)], POLLIN, 0});
+        who.push_back(r);
+      }
+    }
+    ::poll(pf.data(), pf.size(), 100);
+    for (size_t i = 0; i < pf.size(); ++i) {
+      if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t k = ::read(pf[i].fd, buf, sizeof buf);
+      if (k > 0) {
+        res.ranks[static_cast<size_t>(who[i])].output.append(buf, static_cast<size_t>(k));
+      } else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ::close(pf[i].fd);
+        fds[static_cast<size_t>(who[i])] = -1;
+        --open;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      res.timed_out = true;
+      for (pid_t pid : pids) {
+        if (pid > 0) ::kill(pid, SIGKILL);
+      }
+      break;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    if (fds[static_cast<size_t>(r)] >= 0) ::close(fds[static_cast<size_t>(r)]);
+    const pid_t pid = pids[static_cast<size_t>(r)];
+    if (pid <= 0) continue;
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    res.ranks[static_cast<size_t>(r)].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  return res;
+}
+
+}  // namespace rwin_test

@@ -1,0 +1,411 @@
+// The semantic contract (docs/CONTRACT.md), checked with real ranks over every transport.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+
+#include "rank_harness.h"
+
+using namespace rwin;
+using rwin_test::expect_error;
+using rwin_test::rank_options;
+using rwin_test::run_ranks;
+using rwin_test::TransportParam;
+
+namespace {
+
+class Contract : public ::testing::TestWithParam<TransportParam> {
+ protected:
+  void SetUp() override {
+    const std::string why = rwin_test::skip_reason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+  }
+  // Runs `body` with a ready Context on each of `n` ranks.
+  void run(int n, const std::function<void(Context&)>& body, Options overrides = {}) {
+    const TransportParam p = GetParam();
+    auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
+      Options o = rank_options(rank, nranks, root, p);
+      if (overrides.chunk_bytes) o.chunk_bytes = overrides.chunk_bytes;
+      if (overrides.pipeline_depth) o.pipeline_depth = overrides.pipeline_depth;
+      if (overrides.op_timeout.count()) o.op_timeout = overrides.op_timeout;
+      Context ctx(o);
+      body(ctx);
+    });
+    ASSERT_TRUE(res.all_ok()) << res.report();
+  }
+};
+
+int64_t value_of(int rank, int64_t i, int iter = 0) { return (rank * 1000003LL + i * 7 + iter * 131) % 16777213; }
+
+// One ring shift step, put or get mode, checked element by element.
+template <class T>
+void ring_step(Context& ctx, bool put_mode, int64_t elems) {
+  const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  auto src = ctx.alloc_window("src", dtype_of<T>(), {1, elems});
+  auto dst = ctx.alloc_window("dst", dtype_of<T>(), {1, elems});
+  auto sig = ctx.alloc_signals("sig", 1);
+  T* s = src.data_as<T>();
+  for (int64_t i = 0; i < elems; ++i) s[i] = static_cast<T>(value_of(r, i));
+  int from;
+  if (put_mode) {
+    ctx.put(dst.all(), next, src.all());
+    ctx.notify(sig.at(0), next, 1);
+    ctx.wait(sig.at(0), 1, WaitCmp::GE);
+    from = prev;
+  } else {
+    ctx.notify(sig.at(0), prev, 1);
+    ctx.wait(sig.at(0), 1, WaitCmp::GE);
+    ctx.get(dst.all(), next, src.all());
+    from = next;
+  }
+  const T* d = dst.data_as<T>();
+  for (int64_t i = 0; i < elems; ++i) {
+    MP_CHECK(d[i] == static_cast<T>(value_of(from, i)),
+             "rank " << r << " y[" << i << "] = " << d[i] << ", expected x[" << from << "][" << i << "]");
+  }
+  ctx.barrier();
+}
+
+TEST_P(Contract, RingShiftPutAndGetAcrossRankCounts) {
+  for (int n : {2, 3, 4, 8}) {
+    SCOPED_TRACE("nranks " + std::to_string(n));
+    run(n, [](Context& ctx) {
+      ring_step<float>(ctx, true, 1000);
+      ring_step<int64_t>(ctx, false, 1000);
+    });
+  }
+}
+
+TEST_P(Contract, LargeTransfersAreChunkedIncludingPartialLastChunk) {
+  // 64 KiB chunks, depth 3: 1 element, exactly one chunk, and sizes that leave a partial chunk.
+  Options o;
+  o.chunk_bytes = 64 << 10;
+  o.pipeline_depth = 3;
+  run(3, [](Context& ctx) {
+    for (int64_t elems : {int64_t{1}, int64_t{16384}, int64_t{16385}, int64_t{300001}}) {
+      ring_step<float>(ctx, true, elems);
+      ring_step<double>(ctx, false, elems);
+    }
+  }, o);
+}
+
+TEST_P(Contract, AllDtypesRoundTrip) {
+  run(2, [](Context& ctx) {
+    ring_step<int32_t>(ctx, true, 257);
+    ring_step<int64_t>(ctx, true, 257);
+    ring_step<uint32_t>(ctx, false, 257);
+    ring_step<uint64_t>(ctx, false, 257);
+    ring_step<float>(ctx, true, 257);
+    ring_step<double>(ctx, false, 257);
+  });
+}
+
+TEST_P(Contract, StridedSlicesMoveOnlyTheRectangle) {
+  Options o;
+  o.chunk_bytes = 64;  // a row of the rectangle is 40 bytes; whole-window rows are 128
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank(), peer = 1 - r;
+    auto w = ctx.alloc_window("w", DType::I32, {8, 32});
+    auto sig = ctx.alloc_signals("sig", 1);
+    int32_t* p = w.data_as<int32_t>();
+    for (int i = 0; i < 8 * 32; ++i) p[i] = r == 0 ? 1000 + i : -1;
+    ctx.barrier();
+    if (r == 0) {
+      // src rows 1..4, cols 2..11 of rank 0 -> dst rows 3..6, cols 20..29 of rank 1
+      ctx.put(w.slice({3, 20}, {4, 10}), peer, w.slice({1, 2}, {4, 10}));
+      ctx.notify(sig.at(0), peer, 1);
+    } else {
+      ctx.wait(sig.at(0), 1, WaitCmp::EQ);
+      for (int row = 0; row < 8; ++row) {
+        for (int col = 0; col < 32; ++col) {
+          const bool inside = row >= 3 && row < 7 && col >= 20 && col < 30;
+          const int32_t want = inside ? 1000 + (row - 2) * 32 + (col - 18) : -1;
+          MP_CHECK(p[row * 32 + col] == want, "w[" << row << "][" << col << "] = " << p[row * 32 + col]
+                                                   << ", expected " << want);
+        }
+      }
+      // get the mirror image back from rank 0: rows 0..1, cols 0..31 (full rows, contiguous)
+      ctx.get(w.slice({0, 0}, {2, 32}), peer, w.slice({6, 0}, {2, 32}));
+      for (int i = 0; i < 64; ++i) MP_CHECK(p[i] == 1000 + 6 * 32 + i, "get row data at " << i);
+    }
+    ctx.barrier();
+  }, o);
+}
+
+TEST_P(Contract, PeerEqualToSelfGoesThroughTheSamePath) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    auto a = ctx.alloc_window("a", DType::F64, {1, 5000});
+    auto b = ctx.alloc_window("b", DType::F64, {1, 5000});
+    auto sig = ctx.alloc_signals("sig", 2);
+    double* pa = a.data_as<double>();
+    for (int i = 0; i < 5000; ++i) pa[i] = r * 0.5 + i;
+    ctx.put(b.all(), r, a.all());
+    ctx.notify(sig.at(0), r, 5);
+    ctx.wait(sig.at(0), 5, WaitCmp::EQ);
+    const double* pb = b.data_as<double>();
+    for (int i = 0; i < 5000; ++i) MP_CHECK(pb[i] == r * 0.5 + i, "self put at " << i);
+    std::fill(b.data_as<double>(), b.data_as<double>() + 5000, 0.0);
+    ctx.get(b.all(), r, a.all());
+    for (int i = 0; i < 5000; ++i) MP_CHECK(pb[i] == r * 0.5 + i, "self get at " << i);
+    ctx.notify(sig.at(1), r, 42, NotifyOp::Set);
+    ctx.wait(sig.at(1), 42, WaitCmp::EQ);
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, ConcurrentAtomicAddsAreNeverLost) {
+  constexpr int kAdds = 500;
+  run(4, [](Context& ctx) {
+    auto sig = ctx.alloc_signals("counter", 1);
+    // Every rank adds 1..kAdds into rank 0's word, interleaved with everyone else.
+    for (int i = 1; i <= kAdds; ++i) ctx.notify(sig.at(0), 0, i);
+    const int64_t total = static_cast<int64_t>(ctx.size()) * kAdds * (kAdds + 1) / 2;
+    if (ctx.rank() == 0) {
+      ctx.wait(sig.at(0), total, WaitCmp::EQ);
+      MP_CHECK(sig.load(0) == total, "counter " << sig.load(0) << " != " << total);
+    }
+    ctx.barrier();
+    if (ctx.rank() == 0) MP_CHECK(sig.load(0) == total, "counter moved after the barrier: " << sig.load(0));
+  });
+}
+
+TEST_P(Contract, NotifySetOverwritesAndWaitComparesEveryWay) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank(), peer = 1 - r;
+    auto sig = ctx.alloc_signals("sig", 4);
+    auto ack = ctx.alloc_signals("ack", 1);
+    if (r == 0) {
+      ctx.notify(sig.at(0), peer, 7, NotifyOp::AtomicAdd);
+      ctx.notify(sig.at(0), peer, -3, NotifyOp::Set);  // Set replaces the 7
+      ctx.notify(sig.at(1), peer, 10, NotifyOp::Set);
+      ctx.notify(sig.at(2), peer, 10, NotifyOp::Set);
+      ctx.notify(sig.at(3), peer, 10, NotifyOp::Set);
+      ctx.wait(ack.at(0), 1);
+    } else {
+      ctx.wait(sig.at(0), -3, WaitCmp::EQ);
+      ctx.wait(sig.at(0), 0, WaitCmp::LT);
+      ctx.wait(sig.at(0), -3, WaitCmp::LE);
+      ctx.wait(sig.at(0), 5, WaitCmp::NE);
+      ctx.wait(sig.slice(1, 3), 9, WaitCmp::GT);  // every word of the slice
+      ctx.wait(sig.slice(1, 3), 10, WaitCmp::GE);
+      MP_CHECK(ctx.test(sig.slice(0, 4), -3, WaitCmp::GE), "test GE on slice");
+      MP_CHECK(!ctx.test(sig.slice(0, 4), 10, WaitCmp::EQ), "test EQ must fail on word 0 (-3)");
+      MP_CHECK(!ctx.test(sig.at(1), 10, WaitCmp::LT), "test LT");
+      ctx.notify(ack.at(0), peer, 1);
+    }
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, WaitTimeoutNamesSignalExpectationAndLastValue) {
+  run(2, [](Context& ctx) {
+    auto sig = ctx.alloc_signals("never_signalled", 2);
+    if (ctx.rank() == 1) {
+      sig.store(1, 3);
+      expect_error([&] { ctx.wait(sig.at(1), 4, WaitCmp::GE, std::chrono::milliseconds(300)); }, ErrorCode::Timeout,
+                   {"rank 1", "'never_signalled'", "word 1", ">= 4", "last value seen 3"});
+      MP_CHECK(!ctx.test(sig.at(1), 4, WaitCmp::GE), "test must not block or pass");
+    }
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, QuietAndBarrierMakePutsVisibleWithoutNotify) {
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size();
+    auto w = ctx.alloc_window("w", DType::I64, {3, 4096});
+    int64_t* p = w.data_as<int64_t>();
+    for (int i = 0; i < 4096; ++i) p[r * 4096 + i] = r * 100000 + i;
+    for (int q = 0; q < n; ++q) {
+      if (q != r) ctx.put(w.slice({r, 0}, {1, 4096}), q, w.slice({r, 0}, {1, 4096}));
+    }
+    ctx.quiet();
+    ctx.barrier();
+    for (int q = 0; q < n; ++q) {
+      for (int i = 0; i < 4096; ++i) MP_CHECK(p[q * 4096 + i] == q * 100000 + i, "row " << q << " col " << i);
+    }
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, FenceOrdersPutsToOnePeer) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    auto w = ctx.alloc_window("w", DType::I64, {1, 2});
+    auto sig = ctx.alloc_signals("sig", 1);
+    auto src = ctx.alloc_window("src", DType::I64, {1, 2});
+    if (r == 0) {
+      for (int round = 1; round <= 200; ++round) {
+        src.data_as<int64_t>()[0] = round;
+        ctx.put(w.slice({0, 0}, {1, 1}), 1, src.slice({0, 0}, {1, 1}));  // data
+        ctx.fence(1);
+        src.data_as<int64_t>()[1] = round;
+        ctx.put(w.slice({0, 1}, {1, 1}), 1, src.slice({0, 1}, {1, 1}));  // flag, after the data
+      }
+      ctx.notify(sig.at(0), 1, 1);
+    } else {
+      // Whenever the flag shows round k, the data must show at least k.
+      volatile int64_t* p = w.data_as<int64_t>();
+      int64_t seen = 0;
+      while (seen < 200) {
+        const int64_t flag = std::atomic_ref<int64_t>(const_cast<int64_t&>(p[1])).load(std::memory_order_acquire);
+        const int64_t data = std::atomic_ref<int64_t>(const_cast<int64_t&>(p[0])).load(std::memory_order_acquire);
+        MP_CHECK(data >= flag, "flag " << flag << " overtook data " << data);
+        seen = flag;
+        ctx.test(sig.at(0), 1);  // drive progress
+      }
+      ctx.wait(sig.at(0), 1);
+    }
+    ctx.barrier();
+  });
+}
+
+// Thousands of put-then-notify rounds with multi-chunk puts: after each wait the receiver checks
+// every byte. A notify that overtook its put shows up here as stale or torn data.
+TEST_P(Contract, OrderingStressPutThenNotify) {
+  Options o;
+  o.chunk_bytes = 16 << 10;
+  o.pipeline_depth = 4;
+  run(2, [](Context& ctx) {
+    constexpr int kRounds = 2000;
+    constexpr int64_t kElems = 16 * 1024;  // 128 KiB of i64 = 8 chunks
+    const int r = ctx.rank();
+    auto src = ctx.alloc_window("src", DType::I64, {1, kElems});
+    auto dst = ctx.alloc_window("dst", DType::I64, {1, kElems});
+    auto sig = ctx.alloc_signals("sig", 2);  // 0: data ready, 1: consumed
+    for (int round = 1; round <= kRounds; ++round) {
+      if (r == 0) {
+        int64_t* s = src.data_as<int64_t>();
+        for (int64_t i = 0; i < kElems; ++i) s[i] = round * kElems + i;
+        ctx.put(dst.all(), 1, src.all());
+        ctx.notify(sig.at(0), 1, 1);
+        ctx.wait(sig.at(1), round, WaitCmp::GE);
+      } else {
+        ctx.wait(sig.at(0), round, WaitCmp::GE);
+        const int64_t* d = dst.data_as<int64_t>();
+        for (int64_t i = 0; i < kElems; ++i) {
+          MP_CHECK(d[i] == round * kElems + i, "round " << round << " element " << i << " = " << d[i]);
+        }
+        ctx.notify(sig.at(1), 0, 1);
+      }
+    }
+    ctx.barrier();
+  }, o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Misuse: a clear rwin::Error before anything is sent, and the context still works afterwards.
+
+TEST_P(Contract, MisuseIsRejectedWithNamedError) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    auto a = ctx.alloc_window("a", DType::F32, {4, 16});
+    auto b = ctx.alloc_window("b", DType::F64, {4, 16});
+    auto sig = ctx.alloc_signals("sig", 2);
+    expect_error([&] { ctx.put(a.all(), 2, a.all()); }, ErrorCode::PeerOutOfRange, {"rank " + std::to_string(r), "peer 2"});
+    expect_error([&] { ctx.get(a.all(), -1, a.all()); }, ErrorCode::PeerOutOfRange, {"peer -1"});
+    expect_error([&] { ctx.put(a.slice({3, 10}, {2, 6}), 1 - r, a.slice({0, 0}, {2, 6})); }, ErrorCode::OutOfBounds,
+                 {"dst", "offsets [3, 10]", "shape [2, 6]", "'a' f32[4x16]"});
+    expect_error([&] { ctx.get(a.slice({0, 0}, {1, 4}), 1 - r, a.slice({0, -1}, {1, 4})); }, ErrorCode::OutOfBounds,
+                 {"src", "offsets [0, -1]"});
+    expect_error([&] { ctx.put(a.slice({0, 0}, {1, 8}), 1 - r, a.slice({0, 0}, {2, 4})); }, ErrorCode::ShapeMismatch,
+                 {"[1, 8]", "[2, 4]"});
+    expect_error([&] { ctx.put(a.all(), 1 - r, b.all()); }, ErrorCode::DtypeMismatch, {"'a' f32", "'b' f64"});
+    expect_error([&] { ctx.notify(sig.at_byte(4), 1 - r, 1); }, ErrorCode::Misaligned, {"byte offset 4", "'sig'"});
+    expect_error([&] { ctx.wait(sig.at_byte(12), 1); }, ErrorCode::Misaligned, {"byte offset 12"});
+    expect_error([&] { ctx.notify(sig.at(2), 1 - r, 1); }, ErrorCode::OutOfBounds, {"'sig'"});
+    expect_error([&] { ctx.notify(sig.at(0), 5, 1); }, ErrorCode::PeerOutOfRange, {"peer 5"});
+    expect_error([&] { (void)a.data_as<double>(); }, ErrorCode::DtypeMismatch, {"'a' f32", "f64"});
+    // Nothing was sent: the signals are untouched and a correct operation still works.
+    ctx.barrier();
+    MP_CHECK(sig.load(0) == 0 && sig.load(1) == 0, "misuse changed a signal");
+    ring_step<float>(ctx, true, 64);
+    // Use after free.
+    Window c = ctx.alloc_window("c", DType::I32, {1, 8});
+    ctx.free(c);
+    MP_CHECK(!c.valid(), "freed window still valid");
+    expect_error([&] { ctx.put(c.all(), 1 - r, c.all()); }, ErrorCode::UseAfterFree, {"'c'", "freed"});
+    ctx.free(sig);
+    expect_error([&] { ctx.notify(sig.at(0), 1 - r, 1); }, ErrorCode::UseAfterFree, {"'sig'", "freed"});
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, WindowSizeMismatchFailsOnEveryRankNamingSizes) {
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank();
+    const int64_t cols = r == 2 ? 2048 : 1024;
+    expect_error([&] { ctx.alloc_window("y", DType::F32, {4, cols}); }, ErrorCode::WindowMismatch,
+                 {"rank " + std::to_string(r), "rank 2 has 'y' f32[4x2048] (32768 bytes)"});
+    // The job is still usable: the next collective window works.
+    auto ok = ctx.alloc_window("z", DType::F32, {1, 16});
+    ctx.barrier();
+  });
+}
+
+TEST_P(Contract, HandlesOutlivingTheContextReportUseAfterFree) {
+  run(2, [](Context& ctx) {
+    (void)ctx;
+  });
+  const TransportParam p = GetParam();
+  auto res = run_ranks(2, p, [&](int rank, int nranks, const std::string& root) {
+    Window w;
+    {
+      Context ctx(rank_options(rank, nranks, root, p));
+      w = ctx.alloc_window("w", DType::I32, {1, 4});
+    }
+    MP_CHECK(!w.valid(), "window valid after its context ended");
+    expect_error([&] { (void)w.data(); }, ErrorCode::UseAfterFree, {"'w'"});
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures: nothing hangs.
+
+TEST_P(Contract, MissingRankIsNamedAtStartup) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(3, p, [&](int rank, int nranks, const std::string& root) {
+    Options o = rank_options(rank, nranks, root, p);
+    o.startup_timeout = std::chrono::milliseconds(2000);
+    expect_error([&] { Context ctx(o); }, ErrorCode::Timeout, {"2"});
+  }, std::chrono::seconds(60), {0, 1});
+  EXPECT_FALSE(res.timed_out) << res.report();
+  EXPECT_EQ(res.ranks[0].status, 0) << res.report();
+  EXPECT_EQ(res.ranks[1].status, 0) << res.report();
+}
+
+TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(2, p, [&](int rank, int nranks, const std::string& root) {
+    Options o = rank_options(rank, nranks, root, p);
+    o.op_timeout = std::chrono::milliseconds(3000);
+    Context ctx(o);
+    auto w = ctx.alloc_window("w", DType::F32, {1, 1 << 16});
+    auto sig = ctx.alloc_signals("sig", 1);
+    ctx.barrier();
+    if (rank == 1) ::_exit(0);  // dies without a word
+    // Rank 0 waits for a notify that never comes: a Timeout naming the signal, within the deadline.
+    expect_error([&] { ctx.wait(sig.at(0), 1, WaitCmp::GE); }, ErrorCode::Timeout, {"'sig'"});
+    // Traffic to the dead peer fails (PeerFailed) or times out; either way it returns.
+    bool raised = false;
+    try {
+      for (int i = 0; i < 20; ++i) {
+        ctx.get(w.all(), 1, w.all());
+      }
+    } catch (const Error& e) {
+      raised = e.code() == ErrorCode::PeerFailed || e.code() == ErrorCode::Timeout;
+      MP_CHECK(std::string(e.what()).find("peer 1") != std::string::npos, e.what());
+    }
+    MP_CHECK(raised, "get from a dead peer did not fail");
+  }, std::chrono::seconds(90));
+  EXPECT_FALSE(res.timed_out) << res.report();
+  EXPECT_EQ(res.ranks[0].status, 0) << res.report();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Contract, ::testing::ValuesIn(rwin_test::transports()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace

@@ -1,0 +1,12 @@
+// UCX (ucp) transport. See ucx_transport.cpp for the design notes.
+#pragma once
+
+#include <memory>
+
+#include "transport/transport.h"
+
+namespace rwin::transport {
+
+std::unique_ptr<Transport> make_ucx_transport(const TransportConfig& cfg);
+
+}  // namespace rwin::transport
