@@ -174,7 +174,7 @@ for mode in $MODES; do
       SUMMARY+=("PASS ring mode=$mode size=$size ranks=$NRANKS hosts=$HOSTS (${secs}s)")
     else
       FAILURES=$((FAILURES + 1))
-      SUMMARY+=("FAIL ring mode=$mode size=$size ranks=$NRANKS: ${bad[*]}")
+      SUMMARY+=("FAIL ring mode=$mode size=$size ranks=$NRANKS: $(IFS=";"; echo "${bad[*]}")")
       for ((r = 0; r < NRANKS; r++)); do
         echo "netns-ring: --- rank $r (h$((r % HOSTS))) mode=$mode size=$size ---" >&2
         tail -n 20 "$LOG_DIR/$mode-$size-r$r.log" | sed 's/^/netns-ring:   | /' >&2
