@@ -1,1 +1,75 @@
-// placeholder: being written
+// Rank/size/root from the launcher's environment variables.
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+
+#include "bootstrap/bootstrap.h"
+
+namespace rwin::bootstrap {
+
+namespace {
+
+struct Source {
+  const char* name;      // LaunchEnv::source
+  const char* rank_var;
+  const char* size_var;
+};
+
+// Precedence order (CONTRACT.md): our own launcher first, then mpirun flavours, then Slurm.
+constexpr Source kSources[] = {
+    {"rwin", "RWIN_RANK", "RWIN_NRANKS"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"pmi", "PMI_RANK", "PMI_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+int parse_int(const char* var, const char* text) {
+  const std::string s(text);
+  int value = 0;
+  const auto* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, value);
+  if (s.empty() || ec != std::errc() || ptr != end) {
+    throw BootstrapError(BootstrapError::Kind::Config,
+                         std::string("launch environment: ") + var + "='" + s + "' is not a decimal integer");
+  }
+  return value;
+}
+
+// The rendezvous address for a job found through `source`. Today only RWIN_ROOT (any source);
+// launcher-derived roots (e.g. from mpirun/srun variables) belong here, in this one place.
+std::string root_for(const Source& /*source*/) {
+  const char* root = std::getenv("RWIN_ROOT");
+  return root != nullptr ? std::string(root) : std::string();
+}
+
+}  // namespace
+
+std::optional<LaunchEnv> LaunchEnv::detect() {
+  for (const Source& src : kSources) {
+    const char* rank_text = std::getenv(src.rank_var);
+    if (rank_text == nullptr) continue;  // a launcher always sets the rank; without it, not this one
+    const char* size_text = std::getenv(src.size_var);
+    if (size_text == nullptr) {
+      throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + src.rank_var +
+                                                             " is set but " + src.size_var + " is not");
+    }
+    LaunchEnv env;
+    env.rank = parse_int(src.rank_var, rank_text);
+    env.nranks = parse_int(src.size_var, size_text);
+    env.source = src.name;
+    if (env.nranks < 1) {
+      throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + src.size_var + "=" +
+                                                             std::to_string(env.nranks) + " must be at least 1");
+    }
+    if (env.rank < 0 || env.rank >= env.nranks) {
+      throw BootstrapError(BootstrapError::Kind::Config,
+                           std::string("launch environment: ") + src.rank_var + "=" + std::to_string(env.rank) +
+                               " is outside [0, " + std::to_string(env.nranks) + ") given by " + src.size_var);
+    }
+    env.root = root_for(src);
+    return env;
+  }
+  return std::nullopt;
+}
+
+}  // namespace rwin::bootstrap
