@@ -753,4 +753,12 @@ void Context::quiet() { impl_->quiet(impl_->opt.op_timeout); }
 
 void Context::barrier() { impl_->barrier(impl_->opt.op_timeout); }
 
+std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>& mine) {
+  try {
+    return impl_->bs->allgather(mine);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(ErrorCode::Bootstrap, impl_->who() + ": allgather: " + e.what());
+  }
+}
+
 }  // namespace rwin

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace rwin {
 
@@ -228,6 +229,11 @@ class Context {
   void fence(int peer);  // later ops to `peer` are delivered after earlier ones
   void quiet();          // every op this rank issued is complete at its target
   void barrier();        // all ranks arrive; implies quiet()
+
+  // Collective: every rank contributes a small blob, every rank receives all of them in rank
+  // order (through the bootstrap, not the data path). For exchanging metadata such as a
+  // benchmark's own transport addresses.
+  std::vector<std::vector<uint8_t>> allgather(const std::vector<uint8_t>& mine);
 
  private:
   std::unique_ptr<detail::ContextImpl> impl_;
