@@ -190,9 +190,17 @@ done
 export RWIN_IN_GUEST=1 RWIN_RXE_DEV=rxe0 RWIN_RXE_GID_INDEX=$i RWIN_RXE_NODE RWIN_RXE_NODES RWIN_RXE_IP RWIN_RXE_PEER_IP
 . $C/cmd.sh || { echo "cd to the working directory failed" > $C/setup-error; off; }
 out=(/dev/vport*p1) err=(/dev/vport*p2)   # the only virtio-serial device
+# Through pipes: a virtio port can be open only once, so a command that opens
+# /dev/stdout or /dev/stderr by name (tee /dev/stderr) would get EBUSY.
+mkfifo /run/rwin.out /run/rwin.err
+cat < /run/rwin.out > "${out[0]}" & c1=$!
+cat < /run/rwin.err > "${err[0]}" & c2=$!
 log "running command"; : > $C/started
-"$@" < /dev/null > "${out[0]}" 2> "${err[0]}"
+"$@" < /dev/null > /run/rwin.out 2> /run/rwin.err
 rc=$?
+# Let the cats drain; a daemon the command left behind keeps the pipes open, so
+# do not wait for EOF longer than 3 s.
+for i in {1..60}; do [ -e /proc/$c1 ] || [ -e /proc/$c2 ] || break; sleep 0.05; done
 cd /; sync; echo $rc > $C/rc; log "command exited with $rc"; off
 EOF
 
