@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian 12, as root) and builds rwin into ./build (binaries in build/bin).
+# Used by both README commands and by CI. Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config git
+          libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
+          googletest libgtest-dev libbenchmark-dev
+          openmpi-bin libopenmpi-dev iproute2 gnuplot-nox)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: need root to apt-get install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_type=${RWIN_BUILD_TYPE:-RelWithDebInfo}
+werror=OFF
+[[ "${CI:-}" == "true" ]] && werror=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DRWIN_WERROR="$werror" >/dev/null
+ninja -C build -j"$(nproc)"
