@@ -26,7 +26,9 @@ namespace {
 
 constexpr uint32_t kWindowMagic = 0x52574e57;  // "RWNW": window descriptor blob
 constexpr uint32_t kWindowVersion = 1;
-constexpr size_t kScratchWords = 8192;          // atomic result slots (64 KiB)
+constexpr size_t kScratchWords = 8192;          // atomic result slots (64 KiB); word 0 is the
+                                                // sink for notify(Set), the rest serve put(Add)
+constexpr int kAtomicsInFlight = 256;           // element atomics of one put(Add) in flight
 
 std::string shape_str(Shape2 s) { return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]"; }
 
@@ -618,6 +620,164 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
   }
 }
 
+// Waits until at most `limit` atomics of `tr` are in flight; throws on failure or deadline.
+static void settle(ContextImpl& c, Transfer& tr, int peer, Clock::time_point deadline, const std::string& what,
+                   int limit = 0) {
+  for (uint64_t idle = 0; tr.inflight > limit; ++idle) {
+    c.progress();
+    if (Clock::now() > deadline) {
+      c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
+      c.abandon(tr);
+      throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + std::to_string(tr.inflight) +
+                                          " element atomics unfinished after " +
+                                          std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")");
+    }
+    backoff(idle);
+  }
+  if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + tr.error);
+}
+
+// put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.
+// 64-bit integers use the transport's remote fetch-add directly. Other dtypes (and 32-bit lanes,
+// which RDMA atomics cannot address on their own) use compare-and-swap on the aligned 8-byte
+// word that holds them: guess, CAS, retry with the value the CAS returned. Two neighbouring
+// 32-bit elements in one word are folded into one CAS.
+static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const Slice& src, WindowState& remote,
+                           const Slice& dst) {
+  const auto deadline = Clock::now() + c.opt.op_timeout;
+  const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote.describe();
+  const size_t esz = dtype_size(local.dtype);
+  detail::TransferShape t;
+  t.elem_bytes = esz;
+  t.shape = src.shape;
+  t.local_offsets = src.offsets;
+  t.local_cols = local.shape[1];
+  t.remote_offsets = dst.offsets;
+  t.remote_cols = remote.shape[1];
+  t.max_chunk_bytes = uint64_t{1} << 62;  // runs only: atomics go element by element
+  detail::ChunkPlanner planner(t);
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  const char* base = static_cast<const char*>(local.base());
+  Transfer tr;
+  detail::Chunk run;
+
+  if (local.dtype == DType::I64 || local.dtype == DType::U64) {
+    while (planner.next(run)) {
+      for (uint64_t off = 0; off < run.bytes; off += 8) {
+        settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
+        Work w;
+        w.op = Op::AtomicAdd;
+        w.peer = peer;
+        w.remote_addr = rkey.base() + run.remote_offset + off;
+        w.rkey = &rkey;
+        w.bytes = 8;
+        std::memcpy(&w.operand, base + run.local_offset + off, 8);
+        Slot s;
+        s.kind = Slot::Atomic;
+        s.peer = peer;
+        s.transfer = &tr;
+        c.post_blocking(w, s, deadline, "put(Add)");
+        tr.inflight++;
+      }
+    }
+    settle(c, tr, peer, deadline, what);
+    return;
+  }
+
+  // One entry per remote 8-byte word touched, with the addend of each 4-byte lane (or the word).
+  struct WordUpdate {
+    uint64_t remote_word;  // offset of the aligned word in the remote window
+    char addend[8];        // element values to add, laid out as in the word
+    bool lane[2];          // which 4-byte lanes take part (both for 8-byte dtypes)
+    uint64_t guess;        // what we believe the word holds
+  };
+  std::vector<WordUpdate> words;
+  while (planner.next(run)) {
+    for (uint64_t off = 0; off < run.bytes; off += esz) {
+      const uint64_t ro = run.remote_offset + off;
+      const uint64_t word = ro & ~uint64_t{7};
+      if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, {false, false}, 0});
+      WordUpdate& u = words.back();
+      const size_t at = static_cast<size_t>(ro - word);
+      std::memcpy(u.addend + at, base + run.local_offset + off, esz);
+      if (esz == 8) u.lane[0] = u.lane[1] = true;
+      else u.lane[at / 4] = true;
+    }
+  }
+  auto apply = [dt = local.dtype](const WordUpdate& u, uint64_t old) {
+    char out[8];
+    std::memcpy(out, &old, 8);
+    auto lane_add = [&](size_t at) {
+      if (dt == DType::F32) {
+        float a, b;
+        std::memcpy(&a, out + at, 4);
+        std::memcpy(&b, u.addend + at, 4);
+        a += b;
+        std::memcpy(out + at, &a, 4);
+      } else {  // I32 / U32: two's complement wrap, same bits for both
+        uint32_t a, b;
+        std::memcpy(&a, out + at, 4);
+        std::memcpy(&b, u.addend + at, 4);
+        a += b;
+        std::memcpy(out + at, &a, 4);
+      }
+    };
+    if (dt == DType::F64) {
+      double a, b;
+      std::memcpy(&a, out, 8);
+      std::memcpy(&b, u.addend, 8);
+      a += b;
+      std::memcpy(out, &a, 8);
+    } else {
+      if (u.lane[0]) lane_add(0);
+      if (u.lane[1]) lane_add(4);
+    }
+    uint64_t r;
+    std::memcpy(&r, out, 8);
+    return r;
+  };
+  auto* results = static_cast<uint64_t*>(c.scratch->addr()) + 1;
+  const size_t batch_max = kScratchWords - 1;
+  for (size_t first = 0; first < words.size(); first += batch_max) {
+    const size_t count = std::min(batch_max, words.size() - first);
+    std::vector<size_t> pending(count);
+    for (size_t i = 0; i < count; ++i) pending[i] = i;
+    while (!pending.empty()) {
+      for (size_t i : pending) {
+        WordUpdate& u = words[first + i];
+        settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
+        Work w;
+        w.op = Op::CompareSwap;
+        w.peer = peer;
+        w.local = &results[i];
+        w.local_mr = c.scratch.get();
+        w.remote_addr = rkey.base() + u.remote_word;
+        w.rkey = &rkey;
+        w.bytes = 8;
+        w.compare = u.guess;
+        w.operand = apply(u, u.guess);
+        Slot s;
+        s.kind = Slot::Atomic;
+        s.peer = peer;
+        s.transfer = &tr;
+        c.post_blocking(w, s, deadline, "put(Add)");
+        tr.inflight++;
+      }
+      settle(c, tr, peer, deadline, what);
+      std::vector<size_t> again;
+      for (size_t i : pending) {
+        WordUpdate& u = words[first + i];
+        const uint64_t seen = std::atomic_ref<uint64_t>(results[i]).load(std::memory_order_acquire);
+        if (seen != u.guess) {  // someone else got there first: retry from what is there now
+          u.guess = seen;
+          again.push_back(i);
+        }
+      }
+      pending.swap(again);
+    }
+  }
+}
+
 void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomic) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "put");
@@ -626,10 +786,10 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   check_pair(c, "put", peer, dst, src, d, s);
   if (src.elements() == 0) return;
   if (atomic == AtomicType::Add) {
-    throw Error(ErrorCode::Unsupported, c.who() + ": put peer " + std::to_string(peer) +
-                                            ": atomic=Add is not implemented yet (dst window " + d.describe() + ")");
+    run_accumulate(c, peer, s, src, d, dst);
+  } else {
+    run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
   }
-  run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
   c.peers[static_cast<size_t>(peer)].dirty = true;
 }
 

@@ -42,8 +42,8 @@ int64_t value_of(int rank, int64_t i, int iter = 0) { return (rank * 1000003LL +
 template <class T>
 void ring_step(Context& ctx, bool put_mode, int64_t elems) {
   const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
-  auto src = ctx.alloc_window("src", dtype_of<T>(), {1, elems});
-  auto dst = ctx.alloc_window("dst", dtype_of<T>(), {1, elems});
+  Window src = ctx.alloc_window("src", dtype_of<T>(), {1, elems});
+  Window dst = ctx.alloc_window("dst", dtype_of<T>(), {1, elems});
   auto sig = ctx.alloc_signals("sig", 1);
   T* s = src.data_as<T>();
   for (int64_t i = 0; i < elems; ++i) s[i] = static_cast<T>(value_of(r, i));
@@ -295,6 +295,75 @@ TEST_P(Contract, OrderingStressPutThenNotify) {
   }, o);
 }
 
+// put(atomic = Add): every rank accumulates into rank 0's window at once; no update is lost,
+// including two 32-bit elements that share one 8-byte word and a strided rectangle.
+template <class T>
+void accumulate_all_into_rank0(Context& ctx) {
+  constexpr int kRounds = 3;
+  const int r = ctx.rank(), n = ctx.size();
+  Window acc = ctx.alloc_window("acc", dtype_of<T>(), {3, 7});   // odd widths: lanes straddle rows
+  Window mine = ctx.alloc_window("mine", dtype_of<T>(), {3, 7});
+  T* m = mine.data_as<T>();
+  for (int i = 0; i < 21; ++i) m[i] = static_cast<T>((r + 1) * (i % 5 + 1));
+  ctx.barrier();
+  for (int round = 0; round < kRounds; ++round) {
+    ctx.put(acc.all(), 0, mine.all(), AtomicType::Add);                          // whole window
+    ctx.put(acc.slice({1, 3}, {2, 3}), 0, mine.slice({0, 0}, {2, 3}), AtomicType::Add);  // rectangle
+  }
+  ctx.barrier();
+  if (r == 0) {
+    const T* a = acc.data_as<T>();
+    const int64_t rank_sum = static_cast<int64_t>(n) * (n + 1) / 2;  // sum of (q + 1)
+    for (int row = 0; row < 3; ++row) {
+      for (int col = 0; col < 7; ++col) {
+        int64_t want = kRounds * rank_sum * ((row * 7 + col) % 5 + 1);
+        if (row >= 1 && col >= 3 && col < 6) want += kRounds * rank_sum * (((row - 1) * 7 + (col - 3)) % 5 + 1);
+        MP_CHECK(a[row * 7 + col] == static_cast<T>(want), dtype_name(dtype_of<T>()) << " acc[" << row << "][" << col
+                                                            << "] = " << a[row * 7 + col] << ", expected " << want);
+      }
+    }
+  }
+  ctx.barrier();
+}
+
+TEST_P(Contract, PutAddAccumulatesAtomicallyFromAllRanks) {
+  run(3, [](Context& ctx) {
+    accumulate_all_into_rank0<int32_t>(ctx);
+    accumulate_all_into_rank0<int64_t>(ctx);
+    accumulate_all_into_rank0<uint32_t>(ctx);
+    accumulate_all_into_rank0<uint64_t>(ctx);
+    accumulate_all_into_rank0<float>(ctx);
+    accumulate_all_into_rank0<double>(ctx);
+  });
+}
+
+TEST_P(Contract, PutAddIsOrderedBeforeNotify) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    Window acc = ctx.alloc_window("acc", DType::F64, {1, 100});
+    Window one = ctx.alloc_window("one", DType::F64, {1, 100});
+    auto sig = ctx.alloc_signals("sig", 1);
+    std::fill(one.data_as<double>(), one.data_as<double>() + 100, 1.0);
+    ctx.barrier();
+    if (r == 0) {
+      for (int k = 1; k <= 20; ++k) {
+        ctx.put(acc.all(), 1, one.all(), AtomicType::Add);
+        ctx.notify(sig.at(0), 1, 1);
+      }
+    } else {
+      for (int k = 1; k <= 20; ++k) {
+        ctx.wait(sig.at(0), k, WaitCmp::GE);
+        const int64_t seen = sig.load(0);
+        for (int i = 0; i < 100; ++i) {
+          MP_CHECK(acc.data_as<double>()[i] >= static_cast<double>(seen),
+                   "after notify " << seen << " acc[" << i << "] = " << acc.data_as<double>()[i]);
+        }
+      }
+    }
+    ctx.barrier();
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Misuse: a clear rwin::Error before anything is sent, and the context still works afterwards.
 
@@ -406,6 +475,6 @@ TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Contract, ::testing::ValuesIn(rwin_test::transports()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<TransportParam>& pinfo) { return pinfo.param.name; });
 
 }  // namespace

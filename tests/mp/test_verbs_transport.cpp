@@ -1,0 +1,649 @@
+// The raw verbs transport against the Transport contract (transport/transport.h), with 1-3 forked
+// ranks meeting through the TCP bootstrap on 127.0.0.1. Needs an RDMA device: run inside the
+// soft-RoCE guest, e.g.
+//   tests/rxe/run-in-guest.sh build/bin/rwin_mp_tests --gtest_filter='VerbsTransport*'
+// Elsewhere every test skips with one line saying so.
+//
+// Each rank builds its own Bootstrap and transport and calls the transport directly (no core), so
+// a failure here is the transport's. Checks inside a rank throw; the parent turns a rank's
+// message, exit status or signal into a test failure, and kills every rank at the deadline.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+#include "transport/verbs/verbs_transport.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using rwin::bootstrap::Bootstrap;
+using rwin::bootstrap::HostPort;
+using rwin::transport::Completion;
+using rwin::transport::MemoryRegion;
+using rwin::transport::Op;
+using rwin::transport::PostResult;
+using rwin::transport::RemoteKey;
+using rwin::transport::Transport;
+using rwin::transport::TransportError;
+using rwin::transport::Work;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kSkip =
+    "skipped: no RDMA device (ibv_get_device_list found none); run under tests/rxe/run-in-guest.sh";
+
+// Skips the calling test, with the one-line reason, when there is no RDMA device.
+#define VERBS_REQUIRE_DEVICE()                                              \
+  do {                                                                      \
+    if (rwin::transport::verbs_device_count() == 0) GTEST_SKIP() << kSkip;  \
+  } while (0)
+
+// A check that works inside a forked rank: throws, and the parent reports the message.
+#define RANK_CHECK(cond, msg)                                                          \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      std::ostringstream os_;                                                          \
+      os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg;      \
+      throw std::runtime_error(os_.str());                                             \
+    }                                                                                  \
+  } while (0)
+
+// Generous: rxe under qemu TCG moves ~40 MB/s and boots slowly; a healthy test takes seconds.
+constexpr auto kOpDeadline = 60s;
+constexpr auto kRankDeadline = 240s;
+
+uint16_t pick_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot bind 127.0.0.1:0 to pick a port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One rank's world: its bootstrap, its connected verbs transport, and a completion tracker.
+class RankCtx {
+ public:
+  RankCtx(int rank, int nranks, uint16_t port)
+      : rank_(rank), nranks_(nranks), bs_(rank, nranks, HostPort{"127.0.0.1", port}, 30000ms) {
+    rwin::transport::TransportConfig cfg;
+    cfg.name = "verbs";
+    if (const char* dev = std::getenv("RWIN_RXE_DEV")) cfg.ib_device = dev;
+    cfg.rank = rank;
+    cfg.nranks = nranks;
+    t_ = rwin::transport::make_verbs_transport(cfg);
+    t_->connect(bs_);
+  }
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  Bootstrap& bs() { return bs_; }
+  Transport& t() { return *t_; }
+
+  // Allocates `bytes` and returns every rank's key for it (collective).
+  std::vector<std::unique_ptr<RemoteKey>> share(const MemoryRegion& mr) {
+    const auto all = bs_.allgather(mr.packed_key());
+    std::vector<std::unique_ptr<RemoteKey>> keys;
+    for (int p = 0; p < nranks_; ++p) keys.push_back(t_->unpack_key(p, all[p]));
+    return keys;
+  }
+
+  // Posts, polling while Busy. Returns the cookie. Throws on PeerFailed unless allowed.
+  uint64_t post(Work w, PostResult* result = nullptr) {
+    w.cookie = next_cookie_++;
+    const auto deadline = Clock::now() + kOpDeadline;
+    for (;;) {
+      const PostResult r = t_->post(w);
+      if (r == PostResult::Busy) {
+        ++busy_seen_;
+        pump();
+        RANK_CHECK(Clock::now() < deadline, "post stayed Busy for 60 s");
+        continue;
+      }
+      if (result) *result = r;
+      if (r == PostResult::PeerFailed) {
+        RANK_CHECK(result, "post to peer " << w.peer << " returned PeerFailed: " << t_->peer_error(w.peer));
+        return 0;
+      }
+      posted_.push_back(w.cookie);
+      return w.cookie;
+    }
+  }
+
+  // Polls until `cookie` completed; returns its completion (which may be a failure).
+  Completion wait(uint64_t cookie) {
+    const auto deadline = Clock::now() + kOpDeadline;
+    while (!done_.count(cookie)) {
+      RANK_CHECK(Clock::now() < deadline, "no completion for cookie " << cookie << " within 60 s");
+      if (!pump()) std::this_thread::sleep_for(50us);
+    }
+    return done_.at(cookie);
+  }
+  // Waits for `cookie` and requires success.
+  void ok(uint64_t cookie) {
+    const Completion c = wait(cookie);
+    RANK_CHECK(c.ok, "cookie " << cookie << " failed: " << c.error);
+  }
+  // Posts and waits for success.
+  void run(const Work& w) { ok(post(w)); }
+  // Waits for every posted cookie; requires success of all.
+  void wait_all() {
+    for (uint64_t c : posted_) ok(c);
+  }
+  int busy_seen() const { return busy_seen_; }
+
+ private:
+  bool pump() {
+    std::vector<Completion> got;
+    t_->poll(got);
+    for (auto& c : got) {
+      RANK_CHECK(!done_.count(c.cookie), "cookie " << c.cookie << " completed twice");
+      done_.emplace(c.cookie, std::move(c));
+    }
+    return !got.empty();
+  }
+
+  int rank_;
+  int nranks_;
+  Bootstrap bs_;
+  std::unique_ptr<Transport> t_;
+  uint64_t next_cookie_ = 1;
+  int busy_seen_ = 0;
+  std::vector<uint64_t> posted_;
+  std::map<uint64_t, Completion> done_;
+};
+
+Work write_work(int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key, size_t n) {
+  Work w;
+  w.op = Op::Write;
+  w.peer = peer;
+  w.local = local;
+  w.local_mr = mr;
+  w.remote_addr = remote;
+  w.rkey = key;
+  w.bytes = n;
+  return w;
+}
+Work read_work(int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key, size_t n) {
+  Work w = write_work(peer, local, mr, remote, key, n);
+  w.op = Op::Read;
+  return w;
+}
+Work atomic_work(Op op, int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key,
+                 uint64_t operand, uint64_t compare = 0) {
+  Work w = write_work(peer, local, mr, remote, key, 8);
+  w.op = op;
+  w.operand = operand;
+  w.compare = compare;
+  return w;
+}
+Work flush_work(int peer) {
+  Work w;
+  w.op = Op::Flush;
+  w.peer = peer;
+  return w;
+}
+
+uint8_t pattern(int rank, size_t i) { return static_cast<uint8_t>(rank * 37 + i * 7 + (i >> 12)); }
+
+// Bytes of a vector of u64 for allgather, and back.
+std::vector<uint8_t> to_bytes(const std::vector<uint64_t>& v) {
+  std::vector<uint8_t> b(v.size() * 8);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+std::vector<uint64_t> from_bytes(const std::vector<uint8_t>& b) {
+  std::vector<uint64_t> v(b.size() / 8);
+  std::memcpy(v.data(), b.data(), v.size() * 8);
+  return v;
+}
+
+using RankBody = std::function<void(RankCtx&)>;
+
+// Forks `n` ranks running `body`; ranks in `may_die` may end by SIGKILL. Any other non-zero exit,
+// signal, or the deadline is a test failure carrying the rank's own message.
+void run_ranks(int n, const RankBody& body, std::vector<int> may_die = {}) {
+  const uint16_t port = pick_free_port();
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> fds(n, -1);
+  std::vector<std::string> out(n);
+  std::fflush(nullptr);
+  for (int r = 0; r < n; ++r) {
+    int pfd[2];
+    ASSERT_EQ(::pipe(pfd), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << "fork: " << std::strerror(errno);
+    if (pid == 0) {
+      ::close(pfd[0]);
+      ::dup2(pfd[1], 2);
+      ::close(pfd[1]);
+      int code = 0;
+      try {
+        RankCtx ctx(r, n, port);
+        body(ctx);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    ::close(pfd[1]);
+    ::fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    pids[r] = pid;
+    fds[r] = pfd[0];
+  }
+  const auto deadline = Clock::now() + kRankDeadline;
+  int open = n;
+  bool timed_out = false;
+  while (open > 0) {
+    std::vector<pollfd> pf;
+    std::vector<int> who;
+    for (int r = 0; r < n; ++r) {
+      if (fds[r] >= 0) {
+        pf.push_back({fds[r], POLLIN, 0});
+        who.push_back(r);
+      }
+    }
+    ::poll(pf.data(), pf.size(), 100);
+    for (size_t i = 0; i < pf.size(); ++i) {
+      if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      const ssize_t k = ::read(pf[i].fd, buf, sizeof buf);
+      if (k > 0) {
+        out[who[i]].append(buf, static_cast<size_t>(k));
+      } else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ::close(pf[i].fd);
+        fds[who[i]] = -1;
+        --open;
+      }
+    }
+    if (Clock::now() > deadline) {
+      timed_out = true;
+      for (pid_t pid : pids) ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    if (fds[r] >= 0) ::close(fds[r]);
+    int st = 0;
+    ::waitpid(pids[r], &st, 0);
+    const bool killed_ok = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+                           std::find(may_die.begin(), may_die.end(), r) != may_die.end() && !timed_out;
+    if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || killed_ok) {
+      // Diagnostics a healthy rank printed (device chosen, time to detect a dead peer).
+      if (!out[r].empty()) std::printf("[rank %d] %s", r, out[r].c_str());
+      continue;
+    }
+    ADD_FAILURE() << "rank " << r << " of " << n
+                  << (timed_out ? " was killed at the deadline" : "")
+                  << (WIFEXITED(st) ? " exited with " + std::to_string(WEXITSTATUS(st))
+                                    : " died by signal " + std::to_string(WTERMSIG(st)))
+                  << ":\n" << out[r];
+  }
+}
+
+TEST(VerbsTransport, CapabilitiesDescribeTheDevice) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(1, [](RankCtx& c) {
+    const auto caps = c.t().capabilities();
+    RANK_CHECK(caps.max_message_bytes >= 4096, caps.max_message_bytes);
+    RANK_CHECK(caps.write_then_atomic_ordered, "rc qp orders atomics after writes");
+    RANK_CHECK(!caps.needs_target_progress, "one-sided");
+    RANK_CHECK(!caps.native_set, "swap is emulated on ib");
+    const std::string d = c.t().describe();
+    RANK_CHECK(d.rfind("verbs(", 0) == 0 && d.find(" port ") != std::string::npos &&
+                   d.find(" gid ") != std::string::npos,
+               d);
+    std::fprintf(stderr, "%s max_message_bytes %zu\n", d.c_str(), caps.max_message_bytes);
+  });
+}
+
+// Write a pattern to the right neighbour, Flush, barrier: the neighbour sees it. Then read the
+// neighbour's region back and compare.
+TEST(VerbsTransport, WriteFlushThenReadBack) {
+  VERBS_REQUIRE_DEVICE();
+  for (int n : {2, 3}) {
+    run_ranks(n, [](RankCtx& c) {
+      constexpr size_t kBytes = 1 << 20;
+      const int me = c.rank(), right = (me + 1) % c.nranks(), left = (me + c.nranks() - 1) % c.nranks();
+      auto win = c.t().allocate(kBytes);
+      auto src = c.t().allocate(kBytes);
+      auto back = c.t().allocate(kBytes);
+      auto keys = c.share(*win);
+      auto* s = static_cast<uint8_t*>(src->addr());
+      for (size_t i = 0; i < kBytes; ++i) s[i] = pattern(me, i);
+      // Several sizes, including inline-sized and odd ones, into disjoint ranges.
+      const size_t sizes[] = {1, 8, 63, 64, 65, 4096, 100000, kBytes - 4096 - 100000 - 64 - 65 - 63 - 8 - 1 - 64 - 1};
+      size_t off = 0;
+      for (size_t sz : sizes) {
+        c.post(write_work(right, s + off, src.get(), keys[right]->base() + off, keys[right].get(), sz));
+        off += sz;
+      }
+      c.run(flush_work(right));
+      c.wait_all();
+      c.bs().barrier();
+      const auto* w = static_cast<const uint8_t*>(win->addr());
+      for (size_t i = 0; i < off; ++i) RANK_CHECK(w[i] == pattern(left, i), "byte " << i << " from rank " << left);
+      for (size_t i = off; i < kBytes; ++i) RANK_CHECK(w[i] == 0, "byte " << i << " beyond the written range");
+      // Read what we wrote back from the neighbour.
+      c.run(read_work(right, back->addr(), back.get(), keys[right]->base(), keys[right].get(), off));
+      RANK_CHECK(std::memcmp(back->addr(), s, off) == 0, "read back differs from what was written");
+      c.bs().barrier();
+    });
+  }
+}
+
+// A single Write of exactly max_message_bytes (8 MiB on rxe) lands whole.
+TEST(VerbsTransport, WriteOfMaxMessageBytes) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    // Hardware ports report up to 2 GiB; beyond 64 MiB the test writes 64 MiB to stay quick.
+    const size_t n = std::min<size_t>(c.t().capabilities().max_message_bytes, 64u << 20);
+    auto win = c.t().allocate(n);
+    auto keys = c.share(*win);
+    if (c.rank() == 0) {
+      auto src = c.t().allocate(n);
+      auto* s = static_cast<uint8_t*>(src->addr());
+      for (size_t i = 0; i < n; ++i) s[i] = pattern(0, i);
+      c.run(write_work(1, s, src.get(), keys[1]->base(), keys[1].get(), n));
+      c.run(flush_work(1));
+    }
+    c.bs().barrier();
+    if (c.rank() == 1) {
+      const auto* w = static_cast<const uint8_t*>(win->addr());
+      for (size_t i = 0; i < n; ++i) RANK_CHECK(w[i] == pattern(0, i), "byte " << i << " of " << n);
+    }
+    c.bs().barrier();
+  });
+}
+
+// Every rank reads every rank's region (self included).
+TEST(VerbsTransport, ReadFromEveryRank) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(3, [](RankCtx& c) {
+    constexpr size_t kBytes = 256 << 10;
+    auto win = c.t().allocate(kBytes);
+    auto* w = static_cast<uint8_t*>(win->addr());
+    for (size_t i = 0; i < kBytes; ++i) w[i] = pattern(c.rank(), i);
+    auto keys = c.share(*win);
+    auto dst = c.t().allocate(kBytes * c.nranks());
+    auto* d = static_cast<uint8_t*>(dst->addr());
+    for (int p = 0; p < c.nranks(); ++p) {
+      c.post(read_work(p, d + p * kBytes, dst.get(), keys[p]->base(), keys[p].get(), kBytes));
+    }
+    c.wait_all();
+    for (int p = 0; p < c.nranks(); ++p) {
+      for (size_t i = 0; i < kBytes; ++i) RANK_CHECK(d[p * kBytes + i] == pattern(p, i), "peer " << p << " byte " << i);
+    }
+    c.bs().barrier();
+  });
+}
+
+// All ranks fetch-add into one word of rank 0 concurrently, pipelined: no add is lost, and the old
+// values seen across all ranks are exactly 0 .. total-1. AtomicAdd (result discarded) likewise.
+TEST(VerbsTransport, ConcurrentFetchAddLosesNothing) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(3, [](RankCtx& c) {
+    constexpr int kAdds = 200;
+    auto win = c.t().allocate(4096);
+    auto keys = c.share(*win);
+    auto res = c.t().allocate(kAdds * 8);
+    auto* r = static_cast<uint64_t*>(res->addr());
+    const uint64_t word = keys[0]->base(), word2 = keys[0]->base() + 64;
+    for (int i = 0; i < kAdds; ++i) {
+      c.post(atomic_work(Op::FetchAdd, 0, &r[i], res.get(), word, keys[0].get(), 1));
+      Work add = atomic_work(Op::AtomicAdd, 0, nullptr, nullptr, word2, keys[0].get(), 3);
+      c.post(add);
+    }
+    c.wait_all();
+    c.bs().barrier();
+    const auto all = c.bs().allgather(to_bytes(std::vector<uint64_t>(r, r + kAdds)));
+    if (c.rank() == 0) {
+      const uint64_t total = static_cast<uint64_t>(kAdds) * c.nranks();
+      const auto* w = static_cast<const uint64_t*>(win->addr());
+      RANK_CHECK(w[0] == total, "fetch-add word is " << w[0] << ", expected " << total);
+      RANK_CHECK(w[8] == 3 * total, "atomic-add word is " << w[8] << ", expected " << 3 * total);
+      std::vector<uint64_t> olds;
+      for (const auto& b : all) {
+        const auto v = from_bytes(b);
+        olds.insert(olds.end(), v.begin(), v.end());
+      }
+      std::sort(olds.begin(), olds.end());
+      for (uint64_t i = 0; i < total; ++i) RANK_CHECK(olds[i] == i, "old values are not a permutation at " << i);
+    }
+    c.bs().barrier();
+  });
+}
+
+TEST(VerbsTransport, CompareSwapOnlySwapsOnMatch) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    auto win = c.t().allocate(4096);
+    static_cast<uint64_t*>(win->addr())[1] = 42;
+    auto keys = c.share(*win);
+    if (c.rank() == 1) {
+      auto res = c.t().allocate(4096);
+      auto* r = static_cast<uint64_t*>(res->addr());
+      const uint64_t word = keys[0]->base() + 8;
+      c.run(atomic_work(Op::CompareSwap, 0, &r[0], res.get(), word, keys[0].get(), 7, /*compare=*/41));
+      RANK_CHECK(r[0] == 42, "mismatching CAS returned " << r[0]);
+      c.run(atomic_work(Op::CompareSwap, 0, &r[1], res.get(), word, keys[0].get(), 7, /*compare=*/42));
+      RANK_CHECK(r[1] == 42, "matching CAS returned " << r[1]);
+      c.run(read_work(0, &r[2], res.get(), word, keys[0].get(), 8));
+      RANK_CHECK(r[2] == 7, "word after CAS is " << r[2]);
+    }
+    c.bs().barrier();
+    if (c.rank() == 0) RANK_CHECK(static_cast<uint64_t*>(win->addr())[1] == 7, "word not swapped");
+    c.bs().barrier();
+  });
+}
+
+// Emulated Swap from all ranks into one word: the old values returned plus the final value are
+// exactly the initial value plus every value stored (none lost, none duplicated).
+TEST(VerbsTransport, ConcurrentSwapIsAtomic) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(3, [](RankCtx& c) {
+    constexpr int kSwaps = 40;
+    auto win = c.t().allocate(4096);
+    static_cast<uint64_t*>(win->addr())[0] = 0x5eed;  // non-zero: the first CAS guess (0) misses
+    auto keys = c.share(*win);
+    auto res = c.t().allocate(kSwaps * 8);
+    auto* r = static_cast<uint64_t*>(res->addr());
+    for (int i = 0; i < kSwaps; ++i) {
+      const uint64_t v = (uint64_t(c.rank() + 1) << 32) | uint64_t(i + 1);
+      // Back to back without waiting: post() must hold later work while a Swap is in flight.
+      c.post(atomic_work(Op::Swap, 0, &r[i], res.get(), keys[0]->base(), keys[0].get(), v));
+    }
+    c.wait_all();
+    c.bs().barrier();
+    const auto all = c.bs().allgather(to_bytes(std::vector<uint64_t>(r, r + kSwaps)));
+    if (c.rank() == 0) {
+      std::vector<uint64_t> seen{static_cast<uint64_t*>(win->addr())[0]}, expected{0x5eed};
+      for (const auto& b : all) {
+        const auto v = from_bytes(b);
+        seen.insert(seen.end(), v.begin(), v.end());
+      }
+      for (int p = 0; p < c.nranks(); ++p) {
+        for (int i = 0; i < kSwaps; ++i) expected.push_back((uint64_t(p + 1) << 32) | uint64_t(i + 1));
+      }
+      std::sort(seen.begin(), seen.end());
+      std::sort(expected.begin(), expected.end());
+      RANK_CHECK(seen == expected, "swap lost or duplicated a value");
+    }
+    c.bs().barrier();
+  });
+}
+
+// Every op against the own rank, through the loopback QP.
+TEST(VerbsTransport, SelfPeerSupportsEveryOp) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(1, [](RankCtx& c) {
+    auto win = c.t().allocate(1 << 16);
+    auto keys = c.share(*win);
+    auto loc = c.t().allocate(1 << 16);
+    auto* l = static_cast<uint8_t*>(loc->addr());
+    auto* w = static_cast<uint8_t*>(win->addr());
+    const RemoteKey* k = keys[0].get();
+    for (size_t i = 0; i < 4096; ++i) l[i] = pattern(9, i);
+    c.post(write_work(0, l, loc.get(), k->base() + 4096, k, 4096));
+    c.run(flush_work(0));
+    c.wait_all();
+    RANK_CHECK(std::memcmp(w + 4096, l, 4096) == 0, "self write");
+    c.run(read_work(0, l + 8192, loc.get(), k->base() + 4096, k, 4096));
+    RANK_CHECK(std::memcmp(l + 8192, l, 4096) == 0, "self read");
+    auto* res = reinterpret_cast<uint64_t*>(l + 16384);
+    c.run(atomic_work(Op::FetchAdd, 0, &res[0], loc.get(), k->base(), k, 5));
+    c.run(atomic_work(Op::FetchAdd, 0, &res[1], loc.get(), k->base(), k, 5));
+    RANK_CHECK(res[0] == 0 && res[1] == 5, res[0] << " " << res[1]);
+    c.run(atomic_work(Op::AtomicAdd, 0, nullptr, nullptr, k->base(), k, 1));
+    c.run(atomic_work(Op::CompareSwap, 0, &res[2], loc.get(), k->base(), k, 100, 11));
+    RANK_CHECK(res[2] == 11, res[2]);
+    c.run(atomic_work(Op::Swap, 0, &res[3], loc.get(), k->base(), k, 555));
+    RANK_CHECK(res[3] == 100, res[3]);
+    RANK_CHECK(reinterpret_cast<uint64_t*>(w)[0] == 555, reinterpret_cast<uint64_t*>(w)[0]);
+  });
+}
+
+// Thousands of small writes posted without waiting: post() reports Busy when the send queue is
+// full, and every accepted work completes exactly once (the tracker rejects duplicates).
+TEST(VerbsTransport, EveryAcceptedWorkCompletesExactlyOnce) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    constexpr int kWrites = 3000;
+    auto win = c.t().allocate(kWrites * 8);
+    auto keys = c.share(*win);
+    const int peer = 1 - c.rank();
+    auto src = c.t().allocate(kWrites * 8);
+    auto* s = static_cast<uint64_t*>(src->addr());
+    for (int i = 0; i < kWrites; ++i) s[i] = (uint64_t(c.rank()) << 40) | uint64_t(i);
+    for (int i = 0; i < kWrites; ++i) {
+      c.post(write_work(peer, &s[i], src.get(), keys[peer]->base() + 8 * i, keys[peer].get(), 8));
+    }
+    c.run(flush_work(peer));
+    c.wait_all();
+    RANK_CHECK(c.busy_seen() > 0, "3000 posts without polling never saw Busy");
+    c.bs().barrier();
+    const auto* w = static_cast<const uint64_t*>(win->addr());
+    for (int i = 0; i < kWrites; ++i) RANK_CHECK(w[i] == ((uint64_t(peer) << 40) | uint64_t(i)), "word " << i);
+    c.bs().barrier();
+  });
+}
+
+// unpack_key rejects garbage with a TransportError; an invalid work request is accepted and
+// yields one failed completion naming the problem, then the peer is failed.
+TEST(VerbsTransport, GarbageKeysAndInvalidWorkAreRejected) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(1, [](RankCtx& c) {
+    auto win = c.t().allocate(4096);
+    const auto good = win->packed_key();
+    auto expect_throw = [&](std::vector<uint8_t> b, const char* part) {
+      try {
+        c.t().unpack_key(0, b);
+      } catch (const TransportError& e) {
+        RANK_CHECK(std::string(e.what()).find(part) != std::string::npos, e.what());
+        return;
+      }
+      RANK_CHECK(false, "garbage key accepted (" << part << ")");
+    };
+    expect_throw({}, "truncated");
+    expect_throw({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "bad magic");
+    expect_throw(std::vector<uint8_t>(good.begin(), good.end() - 1), "length");
+    auto v = good;
+    v[4] = 9;
+    expect_throw(v, "version 9");
+    try {
+      c.t().unpack_key(5, good);
+      RANK_CHECK(false, "key for peer 5 of 1 accepted");
+    } catch (const TransportError&) {
+    }
+    auto key = c.t().unpack_key(0, good);
+    RANK_CHECK(key->base() == reinterpret_cast<uint64_t>(win->addr()) && key->bytes() == 4096, "key fields");
+    // One byte past the end of the peer's region.
+    auto loc = c.t().allocate(4096);
+    PostResult r{};
+    const uint64_t ck = c.post(write_work(0, loc->addr(), loc.get(), key->base() + 1, key.get(), 4096), &r);
+    RANK_CHECK(r == PostResult::Ok, "invalid work must be accepted and fail through its completion");
+    const Completion comp = c.wait(ck);
+    RANK_CHECK(!comp.ok && comp.error.find("outside the peer's region") != std::string::npos &&
+                   comp.error.find("peer 0") != std::string::npos,
+               comp.error);
+    RANK_CHECK(c.t().peer_error(0) == comp.error, c.t().peer_error(0));
+    c.post(flush_work(0), &r);
+    RANK_CHECK(r == PostResult::PeerFailed, "post after failure");
+  });
+}
+
+// Rank 1 is SIGKILLed after connecting. Rank 0 and 2 keep writing to it: a write fails within
+// the QP's retry budget (no hang), the error names the peer, later posts return PeerFailed, and
+// ranks 0 and 2 keep working with each other and themselves.
+TEST(VerbsTransport, KilledPeerFailsOnlyThatPeer) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(
+      3,
+      [](RankCtx& c) {
+        auto win = c.t().allocate(4096);
+        auto keys = c.share(*win);
+        if (c.rank() == 1) ::raise(SIGKILL);
+        auto loc = c.t().allocate(4096);
+        auto* l = static_cast<uint64_t*>(loc->addr());
+        const auto t0 = Clock::now();
+        Completion failed;
+        for (int i = 0;; ++i) {
+          RANK_CHECK(Clock::now() - t0 < kOpDeadline, "writes to the killed rank 1 kept succeeding for 60 s");
+          const Completion comp = c.wait(c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 64)));
+          if (!comp.ok) {
+            failed = comp;
+            break;
+          }
+          std::this_thread::sleep_for(10ms);
+        }
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::fprintf(stderr, "rank %d: failure after %.2f s: %s\n", c.rank(), secs, failed.error.c_str());
+        const std::string me = "rank " + std::to_string(c.rank()) + " -> peer 1";
+        RANK_CHECK(failed.error.find(me) != std::string::npos, failed.error);
+        RANK_CHECK(failed.error.find("rdma write") != std::string::npos, failed.error);
+        RANK_CHECK(!c.t().peer_error(1).empty(), "peer_error(1) empty after a failed completion");
+        PostResult r{};
+        c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 8), &r);
+        RANK_CHECK(r == PostResult::PeerFailed, "post to failed peer 1");
+        // The others still work: write to the other survivor and to self, then hand-shake.
+        const int other = 2 - c.rank();
+        l[1] = 1000 + c.rank();
+        c.run(write_work(other, &l[1], loc.get(), keys[other]->base() + 8, keys[other].get(), 8));
+        c.run(flush_work(other));
+        c.run(atomic_work(Op::FetchAdd, c.rank(), &l[2], loc.get(), keys[c.rank()]->base() + 16,
+                          keys[c.rank()].get(), 1));
+        RANK_CHECK(c.t().peer_error(other).empty() && c.t().peer_error(c.rank()).empty(), "survivors healthy");
+        const uint8_t done = 1;
+        c.bs().send(other, "verbs.killed.done", std::span<const uint8_t>(&done, 1));
+        c.bs().recv(other, "verbs.killed.done");
+        RANK_CHECK(static_cast<uint64_t*>(win->addr())[1] == uint64_t(1000 + other), "survivor's write");
+      },
+      /*may_die=*/{1});
+}
+
+}  // namespace
