@@ -1,0 +1,154 @@
+// The verbs transport's wire blobs (connection blob, memory key blob): pure (de)serialisation,
+// no device needed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "transport/verbs/verbs_blob.h"
+
+namespace {
+
+using rwin::transport::TransportError;
+using rwin::transport::verbs::ConnBlob;
+using rwin::transport::verbs::KeyBlob;
+
+ConnBlob sample_conn() {
+  ConnBlob b;
+  b.rank = 3;
+  b.peer = 1;
+  b.qpn = 0x123456;
+  b.psn = 0xabcdef;
+  b.lid = 0xbeef;
+  b.mtu = 3;
+  b.link_layer = 2;
+  for (int i = 0; i < 16; ++i) b.gid[i] = static_cast<uint8_t>(0xf0 + i);
+  return b;
+}
+
+KeyBlob sample_key() {
+  KeyBlob k;
+  k.addr = 0x00007f1234567000ull;
+  k.bytes = 8ull << 20;
+  k.rkey = 0xdeadbeef;
+  return k;
+}
+
+// Runs `f`, expects TransportError whose message contains `part`.
+template <class F>
+void expect_rejected(F&& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted, expected a TransportError mentioning '" << part << "'";
+  } catch (const TransportError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
+  const ConnBlob a = sample_conn();
+  const auto bytes = a.pack();
+  ASSERT_EQ(bytes.size(), ConnBlob::kBytes);
+  const ConnBlob b = ConnBlob::unpack(bytes);
+  EXPECT_EQ(b.rank, a.rank);
+  EXPECT_EQ(b.peer, a.peer);
+  EXPECT_EQ(b.qpn, a.qpn);
+  EXPECT_EQ(b.psn, a.psn);
+  EXPECT_EQ(b.lid, a.lid);
+  EXPECT_EQ(b.mtu, a.mtu);
+  EXPECT_EQ(b.link_layer, a.link_layer);
+  EXPECT_EQ(b.gid, a.gid);
+}
+
+TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
+  const auto bytes = sample_conn().pack();
+  // magic "RWQP", version 1, length 44
+  EXPECT_EQ(bytes[0], 'R');
+  EXPECT_EQ(bytes[1], 'W');
+  EXPECT_EQ(bytes[2], 'Q');
+  EXPECT_EQ(bytes[3], 'P');
+  EXPECT_EQ(bytes[4], 1);
+  EXPECT_EQ(bytes[5], 0);
+  EXPECT_EQ(bytes[6], ConnBlob::kBytes);
+  // qpn 0x123456 at offset 16
+  EXPECT_EQ(bytes[16], 0x56);
+  EXPECT_EQ(bytes[17], 0x34);
+  EXPECT_EQ(bytes[18], 0x12);
+  EXPECT_EQ(bytes[19], 0x00);
+}
+
+TEST(VerbsBlob, KeyRoundTripKeepsEveryField) {
+  const KeyBlob a = sample_key();
+  const auto bytes = a.pack();
+  ASSERT_EQ(bytes.size(), KeyBlob::kBytes);
+  const KeyBlob b = KeyBlob::unpack(bytes);
+  EXPECT_EQ(b.addr, a.addr);
+  EXPECT_EQ(b.bytes, a.bytes);
+  EXPECT_EQ(b.rkey, a.rkey);
+}
+
+TEST(VerbsBlob, EveryTruncationIsRejected) {
+  const auto conn = sample_conn().pack();
+  for (size_t n = 0; n < conn.size(); ++n) {
+    std::vector<uint8_t> cut(conn.begin(), conn.begin() + static_cast<long>(n));
+    expect_rejected([&] { ConnBlob::unpack(cut); }, n < 8 ? "truncated" : "length mismatch");
+  }
+  const auto key = sample_key().pack();
+  for (size_t n = 0; n < key.size(); ++n) {
+    std::vector<uint8_t> cut(key.begin(), key.begin() + static_cast<long>(n));
+    expect_rejected([&] { KeyBlob::unpack(cut); }, n < 8 ? "truncated" : "length mismatch");
+  }
+}
+
+TEST(VerbsBlob, TrailingBytesAreRejected) {
+  auto key = sample_key().pack();
+  key.push_back(0);
+  expect_rejected([&] { KeyBlob::unpack(key); }, "length mismatch");
+}
+
+TEST(VerbsBlob, WrongMagicIsRejected) {
+  auto key = sample_key().pack();
+  key[0] ^= 0xff;
+  expect_rejected([&] { KeyBlob::unpack(key); }, "bad magic");
+  // A connection blob is not a key blob and vice versa.
+  expect_rejected([&] { KeyBlob::unpack(sample_conn().pack()); }, "bad magic");
+  expect_rejected([&] { ConnBlob::unpack(sample_key().pack()); }, "bad magic");
+}
+
+TEST(VerbsBlob, WrongVersionIsRejected) {
+  auto conn = sample_conn().pack();
+  conn[4] = 2;
+  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 2");
+  auto key = sample_key().pack();
+  key[4] = 0;
+  expect_rejected([&] { KeyBlob::unpack(key); }, "version 0");
+}
+
+TEST(VerbsBlob, WrongLengthFieldIsRejected) {
+  auto conn = sample_conn().pack();
+  conn[6] = static_cast<uint8_t>(conn[6] + 1);
+  expect_rejected([&] { ConnBlob::unpack(conn); }, "length mismatch");
+}
+
+TEST(VerbsBlob, KeyThatWrapsTheAddressSpaceIsRejected) {
+  KeyBlob k = sample_key();
+  k.addr = ~0ull - 10;
+  k.bytes = 100;
+  expect_rejected([&] { KeyBlob::unpack(k.pack()); }, "wraps");
+}
+
+TEST(VerbsBlob, RandomGarbageIsRejected) {
+  // Deterministic pseudo-random bytes of every length up to twice the blob size.
+  uint32_t x = 12345;
+  for (size_t n = 0; n < 2 * KeyBlob::kBytes; ++n) {
+    std::vector<uint8_t> g(n);
+    for (auto& b : g) {
+      x = x * 1103515245u + 12345u;
+      b = static_cast<uint8_t>(x >> 16);
+    }
+    EXPECT_THROW(KeyBlob::unpack(g), TransportError) << n << " bytes";
+    EXPECT_THROW(ConnBlob::unpack(g), TransportError) << n << " bytes";
+  }
+}
+
+}  // namespace

@@ -1,0 +1,73 @@
+// Memory registration and the packed key (KeyBlob) peers use to address it.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "transport/verbs/verbs_blob.h"
+#include "transport/verbs/verbs_transport_impl.h"
+
+namespace rwin::transport::verbs {
+
+VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who)
+    : dev_(std::move(dev)) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Whole pages: registration pins pages anyway, and a region never shares a page with unrelated
+  // heap data that a later fork() could copy-on-write away from the pinned frame.
+  const size_t alloc = bytes == 0 ? page : (bytes + page - 1) / page * page;
+  void* p = nullptr;
+  if (int rc = posix_memalign(&p, page, alloc); rc != 0) {
+    throw TransportError(who + ": allocating " + std::to_string(bytes) + " bytes failed: " + std::strerror(rc));
+  }
+  buf_.reset(p);
+  std::memset(p, 0, alloc);
+  // Remote peers write, read and update it atomically; LOCAL_WRITE is required by REMOTE_WRITE
+  // and lets the device write Read and atomic results into it.
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC;
+  mr_.reset(ibv_reg_mr(dev_->pd.get(), p, alloc, access));
+  if (!mr_) {
+    const int err = errno;
+    throw TransportError(who + ": ibv_reg_mr of " + std::to_string(alloc) + " bytes failed: " +
+                         std::strerror(err) +
+                         (err == ENOMEM || err == EPERM || err == EFAULT
+                              ? " (locked-memory limit? check `ulimit -l`)"
+                              : ""));
+  }
+  addr_ = p;
+  bytes_ = bytes;
+}
+
+std::vector<uint8_t> VerbsMemoryRegion::packed_key() const {
+  KeyBlob k;
+  k.addr = reinterpret_cast<uint64_t>(addr_);
+  k.bytes = bytes_;
+  k.rkey = mr_->rkey;
+  return k.pack();
+}
+
+bool VerbsMemoryRegion::contains(const void* p, size_t n) const noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto base = reinterpret_cast<uintptr_t>(addr_);
+  return a >= base && n <= bytes_ && a - base <= bytes_ - n;
+}
+
+std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
+  return std::make_unique<VerbsMemoryRegion>(dev_, bytes, "rank " + std::to_string(cfg_.rank) + ": " + describe_);
+}
+
+std::unique_ptr<RemoteKey> VerbsTransport::unpack_key(int peer, std::span<const uint8_t> packed) {
+  const std::string who = "rank " + std::to_string(cfg_.rank) + ": " + describe_;
+  if (peer < 0 || peer >= cfg_.nranks) {
+    throw TransportError(who + ": unpack_key for peer " + std::to_string(peer) + ", job has " +
+                         std::to_string(cfg_.nranks) + " ranks");
+  }
+  try {
+    const KeyBlob k = KeyBlob::unpack(packed);
+    return std::make_unique<VerbsRemoteKey>(peer, k.addr, k.bytes, k.rkey);
+  } catch (const TransportError& e) {
+    throw TransportError(who + ": key from peer " + std::to_string(peer) + ": " + e.what());
+  }
+}
+
+}  // namespace rwin::transport::verbs
