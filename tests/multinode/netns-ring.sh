@@ -171,7 +171,9 @@ for mode in $MODES; do
     RANK_PIDS=()
     secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
     if ((${#bad[@]} == 0)); then
-      SUMMARY+=("PASS ring mode=$mode size=$size ranks=$NRANKS hosts=$HOSTS (${secs}s)")
+      # ring_shift's rank 0 names the transport it ran over ("... over ucx(tcp): all ranks OK").
+      over=$(grep -m1 -o ' over [^:]*' "$LOG_DIR/$mode-$size-r0.log")
+      SUMMARY+=("PASS ring mode=$mode size=$size ranks=$NRANKS hosts=$HOSTS${over} (${secs}s)")
     else
       FAILURES=$((FAILURES + 1))
       SUMMARY+=("FAIL ring mode=$mode size=$size ranks=$NRANKS: $(IFS=";"; echo "${bad[*]}")")
