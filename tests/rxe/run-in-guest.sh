@@ -38,10 +38,10 @@ kernel_with_rxe() {
   done; return 0
 }
 missing=()
-need() { command -v "$1" >/dev/null || missing+=("$2"); }
+need() { command -v "$1" >/dev/null || [[ " ${missing[*]} " == *" $2 "* ]] || missing+=("$2"); }
 need qemu-system-x86_64 qemu-system-x86; need modprobe kmod; need depmod kmod
 need cpio cpio; need ip iproute2; need rdma iproute2; need ibv_devinfo ibverbs-utils
-need ibv_rc_pingpong ibverbs-utils; need ib_write_bw perftest
+need ibv_rc_pingpong ibverbs-utils; need ib_write_bw perftest; need xz xz-utils
 compgen -G '/usr/lib/*/libibverbs/librxe-rdmav*.so' >/dev/null || missing+=(ibverbs-providers rdma-core)
 [ -n "$(kernel_with_rxe)" ] || missing+=(linux-image-amd64)
 if [ ${#missing[@]} -gt 0 ]; then
