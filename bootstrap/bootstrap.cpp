@@ -107,6 +107,25 @@ std::string bind_host_for(const HostPort& root) {
   return root.host.find(':') != std::string::npos ? "::" : "0.0.0.0";
 }
 
+// A failed start still says goodbye like ~Bootstrap does: the ranks that did arrive ask the
+// store which ranks are missing after their own timeout, so rank 0 keeps serving until each of
+// them has set exit/<rank> (bounded), instead of pulling the store from under their diagnosis.
+void leave_after_failed_start(JobStore& store, int rank, int nranks, bool serving, Millis timeout) {
+  try {
+    const uint8_t none = 0;
+    store.set("exit/" + std::to_string(rank), std::span<const uint8_t>(&none, 0));
+    if (!serving) return;
+    const auto arrived = store.check(rank_keys("arrive/", nranks));
+    std::vector<std::string> exits;
+    for (int r = 0; r < nranks; ++r) {
+      if (arrived[static_cast<size_t>(r)]) exits.push_back("exit/" + std::to_string(r));
+    }
+    store.wait(exits, std::min<Millis>(timeout, 10s));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rwin bootstrap: rank %d: leaving after a failed start: %s\n", rank, e.what());
+  }
+}
+
 Millis left(Clock::time_point deadline) {
   return std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
 }
@@ -141,7 +160,12 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout,
   }
   // The budget is what connecting left of `timeout`, but the message reports the whole timeout:
   // that is the number the user configured.
-  wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), timeout, " (never arrived)");
+  try {
+    wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), timeout, " (never arrived)");
+  } catch (const BootstrapError&) {
+    leave_after_failed_start(*job, rank, nranks, server_ != nullptr, timeout);
+    throw;
+  }
 }
 
 Bootstrap::~Bootstrap() {
