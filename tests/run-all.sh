@@ -2,7 +2,7 @@
 # The whole test suite: installs what is missing, builds, then runs
 #   1. ctest on the host: unit tests, multi-process contract tests over UCX tcp and shared memory,
 #      launcher scripts, the network-namespace multi-host ring shift, mpirun and Slurm-style launches;
-#   2. the verbs suite inside a soft-RoCE qemu guest (tests/rxe/verbs-suite.sh).
+#   2. the verbs suite inside a soft-RoCE qemu guest (tests/rxe/suite.sh).
 # Prints one closing line "N passed, M failed". RWIN_SKIP_RXE=1 skips phase 2 (says so).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ phase "ctest (host)" ctest --test-dir build --output-on-failure --timeout 900
 if [[ "${RWIN_SKIP_RXE:-0}" == 1 ]]; then
   echo "=== verbs suite in a soft-RoCE guest: skipped (RWIN_SKIP_RXE=1)"
 else
-  phase "verbs suite in a soft-RoCE guest" bash tests/rxe/verbs-suite.sh build/bin
+  phase "verbs suite in a soft-RoCE guest" bash tests/rxe/suite.sh build/bin
 fi
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

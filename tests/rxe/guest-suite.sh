@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs INSIDE a soft-RoCE guest (see suite.sh): the verbs transport under the whole contract suite,
+# then ring shifts through rwinrun with RWIN_TRANSPORT=verbs. BIN_DIR is the host build's bin dir.
+set -uo pipefail
+BIN=${1:?usage: guest-suite.sh BIN_DIR}
+[[ "${RWIN_IN_GUEST:-}" == 1 ]] || { echo "guest-suite.sh runs inside tests/rxe/run-in-guest.sh" >&2; exit 2; }
+fails=0
+step() {  # step NAME CMD...
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; else echo "guest: FAIL $name ($((SECONDS - t0)) s)"; fails=$((fails + 1)); fi
+}
+ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK]: every rank and the summary must say OK
+  local out
+  out=$(RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=${5:-1M} "$BIN/rwinrun" -n "$1" --timeout 600 -- "$BIN/ring_shift" --mode "$2" --size "$3" --iters "$4" 2>&1)
+  local rc=$?
+  echo "$out" | grep -E "ring_shift|FAILED|error|rwinrun" | head -20
+  [[ $rc -eq 0 ]] && [[ $(grep -c '] OK$' <<<"$out") -eq $1 ]] && grep -q "all ranks OK" <<<"$out"
+}
+
+ibv_devinfo -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "hca_id|state|max_msg_sz|active_mtu" | head -5
+ibv_devinfo -v -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "max_msg_sz" | head -1
+
+# 1. The contract suite and the transport-level tests, verbs only (UCX runs on the host).
+step "contract suite over verbs" "$BIN/rwin_mp_tests" --gtest_filter='*/verbs:Verbs*' --gtest_brief=1
+
+# 2. Ring shifts: 1 element to 64 MiB, sizes that are not a multiple of the chunk, and (with a
+#    64 MiB chunk size) transfers above the device's 8 MiB max message, which must be cut there.
+for mode in put get; do
+  step "ring $mode 4 ranks 1 elem" ring 4 $mode 1 2
+  step "ring $mode 4 ranks 1000003 elems" ring 4 $mode 1000003 2
+  step "ring $mode 4 ranks 64 MiB" ring 4 $mode $((16 * 1024 * 1024)) 1
+  step "ring $mode 2 ranks 12 MiB + 4 B, chunk 64 MiB (cut at max_msg_sz)" ring 2 $mode 3145729 1 64M
+done
+echo "guest: $fails failed step(s)"
+[[ $fails -eq 0 ]]
