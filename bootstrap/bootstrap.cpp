@@ -8,14 +8,14 @@
 //   exit/<rank>                 set in ~Bootstrap so rank 0 knows when the store may go
 // Keys are never deleted: a bootstrap moves kilobytes per rank, and keeping them means a late
 // reader can never miss a value.
+#include "bootstrap/bootstrap.h"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
-
-#include "bootstrap/bootstrap.h"
 
 namespace rwin::bootstrap {
 
@@ -76,9 +76,8 @@ void wait_for_ranks(JobStore& store, int rank, int nranks, const std::string& pr
     } catch (const BootstrapError& e2) {
       missing = "ranks of " + std::to_string(nranks) + " (which ones is unknown: " + e2.what() + ")";
     }
-    throw BootstrapError(BootstrapError::Kind::Timeout, head + " timed out after " +
-                                                            std::to_string(reported.count()) + " ms waiting for " +
-                                                            missing);
+    throw BootstrapError(BootstrapError::Kind::Timeout,
+                         head + " timed out after " + std::to_string(reported.count()) + " ms waiting for " + missing);
   }
 }
 
@@ -135,8 +134,8 @@ Millis left(Clock::time_point deadline) {
 Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout, bool serve)
     : rank_(rank), nranks_(nranks), timeout_(timeout) {
   if (nranks < 1 || rank < 0 || rank >= nranks) {
-    throw BootstrapError(BootstrapError::Kind::Config, "bootstrap: rank " + std::to_string(rank) +
-                                                           " is outside [0, " + std::to_string(nranks) + ")");
+    throw BootstrapError(BootstrapError::Kind::Config,
+                         "bootstrap: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(nranks) + ")");
   }
   const std::string head = "rank " + std::to_string(rank) + ": bootstrap at " + root.str();
   const auto deadline = Clock::now() + timeout;
@@ -259,8 +258,8 @@ Bytes Bootstrap::recv(int peer, const std::string& tag) {
   try {
     return store_->get(key, timeout_);
   } catch (const BootstrapError& e) {
-    const std::string head = "rank " + std::to_string(rank_) + ": recv from rank " + std::to_string(peer) +
-                             " tag '" + tag + "' at " + static_cast<JobStore&>(*store_).root().str();
+    const std::string head = "rank " + std::to_string(rank_) + ": recv from rank " + std::to_string(peer) + " tag '" +
+                             tag + "' at " + static_cast<JobStore&>(*store_).root().str();
     if (e.kind() == BootstrapError::Kind::Timeout) {
       throw BootstrapError(e.kind(), head + " timed out after " + std::to_string(timeout_.count()) + " ms (rank " +
                                          std::to_string(peer) + " never sent)");

@@ -10,7 +10,7 @@ namespace rwin::bootstrap {
 namespace {
 
 struct Source {
-  const char* name;      // LaunchEnv::source
+  const char* name;  // LaunchEnv::source
   const char* rank_var;
   const char* size_var;
 };
@@ -62,9 +62,9 @@ std::optional<LaunchEnv> LaunchEnv::detect() {
                                                              std::to_string(env.nranks) + " must be at least 1");
     }
     if (env.rank < 0 || env.rank >= env.nranks) {
-      throw BootstrapError(BootstrapError::Kind::Config,
-                           std::string("launch environment: ") + src.rank_var + "=" + std::to_string(env.rank) +
-                               " is outside [0, " + std::to_string(env.nranks) + ") given by " + src.size_var);
+      throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + src.rank_var + "=" +
+                                                             std::to_string(env.rank) + " is outside [0, " +
+                                                             std::to_string(env.nranks) + ") given by " + src.size_var);
     }
     env.root = root_for(src);
     return env;

@@ -35,8 +35,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr auto kKillGrace = 3s;       // SIGTERM -> SIGKILL
-constexpr auto kDrainAfterExit = 2s;  // output still held by a rank's leftover children
+constexpr auto kKillGrace = 3s;        // SIGTERM -> SIGKILL
+constexpr auto kDrainAfterExit = 2s;   // output still held by a rank's leftover children
 constexpr size_t kMaxLine = 64 << 10;  // longer lines are split so memory stays bounded
 
 int g_signal_pipe[2] = {-1, -1};
@@ -104,8 +104,8 @@ uint16_t pick_free_port() {
 }
 
 struct Stream {
-  int fd = -1;      // read end of the rank's pipe; -1 at EOF
-  int out_fd = 1;   // where prefixed lines go
+  int fd = -1;     // read end of the rank's pipe; -1 at EOF
+  int out_fd = 1;  // where prefixed lines go
   std::string partial;
 };
 
@@ -328,8 +328,8 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
         if (sig == SIGCHLD) continue;  // reaped at the top of the loop
         // Forward: the ranks are in their own process groups, so a terminal's ^C never reaches them.
         if (!terminating) {
-          write_all(2, "rwinrun: received signal " + signal_text(sig) + "; forwarding to " +
-                           std::to_string(nranks) + " ranks\n");
+          write_all(2, "rwinrun: received signal " + signal_text(sig) + "; forwarding to " + std::to_string(nranks) +
+                           " ranks\n");
           signal_all(ranks, sig);
           terminating = true;
           exit_code = 128 + sig;
@@ -372,7 +372,8 @@ int main(int argc, char** argv) {
   std::string root;
   int i = 1;
   auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
-    if (arg.size() > name.size() && arg.compare(0, name.size() + 1, name + "=") == 0) return arg.substr(name.size() + 1);
+    if (arg.size() > name.size() && arg.compare(0, name.size() + 1, name + "=") == 0)
+      return arg.substr(name.size() + 1);
     if (i + 1 >= argc) bad_usage(name + " needs a value");
     return argv[++i];
   };
@@ -386,15 +387,12 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
-    if (arg == "-n" || arg == "--np" || arg.rfind("--np=", 0) == 0 || (arg.rfind("-n", 0) == 0 && arg.size() > 2 &&
-                                                                        arg[2] != '-' && arg.rfind("--", 0) != 0)) {
-      std::string v;
-      if (arg == "-n" || arg == "--np" || arg.rfind("--np=", 0) == 0) {
-        v = value_of(arg, arg.rfind("--np", 0) == 0 ? "--np" : "-n");
-      } else {
-        v = arg.substr(2);
+    const bool glued_n = arg.size() > 2 && arg.compare(0, 2, "-n") == 0;  // "-n4"
+    if (arg == "-n" || glued_n || arg == "--np" || arg.rfind("--np=", 0) == 0) {
+      const std::string v = glued_n ? arg.substr(2) : value_of(arg, arg == "-n" ? "-n" : "--np");
+      if (!parse_count(v, nranks) || nranks < 1 || nranks > 4096) {
+        bad_usage("-n wants a rank count in 1..4096, got '" + v + "'");
       }
-      if (!parse_count(v, nranks) || nranks < 1 || nranks > 4096) bad_usage("-n wants a rank count in 1..4096, got '" + v + "'");
       continue;
     }
     if (arg == "--timeout" || arg.rfind("--timeout=", 0) == 0) {

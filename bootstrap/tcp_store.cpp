@@ -180,9 +180,7 @@ struct TcpStoreServer::Impl {
   void process(Conn& c);
   bool handle(Conn& c, wire::Op op, const uint8_t* body, size_t len);
   void respond(Conn& c, wire::Status st, const void* body, size_t len);
-  void respond_error(Conn& c, const std::string& msg) {
-    respond(c, wire::Status::Error, msg.data(), msg.size());
-  }
+  void respond_error(Conn& c, const std::string& msg) { respond(c, wire::Status::Error, msg.data(), msg.size()); }
   void park(Conn& c, wire::Op op, std::vector<std::string> missing_keys);
   void key_created(const std::string& key);
   void unpark_complete(Conn& c);
@@ -409,8 +407,8 @@ void TcpStoreServer::Impl::process(Conn& c) {
     if (c.in.size() - off - wire::kHeaderSize < len) break;  // wait for the rest of the frame
     const bool ok = handle(c, static_cast<wire::Op>(op), h + wire::kHeaderSize, len);
     if (!ok) {
-      drop(c, std::string("malformed ") + wire::op_name(static_cast<wire::Op>(op)) + " body of " +
-                  std::to_string(len) + " bytes");
+      drop(c, std::string("malformed ") + wire::op_name(static_cast<wire::Op>(op)) + " body of " + std::to_string(len) +
+                  " bytes");
       return;
     }
     off += wire::kHeaderSize + len;
@@ -733,7 +731,8 @@ std::vector<uint8_t> TcpStore::Impl::call(wire::Writer& frame, Clock::time_point
       const uint16_t version = wire::load_u16(in.data() + 4);
       const uint32_t len = wire::load_u32(in.data() + 8);
       if (magic != wire::kMagic || version != wire::kVersion) {
-        fail(BootstrapError::Kind::Protocol, what + " at " + label + ": reply has bad magic/version (not an rwin store?)");
+        fail(BootstrapError::Kind::Protocol,
+             what + " at " + label + ": reply has bad magic/version (not an rwin store?)");
       }
       if (len > wire::kMaxValue + 64u) {
         fail(BootstrapError::Kind::Protocol,
@@ -811,9 +810,9 @@ Bytes TcpStore::get(const std::string& key, Millis timeout) {
   auto w = wire::start_frame(static_cast<uint16_t>(wire::Op::Get));
   w.str(key);
   const std::string what = "store get of key " + wire::quote_key(key);
-  return impl_->call(w, Clock::now() + timeout, what,
-                     what + " at " + impl_->label + " timed out after " + std::to_string(timeout.count()) +
-                         " ms (key never set)");
+  return impl_->call(
+      w, Clock::now() + timeout, what,
+      what + " at " + impl_->label + " timed out after " + std::to_string(timeout.count()) + " ms (key never set)");
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
@@ -828,8 +827,8 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   uint64_t v = 0;
   wire::Reader r(body.data(), body.size());
   if (!r.u64(v) || !r.done()) {
-    impl_->fail(BootstrapError::Kind::Protocol, what + " at " + impl_->label + ": reply of " +
-                                                    std::to_string(body.size()) + " bytes, expected 8");
+    impl_->fail(BootstrapError::Kind::Protocol,
+                what + " at " + impl_->label + ": reply of " + std::to_string(body.size()) + " bytes, expected 8");
   }
   return static_cast<int64_t>(v);
 }

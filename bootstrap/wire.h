@@ -38,11 +38,16 @@ enum class Status : uint16_t { Ok = 0, Error = 1 };
 
 inline const char* op_name(Op op) {
   switch (op) {
-    case Op::Set: return "set";
-    case Op::Get: return "get";
-    case Op::Add: return "add";
-    case Op::Check: return "check";
-    case Op::Wait: return "wait";
+    case Op::Set:
+      return "set";
+    case Op::Get:
+      return "get";
+    case Op::Add:
+      return "add";
+    case Op::Check:
+      return "check";
+    case Op::Wait:
+      return "wait";
   }
   return "unknown";
 }
@@ -50,11 +55,15 @@ inline const char* op_name(Op op) {
 // Largest body a request with this op may declare; 0 for an unknown op.
 inline uint32_t max_body(uint16_t op) {
   switch (static_cast<Op>(op)) {
-    case Op::Set: return kMaxSetBody;
-    case Op::Get: return 4 + kMaxKey;
-    case Op::Add: return kMaxSingleKeyBody;
+    case Op::Set:
+      return kMaxSetBody;
+    case Op::Get:
+      return 4 + kMaxKey;
+    case Op::Add:
+      return kMaxSingleKeyBody;
     case Op::Check:
-    case Op::Wait: return kMaxKeyListBody;
+    case Op::Wait:
+      return kMaxKeyListBody;
   }
   return 0;
 }

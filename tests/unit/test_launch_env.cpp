@@ -12,8 +12,8 @@ namespace rb = rwin::bootstrap;
 
 namespace {
 
-const char* const kVars[] = {"RWIN_RANK",  "RWIN_NRANKS", "RWIN_ROOT",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                             "PMI_RANK",   "PMI_SIZE",    "SLURM_PROCID", "SLURM_NTASKS"};
+const char* const kVars[] = {"RWIN_RANK", "RWIN_NRANKS", "RWIN_ROOT",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                             "PMI_RANK",  "PMI_SIZE",    "SLURM_PROCID", "SLURM_NTASKS"};
 
 // Clears every launcher variable for the test and restores the outer environment afterwards
 // (the suite itself may run under rwinrun or mpirun).

@@ -402,7 +402,8 @@ TEST(Bootstrap, AllgatherBarrierSendRecv) {
       auto all = bs.allgather(mine);
       ASSERT_EQ(all.size(), static_cast<size_t>(n));
       for (int p = 0; p < n; ++p) {
-        EXPECT_EQ(all[static_cast<size_t>(p)], rb::Bytes(static_cast<size_t>(p * round), static_cast<uint8_t>(p + 10 * round)))
+        EXPECT_EQ(all[static_cast<size_t>(p)],
+                  rb::Bytes(static_cast<size_t>(p * round), static_cast<uint8_t>(p + 10 * round)))
             << "rank " << r << " round " << round << " from " << p;
       }
       bs.barrier();
