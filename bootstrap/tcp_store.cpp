@@ -375,7 +375,9 @@ void TcpStoreServer::Impl::on_readable(Conn& c) {
 
 void TcpStoreServer::Impl::process(Conn& c) {
   size_t off = 0;
-  while (!c.dead && !c.parked && c.in.size() - off >= wire::kHeaderSize) {
+  // Stops while a reply is still queued: a client pipelining requests without reading replies
+  // must not make the server buffer unbounded output; on_writable resumes once the reply is out.
+  while (!c.dead && !c.parked && c.out_off == c.out.size() && c.in.size() - off >= wire::kHeaderSize) {
     const uint8_t* h = c.in.data() + off;
     const uint32_t magic = wire::load_u32(h);
     const uint16_t version = wire::load_u16(h + 4);

@@ -338,6 +338,61 @@ TEST(TcpStore, GarbageClosesOnlyThatConnectionAndCorruptsNothing) {
   EXPECT_EQ(fresh.check({"keep/a", "keep/n", "x"}), (std::vector<bool>{true, true, false}));
 }
 
+TEST(TcpStore, PipelinedRequestsAreAllAnsweredInOrder) {
+  rb::TcpStoreServer server("127.0.0.1", 0);
+  // Three SETs and a GET in one write, as a client that does not wait for replies would send.
+  std::vector<uint8_t> burst;
+  auto put_u32 = [](std::vector<uint8_t>& v, uint32_t x) {
+    for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+  };
+  for (const char* k : {"p/1", "p/2", "p/3"}) {
+    std::vector<uint8_t> body;
+    put_u32(body, 3);
+    body.insert(body.end(), k, k + 3);
+    put_u32(body, 1);
+    body.push_back(static_cast<uint8_t>(k[2]));
+    auto f = header(kMagic, 1, 1, static_cast<uint32_t>(body.size()));
+    f.insert(f.end(), body.begin(), body.end());
+    burst.insert(burst.end(), f.begin(), f.end());
+  }
+  std::vector<uint8_t> get_body;
+  put_u32(get_body, 3);
+  get_body.insert(get_body.end(), {'p', '/', '2'});
+  auto g = header(kMagic, 1, 2, static_cast<uint32_t>(get_body.size()));
+  g.insert(g.end(), get_body.begin(), get_body.end());
+  burst.insert(burst.end(), g.begin(), g.end());
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(server.port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::send(fd, burst.data(), burst.size(), MSG_NOSIGNAL), static_cast<ssize_t>(burst.size()));
+  // Three empty OK replies (12 bytes each) and one OK reply carrying "2".
+  std::vector<uint8_t> want;
+  for (int i = 0; i < 3; ++i) {
+    auto h = header(kMagic, 1, 0, 0);
+    want.insert(want.end(), h.begin(), h.end());
+  }
+  auto h = header(kMagic, 1, 0, 1);
+  want.insert(want.end(), h.begin(), h.end());
+  want.push_back('2');
+  std::vector<uint8_t> got(want.size());
+  size_t n = 0;
+  while (n < got.size()) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "replies stopped after " << n << " bytes";
+    const ssize_t r = ::recv(fd, got.data() + n, got.size() - n, 0);
+    ASSERT_GT(r, 0);
+    n += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  EXPECT_EQ(got, want);
+  rb::TcpStore store(local(server.port()), 5s);
+  EXPECT_EQ(store.get("p/3", 1s), bytes("3"));
+}
+
 TEST(TcpStore, ManyConcurrentClients) {
   rb::TcpStoreServer server("127.0.0.1", 0);
   constexpr int kClients = 32;
