@@ -1,0 +1,753 @@
+// rwin-perf: a ucx_perftest-style benchmark for rwin, with an in-run raw-UCP baseline.
+//
+//   rwinrun -n 2 -- build/bin/rwin-perf -t put_lat,put_bw -s 8:16M --vs-raw
+//
+// Tests (ranks 0 and 1; other ranks idle, except ring_shift which uses every rank):
+//   put_lat      put + notify, peer waits and answers the same way; one way = RTT / 2
+//   put_bw       -O puts then quiet(), repeated; per-op time and MiB/s
+//   get_lat      one blocking get, full round trip
+//   get_bw       -O gets (rwin's get is blocking; raw keeps -O in flight), then quiet
+//   notify_lat   notify ping-pong; one way = RTT / 2
+//   notify_rate  -O notifies then quiet(), repeated
+//   ring_shift   every rank puts to rank+1, notifies it and waits for rank-1; time per step
+//   memcpy       rank 0 alone: glibc memcpy between two page-aligned buffers (+ --skew), the floor
+//
+// Noise: this machine's latency swings 2-5x between runs, so every test runs in short batches and,
+// with --vs-raw, alternates a batch of rwin with a batch of the same operation written on raw UCP
+// (bench/raw_ucp.h) inside the same two processes. The reported ratio is the median of the per-batch
+// ratios raw_time / rwin_time (= rwin/raw for bandwidth, raw/rwin for latency: higher is better).
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "raw_ucp.h"
+#include "rwin/rwin.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Signal words (the same layout in rwin's signal array and in the raw region).
+enum Word : int { kData = 0, kGo = 1, kDone = 2, kRate = 3, kRing = 4, kFin = 5, kWords = 8 };
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+
+struct Args {
+  std::vector<std::string> tests{"put_lat", "put_bw", "get_lat", "get_bw", "notify_lat", "notify_rate"};
+  std::vector<uint64_t> sizes{8, 4096, 65536, 1 << 20};
+  int64_t iters = 2000;
+  int64_t warmup = 200;
+  int outstanding = 16;
+  int batches = 20;
+  uint64_t max_bytes = 256ull << 20;  // per test and size: caps iterations of large messages
+  std::string transport;
+  std::string device;
+  uint64_t chunk = 0;
+  int depth = 0;
+  uint64_t skew = 0;
+  bool vs_raw = false;
+  bool csv = false;
+  bool json = false;
+  bool pin = true;
+  std::string out;
+  int64_t timeout_ms = 60000;
+};
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::fprintf(stderr,
+               "%s\n"
+               "usage: rwinrun -n 2 -- rwin-perf [options]\n"
+               "  -t LIST        tests: put_lat,put_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy\n"
+               "                 (default: the six pair tests)\n"
+               "  -s SIZES       bytes, multiples of 8: a list 8,4096,64K or a sweep 8:16M (x2) / 8:16M:x4\n"
+               "  -n N           iterations per test and size (default 2000; capped by --max-bytes)\n"
+               "  -w N           warm-up iterations (default 200)\n"
+               "  -O N           outstanding ops per quiet in bw/rate tests (default 16)\n"
+               "  --batches N    batches per test and size (default 20)\n"
+               "  --max-bytes B  caps iterations at max(20, B / size) (default 256M)\n"
+               "  --transport T  ucx | verbs (default: RWIN_TRANSPORT, else ucx)\n"
+               "  --device D     UCX_NET_DEVICES for ucx, the IB device for verbs\n"
+               "  --chunk B      rwin chunk size (RWIN_CHUNK_BYTES)\n"
+               "  --depth N      rwin pipeline depth (RWIN_PIPELINE_DEPTH)\n"
+               "  --skew B       destination offset: (dst - src) mod 4096 = B (multiple of 8)\n"
+               "  --misalign     same as --skew 8 (glibc rep-movsb trap check)\n"
+               "  --vs-raw       alternate batches with the same op on raw UCP; report ratios\n"
+               "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
+               "  -o FILE        write the csv/json there (format from --csv/--json or the extension)\n"
+               "  --no-pin       do not pin rank r to CPU r mod ncpu\n"
+               "  --timeout-ms N deadline of each blocking wait (default 60000)\n",
+               msg.c_str());
+  std::exit(2);
+}
+
+uint64_t parse_bytes(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) usage("bad size '" + s + "'");
+  uint64_t mult = 1;
+  const std::string suf(end);
+  if (suf == "K" || suf == "k" || suf == "KiB") mult = 1ull << 10;
+  else if (suf == "M" || suf == "m" || suf == "MiB") mult = 1ull << 20;
+  else if (suf == "G" || suf == "g" || suf == "GiB") mult = 1ull << 30;
+  else if (!suf.empty() && suf != "B") usage("bad size suffix in '" + s + "'");
+  return static_cast<uint64_t>(v * static_cast<double>(mult));
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<uint64_t> parse_sizes(const std::string& s) {
+  std::vector<uint64_t> out;
+  if (s.find(':') != std::string::npos) {
+    const auto parts = split(s, ':');
+    if (parts.size() < 2 || parts.size() > 3) usage("bad sweep '" + s + "' (want LO:HI or LO:HI:x4)");
+    const uint64_t lo = parse_bytes(parts[0]), hi = parse_bytes(parts[1]);
+    uint64_t factor = 2;
+    if (parts.size() == 3) {
+      if (parts[2].size() < 2 || parts[2][0] != 'x') usage("bad sweep step '" + parts[2] + "' (want x2, x4...)");
+      factor = std::strtoull(parts[2].c_str() + 1, nullptr, 10);
+      if (factor < 2) usage("sweep factor must be >= 2");
+    }
+    for (uint64_t v = lo; v <= hi && v > 0; v *= factor) out.push_back(v);
+  } else {
+    for (const auto& p : split(s, ',')) out.push_back(parse_bytes(p));
+  }
+  if (out.empty()) usage("no sizes in '" + s + "'");
+  for (uint64_t v : out) {
+    if (v == 0 || v % 8 != 0) usage("size " + std::to_string(v) + " is not a positive multiple of 8");
+  }
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + k);
+      return argv[++i];
+    };
+    auto num = [&](int64_t lo) {
+      const std::string v = value();
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end != '\0' || n < lo) usage("bad value '" + v + "' for " + k);
+      return static_cast<int64_t>(n);
+    };
+    if (k == "-t") a.tests = split(value(), ',');
+    else if (k == "-s") a.sizes = parse_sizes(value());
+    else if (k == "-n") a.iters = num(1);
+    else if (k == "-w") a.warmup = num(0);
+    else if (k == "-O") a.outstanding = static_cast<int>(num(1));
+    else if (k == "--batches") a.batches = static_cast<int>(num(1));
+    else if (k == "--max-bytes") a.max_bytes = parse_bytes(value());
+    else if (k == "--transport") a.transport = value();
+    else if (k == "--device") a.device = value();
+    else if (k == "--chunk") a.chunk = parse_bytes(value());
+    else if (k == "--depth") a.depth = static_cast<int>(num(1));
+    else if (k == "--skew") a.skew = parse_bytes(value());
+    else if (k == "--misalign") a.skew = 8;
+    else if (k == "--vs-raw") a.vs_raw = true;
+    else if (k == "--csv") a.csv = true;
+    else if (k == "--json") a.json = true;
+    else if (k == "-o") a.out = value();
+    else if (k == "--no-pin") a.pin = false;
+    else if (k == "--timeout-ms") a.timeout_ms = num(1);
+    else if (k == "-h" || k == "--help") usage("rwin-perf: rwin latency/bandwidth benchmark");
+    else usage("unknown argument " + k);
+  }
+  static const char* known[] = {"put_lat", "put_bw", "get_lat", "get_bw", "notify_lat", "notify_rate", "ring_shift", "memcpy"};
+  for (const auto& t : a.tests) {
+    if (std::none_of(std::begin(known), std::end(known), [&](const char* n) { return t == n; })) usage("unknown test " + t);
+  }
+  if (a.skew % 8 != 0 || a.skew >= 4096) usage("--skew must be a multiple of 8 below 4096");
+  if (!a.out.empty() && !a.csv && !a.json) {
+    if (a.out.ends_with(".json")) a.json = true;
+    else a.csv = true;
+  }
+  if (a.csv && a.json) usage("choose one of --csv and --json");
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operations under test, once on rwin and once on raw UCP.
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual void prepare(uint64_t bytes, uint64_t skew) = 0;  // sizes/offsets of the following ops
+  virtual void put() = 0;                                   // local src -> peer dst + skew
+  virtual void get() = 0;                                   // peer src -> local dst + skew, blocking
+  virtual void get_group(int n) = 0;                        // n gets, all complete on return
+  virtual void notify(int word) = 0;                        // peer's word += 1, after earlier puts
+  virtual void notify_group(int word, int n) = 0;           // n notifies, then quiet
+  virtual void wait(int word, int64_t value) = 0;           // local word >= value
+  virtual void quiet() = 0;
+  virtual char* local_src() = 0;
+  virtual char* local_dst() = 0;
+  virtual void set_peer(int peer) = 0;
+};
+
+class RwinOps final : public Ops {
+ public:
+  RwinOps(rwin::Context& ctx, uint64_t bytes) : ctx_(ctx) {
+    const int64_t words = static_cast<int64_t>(bytes / 8);
+    src_ = ctx.alloc_window("perf.src", rwin::DType::I64, {1, words});
+    dst_ = ctx.alloc_window("perf.dst", rwin::DType::I64, {1, words});
+    sig_ = ctx.alloc_signals("perf.sig", kWords);
+    for (int w = 0; w < kWords; ++w) words_.push_back(sig_.at(w));
+  }
+  void set_peer(int peer) override { peer_ = peer; }
+  // Slices are built once per size, as an application would hold them.
+  void prepare(uint64_t bytes, uint64_t skew) override {
+    const int64_t n = static_cast<int64_t>(bytes / 8), off = static_cast<int64_t>(skew / 8);
+    src_slice_ = src_.slice({0, 0}, {1, n});
+    dst_slice_ = dst_.slice({0, off}, {1, n});
+  }
+  void put() override { ctx_.put(dst_slice_, peer_, src_slice_); }
+  void get() override { ctx_.get(dst_slice_, peer_, src_slice_); }
+  void get_group(int n) override {
+    for (int i = 0; i < n; ++i) ctx_.get(dst_slice_, peer_, src_slice_);
+  }
+  void notify(int word) override { ctx_.notify(words_[static_cast<size_t>(word)], peer_, 1); }
+  void notify_group(int word, int n) override {
+    for (int i = 0; i < n; ++i) ctx_.notify(words_[static_cast<size_t>(word)], peer_, 1);
+    ctx_.quiet();
+  }
+  void wait(int word, int64_t value) override { ctx_.wait(words_[static_cast<size_t>(word)], value); }
+  void quiet() override { ctx_.quiet(); }
+  char* local_src() override { return static_cast<char*>(src_.data()); }
+  char* local_dst() override { return static_cast<char*>(dst_.data()); }
+  int64_t load(int word) const { return sig_.load(word); }
+
+ private:
+  rwin::Context& ctx_;
+  int peer_ = 0;
+  rwin::Window src_, dst_;
+  rwin::SignalArray sig_;
+  std::vector<rwin::SignalSlice> words_;
+  rwin::Slice src_slice_, dst_slice_;
+};
+
+class RawOps final : public Ops {
+ public:
+  RawOps(rwin::Context& ctx, int peer, uint64_t bytes, std::chrono::milliseconds timeout)
+      : raw_(ctx, peer, bytes, timeout) {}
+  void set_peer(int) override {}
+  void prepare(uint64_t bytes, uint64_t skew) override {
+    bytes_ = bytes;
+    skew_ = skew;
+  }
+  void put() override { raw_.put(0, skew_, bytes_); }
+  void get() override { raw_.get(skew_, 0, bytes_); }
+  void get_group(int n) override {
+    for (int i = 0; i < n; ++i) raw_.get_nb(skew_, 0, bytes_);
+    raw_.quiet();
+  }
+  void notify(int word) override { raw_.notify(word); }
+  void notify_group(int word, int n) override {
+    for (int i = 0; i < n; ++i) raw_.notify(word);
+    raw_.quiet();
+  }
+  void wait(int word, int64_t value) override { raw_.wait(word, value); }
+  void quiet() override { raw_.quiet(); }
+  char* local_src() override { return raw_.src(); }
+  char* local_dst() override { return raw_.dst(); }
+
+ private:
+  rwinperf::RawUcp raw_;
+  uint64_t bytes_ = 0, skew_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and records
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+struct Figures {
+  bool present = false;
+  double p50 = NAN, p99 = NAN, avg = NAN;  // us per op (one way for ping-pong tests)
+  double mibs = NAN, mops = NAN;
+};
+
+Figures figures(const std::vector<double>& samples_us, double total_us, int64_t ops, uint64_t bytes) {
+  Figures f;
+  f.present = ops > 0;
+  f.p50 = percentile(samples_us, 50);
+  f.p99 = percentile(samples_us, 99);
+  f.avg = total_us / static_cast<double>(ops);
+  f.mibs = static_cast<double>(bytes) / (f.avg * 1e-6) / 1048576.0;
+  f.mops = 1.0 / f.avg;
+  return f;
+}
+
+struct Record {
+  std::string test;
+  uint64_t bytes = 0;
+  int64_t iters = 0;
+  int outstanding = 1;
+  Figures rwin, raw;
+  double ratio = NAN, ratio_p25 = NAN, ratio_p75 = NAN;
+  int batches = 0;
+};
+
+std::string fmt(double v, int prec = 3) {
+  if (std::isnan(v)) return "-";
+  char b[64];
+  if (std::fabs(v) >= 1e5) std::snprintf(b, sizeof b, "%.0f", v);
+  else if (std::fabs(v) >= 100) std::snprintf(b, sizeof b, "%.1f", v);
+  else std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string size_str(uint64_t b) {
+  if (b >= (1 << 20) && b % (1 << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+std::string jnum(double v) {
+  if (std::isnan(v) || std::isinf(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runner
+
+bool is_bw(const std::string& t) { return t == "put_bw" || t == "get_bw" || t == "notify_rate"; }
+bool is_put(const std::string& t) { return t == "put_lat" || t == "put_bw" || t == "ring_shift"; }
+bool is_get(const std::string& t) { return t == "get_lat" || t == "get_bw"; }
+
+uint8_t pattern(uint64_t i) { return static_cast<uint8_t>(i * 131 + 7); }
+
+class Runner {
+ public:
+  Runner(rwin::Context& ctx, const Args& a, RwinOps& rw, Ops* raw) : ctx_(ctx), a_(a), rw_(rw), raw_(raw) {}
+
+  Record run(const std::string& test, uint64_t bytes) {
+    Record r;
+    r.test = test;
+    r.bytes = bytes;
+    const int64_t cap = std::max<int64_t>(20, static_cast<int64_t>(a_.max_bytes / bytes));
+    int64_t iters = std::min<int64_t>(a_.iters, cap);
+    const int O = is_bw(test) ? static_cast<int>(std::min<int64_t>(a_.outstanding, iters)) : 1;
+    r.outstanding = O;
+    const int64_t groups = std::max<int64_t>(1, iters / O);
+    const int nb = static_cast<int>(std::min<int64_t>(a_.batches, groups));
+    const int64_t per_batch = std::max<int64_t>(1, groups / nb) * O;  // ops per batch
+    const int64_t warm = (std::min<int64_t>(a_.warmup, std::max<int64_t>(O, iters / 10)) + O - 1) / O * O;
+    r.iters = per_batch * nb;
+    r.batches = nb;
+
+    if (test == "memcpy") return run_memcpy(r, per_batch, nb, warm);
+
+    const bool pair = test != "ring_shift";
+    const bool in_pair = !pair || ctx_.rank() < 2;
+    std::vector<Ops*> modes{&rw_};
+    if (raw_ && pair) modes.push_back(raw_);
+    for (Ops* m : modes) {
+      m->set_peer(pair ? 1 - ctx_.rank() : (ctx_.rank() + 1) % ctx_.size());
+      m->prepare(bytes, a_.skew);
+    }
+    std::vector<std::vector<double>> samples(modes.size());
+    std::vector<double> total(modes.size(), 0.0);
+    std::vector<double> ratios;
+    if (in_pair) {
+      for (size_t m = 0; m < modes.size(); ++m) {
+        verify_setup(test, *modes[m], bytes);
+        std::vector<double> ignore;
+        batch(test, m, *modes[m], warm, O, ignore);
+        verify_check(test, *modes[m], bytes);
+      }
+      for (int b = 0; b < nb; ++b) {
+        std::vector<double> t(modes.size());
+        for (size_t k = 0; k < modes.size(); ++k) {
+          const size_t m = (b % 2 == 0) ? k : modes.size() - 1 - k;  // alternate who goes first
+          t[m] = batch(test, m, *modes[m], per_batch, O, samples[m]);
+          total[m] += t[m];
+        }
+        if (modes.size() == 2) ratios.push_back(t[1] / t[0]);
+      }
+      if (test == "notify_rate") check_rate(modes);
+    }
+    ctx_.barrier();
+    const int64_t ops = per_batch * nb;
+    r.rwin = figures(samples[0], total[0], ops, bytes);
+    if (modes.size() == 2) {
+      r.raw = figures(samples[1], total[1], ops, bytes);
+      r.ratio = percentile(ratios, 50);
+      r.ratio_p25 = percentile(ratios, 25);
+      r.ratio_p75 = percentile(ratios, 75);
+    }
+    return r;
+  }
+
+ private:
+  // Runs `ops` operations of `test` in mode `m`; returns the active side's time (us); appends
+  // per-op samples (us) on the active side. Both ranks call it with the same arguments.
+  double batch(const std::string& test, size_t m, Ops& o, int64_t ops, int O, std::vector<double>& samples) {
+    const int me = ctx_.rank();
+    const bool ring = test == "ring_shift";
+    const bool active = ring ? me == 0 : me == 0;
+    auto& seen = seen_[m];
+    // Handshake: the passive side says "go" through the same mode, so its progress engine is
+    // already running when the timed ops start (over tcp the target must progress).
+    if (ring) {
+      ctx_.barrier();
+    } else if (active) {
+      o.wait(kGo, ++seen[kGo]);
+    } else {
+      o.notify(kGo);
+    }
+    const auto t0 = Clock::now();
+    auto last = t0;
+    auto lap = [&](double div) {
+      const auto now = Clock::now();
+      samples.push_back(std::chrono::duration<double, std::micro>(now - last).count() / div);
+      last = now;
+    };
+    if (test == "put_lat" || test == "notify_lat") {
+      const bool put = test == "put_lat";
+      for (int64_t i = 0; i < ops; ++i) {
+        if (active) {
+          if (put) o.put();
+          o.notify(kData);
+          o.wait(kData, ++seen[kData]);
+          lap(2.0);
+        } else {
+          o.wait(kData, ++seen[kData]);
+          if (put) o.put();
+          o.notify(kData);
+        }
+      }
+    } else if (ring) {
+      for (int64_t i = 0; i < ops; ++i) {
+        o.put();
+        o.notify(kRing);
+        o.wait(kRing, ++seen[kRing]);
+        if (active) lap(1.0);
+      }
+    } else if (active) {
+      if (test == "put_bw") {
+        for (int64_t g = 0; g < ops / O; ++g) {
+          for (int i = 0; i < O; ++i) o.put();
+          o.quiet();
+          lap(O);
+        }
+      } else if (test == "get_lat") {
+        for (int64_t i = 0; i < ops; ++i) {
+          o.get();
+          lap(1.0);
+        }
+      } else if (test == "get_bw") {
+        for (int64_t g = 0; g < ops / O; ++g) {
+          o.get_group(O);
+          lap(O);
+        }
+      } else if (test == "notify_rate") {
+        for (int64_t g = 0; g < ops / O; ++g) {
+          o.notify_group(kRate, O);
+          lap(O);
+        }
+        rate_sent_[m] += ops;
+      }
+    }
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (!ring && !(test == "put_lat" || test == "notify_lat")) {
+      // One-sided tests: the passive side progresses (wait) until the active side is done.
+      if (active) {
+        o.notify(kDone);
+      } else {
+        o.wait(kDone, ++seen[kDone]);
+        if (test == "notify_rate") rate_sent_[m] += ops;
+      }
+    }
+    // Untimed close of the batch, in the same mode on both sides: quiet (rwin holds a notify that
+    // follows puts until a later call progresses the context, see RESULTS.md), then a "fin"
+    // exchange, so neither side leaves for the other mode while its peer still needs its progress
+    // (over tcp a flush completes only while the target progresses the same worker).
+    o.quiet();
+    if (ring) {
+      ctx_.barrier();
+    } else {
+      o.notify(kFin);
+      o.wait(kFin, ++seen[kFin]);
+    }
+    return us;
+  }
+
+  // Before the warm-up batch: the side that receives data clears its destination.
+  void verify_setup(const std::string& test, Ops& o, uint64_t bytes) {
+    const bool receiver = (is_put(test) && ctx_.rank() == 1) || (is_get(test) && ctx_.rank() == 0) ||
+                          (test == "put_lat" && ctx_.rank() == 0);
+    if (receiver) std::memset(o.local_dst() + a_.skew, 0, bytes);
+  }
+  // After it: the data really arrived (a benchmark that moves nothing would look fast).
+  void verify_check(const std::string& test, Ops& o, uint64_t bytes) {
+    const bool receiver = (is_put(test) && ctx_.rank() == 1) || (is_get(test) && ctx_.rank() == 0);
+    if (!receiver || test == "ring_shift") return;
+    const char* d = o.local_dst() + a_.skew;
+    for (uint64_t i = 0; i < bytes; ++i) {
+      if (static_cast<uint8_t>(d[i]) != pattern(i)) {
+        throw std::runtime_error("rank " + std::to_string(ctx_.rank()) + ": " + test + " " + std::to_string(bytes) +
+                                 " bytes: data check failed at byte " + std::to_string(i) + " (got " +
+                                 std::to_string(static_cast<uint8_t>(d[i])) + ", expected " +
+                                 std::to_string(pattern(i)) + ")");
+      }
+    }
+  }
+  // notify_rate: every add arrived exactly once (checked on the target, rwin mode).
+  void check_rate(const std::vector<Ops*>& modes) {
+    if (ctx_.rank() != 1) return;
+    const int64_t got = rw_.load(kRate);
+    if (got != rate_sent_[0]) {
+      throw std::runtime_error("rank 1: notify_rate: signal word holds " + std::to_string(got) + ", expected " +
+                               std::to_string(rate_sent_[0]));
+    }
+    (void)modes;
+  }
+
+  Record run_memcpy(Record r, int64_t per_batch, int nb, int64_t warm) {
+    if (ctx_.rank() == 0) {
+      const uint64_t n = r.bytes + 4096;
+      auto* src = static_cast<char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096));
+      auto* dst = static_cast<char*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096));
+      std::memset(src, 1, n);
+      std::memset(dst, 0, n);
+      std::vector<double> samples;
+      double total = 0;
+      for (int64_t i = 0; i < warm; ++i) std::memcpy(dst + a_.skew, src, r.bytes);
+      for (int b = 0; b < nb; ++b) {
+        auto last = Clock::now();
+        const auto t0 = last;
+        for (int64_t i = 0; i < per_batch; ++i) {
+          std::memcpy(dst + a_.skew, src, r.bytes);
+          asm volatile("" : : "r"(dst) : "memory");  // keep every copy
+          const auto now = Clock::now();
+          samples.push_back(std::chrono::duration<double, std::micro>(now - last).count());
+          last = now;
+        }
+        total += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      }
+      r.rwin = figures(samples, total, per_batch * nb, r.bytes);
+      std::free(src);
+      std::free(dst);
+    }
+    ctx_.barrier();
+    return r;
+  }
+
+  rwin::Context& ctx_;
+  const Args& a_;
+  RwinOps& rw_;
+  Ops* raw_;
+  int64_t seen_[2][kWords] = {};
+  int64_t rate_sent_[2] = {};
+};
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+void print_table(std::ostream& os, const std::vector<Record>& rs, bool vs_raw) {
+  char line[512];
+  if (vs_raw) {
+    std::snprintf(line, sizeof line, "%-12s %7s %7s %3s | %9s %9s %9s %10s %8s | %9s %9s %10s | %6s %13s\n", "test",
+                  "size", "iters", "O", "p50(us)", "p99(us)", "avg(us)", "MiB/s", "Mop/s", "raw p50", "raw avg",
+                  "raw MiB/s", "ratio", "[p25-p75]");
+  } else {
+    std::snprintf(line, sizeof line, "%-12s %7s %7s %3s | %9s %9s %9s %10s %8s\n", "test", "size", "iters", "O",
+                  "p50(us)", "p99(us)", "avg(us)", "MiB/s", "Mop/s");
+  }
+  os << line;
+  for (const auto& r : rs) {
+    std::snprintf(line, sizeof line, "%-12s %7s %7lld %3d | %9s %9s %9s %10s %8s", r.test.c_str(),
+                  size_str(r.bytes).c_str(), static_cast<long long>(r.iters), r.outstanding, fmt(r.rwin.p50).c_str(),
+                  fmt(r.rwin.p99).c_str(), fmt(r.rwin.avg).c_str(), fmt(r.rwin.mibs, 1).c_str(),
+                  fmt(r.rwin.mops).c_str());
+    os << line;
+    if (vs_raw) {
+      std::snprintf(line, sizeof line, " | %9s %9s %10s | %6s %13s", fmt(r.raw.p50).c_str(), fmt(r.raw.avg).c_str(),
+                    fmt(r.raw.mibs, 1).c_str(), fmt(r.ratio, 2).c_str(),
+                    r.raw.present ? ("[" + fmt(r.ratio_p25, 2) + "-" + fmt(r.ratio_p75, 2) + "]").c_str() : "-");
+      os << line;
+    }
+    os << "\n";
+  }
+}
+
+void print_csv(std::ostream& os, const std::vector<Record>& rs, const std::string& transport, uint64_t skew) {
+  os << "test,size,iters,outstanding,transport,skew,p50_us,p99_us,avg_us,mibs,mops,raw_p50_us,raw_p99_us,raw_avg_us,"
+        "raw_mibs,raw_mops,ratio,ratio_p25,ratio_p75,batches\n";
+  auto c = [](double v) { return std::isnan(v) ? std::string() : jnum(v); };
+  for (const auto& r : rs) {
+    os << r.test << "," << r.bytes << "," << r.iters << "," << r.outstanding << ",\"" << transport << "\"," << skew
+       << "," << c(r.rwin.p50) << "," << c(r.rwin.p99) << "," << c(r.rwin.avg) << "," << c(r.rwin.mibs) << ","
+       << c(r.rwin.mops) << "," << c(r.raw.p50) << "," << c(r.raw.p99) << "," << c(r.raw.avg) << "," << c(r.raw.mibs)
+       << "," << c(r.raw.mops) << "," << c(r.ratio) << "," << c(r.ratio_p25) << "," << c(r.ratio_p75) << ","
+       << r.batches << "\n";
+  }
+}
+
+void print_json(std::ostream& os, const std::vector<Record>& rs, const std::string& transport, const Args& a,
+                int nranks) {
+  auto fig = [](const Figures& f) {
+    return "{\"p50_us\": " + jnum(f.p50) + ", \"p99_us\": " + jnum(f.p99) + ", \"avg_us\": " + jnum(f.avg) +
+           ", \"bandwidth_mibs\": " + jnum(f.mibs) + ", \"msg_rate_mops\": " + jnum(f.mops) + "}";
+  };
+  os << "{\n  \"tool\": \"rwin-perf\",\n  \"transport\": \"" << transport << "\",\n  \"nranks\": " << nranks
+     << ",\n  \"skew\": " << a.skew << ",\n  \"vs_raw\": " << (a.vs_raw ? "true" : "false")
+     << ",\n  \"ratio_definition\": \"median over batches of raw_time/rwin_time: rwin/raw for bandwidth, raw/rwin "
+        "for latency; higher is better for rwin\",\n  \"records\": [\n";
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const auto& r = rs[i];
+    os << "    {\"test\": \"" << r.test << "\", \"size\": " << r.bytes << ", \"iters\": " << r.iters
+       << ", \"outstanding\": " << r.outstanding << ", \"batches\": " << r.batches << ", \"rwin\": " << fig(r.rwin);
+    if (r.raw.present) {
+      os << ", \"raw\": " << fig(r.raw) << ", \"ratio\": " << jnum(r.ratio) << ", \"ratio_p25\": " << jnum(r.ratio_p25)
+         << ", \"ratio_p75\": " << jnum(r.ratio_p75);
+    } else if (a.vs_raw) {
+      os << ", \"raw\": null, \"ratio\": null";
+    }
+    os << "}" << (i + 1 < rs.size() ? "," : "") << "\n";
+  }
+  os << "  ]\n}\n";
+}
+
+void pin_rank(int rank) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<size_t>(rank) % cpus.size()], &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) std::perror("rwin-perf: sched_setaffinity");
+}
+
+int env_rank() {
+  const char* r = std::getenv("RWIN_RANK");
+  return r ? std::atoi(r) : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const int rank_hint = env_rank();
+  try {
+    if (a.pin) pin_rank(rank_hint);
+    if (!a.device.empty()) setenv("UCX_NET_DEVICES", a.device.c_str(), 1);
+    rwin::Options opt;
+    opt.transport = a.transport;
+    opt.ib_device = a.device;
+    opt.chunk_bytes = a.chunk;
+    opt.pipeline_depth = a.depth;
+    opt.op_timeout = std::chrono::milliseconds(a.timeout_ms);
+    rwin::Context ctx(opt);
+    const bool need_pair = std::any_of(a.tests.begin(), a.tests.end(), [](const std::string& t) {
+      return t != "memcpy" && t != "ring_shift";
+    });
+    if (need_pair && ctx.size() < 2) throw std::runtime_error("pair tests need at least 2 ranks (rwinrun -n 2)");
+    const uint64_t max_size = *std::max_element(a.sizes.begin(), a.sizes.end());
+    const uint64_t buf = (max_size + a.skew + 4095) / 4096 * 4096;
+    RwinOps rw(ctx, buf);
+    std::unique_ptr<RawOps> raw;
+    if (a.vs_raw) {
+      if (ctx.transport_name().rfind("ucx", 0) != 0) {
+        throw std::runtime_error("--vs-raw: raw baseline exists for ucx only (transport is " + ctx.transport_name() +
+                                 "); raw verbs is for later");
+      }
+      const int peer = ctx.rank() < 2 ? 1 - ctx.rank() : -1;
+      raw = std::make_unique<RawOps>(ctx, peer, buf, std::chrono::milliseconds(a.timeout_ms));
+    }
+    for (Ops* o : {static_cast<Ops*>(&rw), static_cast<Ops*>(raw.get())}) {
+      if (!o) continue;
+      for (uint64_t i = 0; i < buf; ++i) o->local_src()[i] = static_cast<char>(pattern(i));
+    }
+    ctx.barrier();
+    if (ctx.rank() == 0) {
+      const auto* s = rw.local_src();
+      const auto* d = rw.local_dst();
+      std::fprintf(stderr,
+                   "rwin-perf: %d ranks, %s, chunk %s depth %s, src page offset %zu, dst+skew page offset %zu%s\n",
+                   ctx.size(), ctx.transport_name().c_str(),
+                   a.chunk ? size_str(a.chunk).c_str() : (getenv("RWIN_CHUNK_BYTES") ? getenv("RWIN_CHUNK_BYTES") : "default"),
+                   a.depth ? std::to_string(a.depth).c_str()
+                           : (getenv("RWIN_PIPELINE_DEPTH") ? getenv("RWIN_PIPELINE_DEPTH") : "default"),
+                   reinterpret_cast<uintptr_t>(s) % 4096, (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096,
+                   a.vs_raw ? ", alternating with raw ucp" : "");
+    }
+    Runner runner(ctx, a, rw, raw.get());
+    std::vector<Record> records;
+    size_t done = 0;
+    // notify_lat / notify_rate move no data: one record at 8 B, whatever -s says.
+    auto sizes_of = [&](const std::string& t) {
+      return t.starts_with("notify") ? std::vector<uint64_t>{8} : a.sizes;
+    };
+    size_t total = 0;
+    for (const auto& t : a.tests) total += sizes_of(t).size();
+    for (const auto& t : a.tests) {
+      for (uint64_t s : sizes_of(t)) {
+        if (ctx.rank() == 0) {
+          std::fprintf(stderr, "rwin-perf: [%zu/%zu] %s %s\n", ++done, total, t.c_str(), size_str(s).c_str());
+        }
+        records.push_back(runner.run(t, s));
+      }
+    }
+    if (ctx.rank() == 0) {
+      const std::string tn = ctx.transport_name();
+      std::ofstream file;
+      std::ostream* os = &std::cout;
+      if (!a.out.empty()) {
+        file.open(a.out);
+        if (!file) throw std::runtime_error("cannot write " + a.out);
+        os = &file;
+      }
+      if (a.csv) print_csv(*os, records, tn, a.skew);
+      else if (a.json) print_json(*os, records, tn, a, ctx.size());
+      if (!a.csv && !a.json) print_table(std::cout, records, a.vs_raw);
+      else if (!a.out.empty()) print_table(std::cout, records, a.vs_raw);
+      std::cout.flush();
+    }
+    ctx.barrier();
+    raw.reset();  // both sides close their raw endpoints while the other is still alive
+    ctx.barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rwin-perf: rank %d: %s\n", rank_hint, e.what());
+    return 1;
+  }
+  return 0;
+}
