@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/netif.h"
 
 namespace rwin::bootstrap {
 
@@ -35,11 +36,18 @@ int parse_int(const char* var, const char* text) {
   return value;
 }
 
-// The rendezvous address for a job found through `source`. Today only RWIN_ROOT (any source);
-// launcher-derived roots (e.g. from mpirun/srun variables) belong here, in this one place.
-std::string root_for(const Source& /*source*/) {
+// The rendezvous address for a job found through `source`: RWIN_ROOT when set; otherwise, under
+// Open MPI or Slurm, the address every rank derives alike from the launcher's own variables
+// (netif.h, derive_root_from_launcher: mpirun's out-of-band address or the step's first node,
+// and a port from the job id).
+std::string root_for(const Source& source) {
   const char* root = std::getenv("RWIN_ROOT");
-  return root != nullptr ? std::string(root) : std::string();
+  if (root != nullptr && *root != '\0') return root;
+  const std::string name = source.name;
+  if (name == "openmpi" || name == "slurm") {
+    if (auto derived = derive_root_from_launcher()) return *derived;
+  }
+  return {};
 }
 
 }  // namespace

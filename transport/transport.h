@@ -127,6 +127,8 @@ struct TransportConfig {
   int gid_index = -1;      // verbs: -1 = auto (RoCE v2 IPv4-mapped GID where present)
   int rank = 0;
   int nranks = 1;
+  std::string ifname;      // ucx: the network interface that reaches the root (RWIN_IFNAME or the
+                           // route to the root); restricts UCX's tcp devices unless UCX_NET_DEVICES is set
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.

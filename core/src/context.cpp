@@ -3,10 +3,12 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
+#include "bootstrap/netif.h"
 #include "chunk_planner.h"
 #include "context_impl.h"
 
@@ -180,6 +182,7 @@ void ContextImpl::release_deferred(int peer) {
       return;  // Busy: retried on the next progress()
     }
     ps.outstanding++;
+    ps.unflushed = true;
     ps.deferred.pop_front();
   }
 }
@@ -196,6 +199,7 @@ void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
   post_blocking(w, s, deadline, "flush");
   ps.outstanding++;
   ps.dirty = false;
+  ps.unflushed = false;
 }
 
 // Returns when everything issued to `peer` so far is complete at the target.
@@ -228,7 +232,7 @@ void ContextImpl::quiet(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];
-    if (ps.dirty || ps.outstanding > 0 || !ps.deferred.empty()) drain(p, deadline, "quiet");
+    if (ps.unflushed || ps.outstanding > 0 || !ps.deferred.empty()) drain(p, deadline, "quiet");
   }
 }
 
@@ -358,6 +362,16 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   tc.gid_index = c.opt.gid_index;
   tc.rank = c.rank;
   tc.nranks = c.nranks;
+  if (tc.name == "ucx") {
+    // The interface that reaches the root carries UCX's tcp traffic too. Asked for by name
+    // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.
+    try {
+      tc.ifname = bootstrap::choose_interface(bootstrap::HostPort::parse(c.opt.root).host);
+    } catch (const bootstrap::BootstrapError& e) {
+      const char* asked = std::getenv("RWIN_IFNAME");
+      if (asked && *asked) throw Error(ErrorCode::Bootstrap, c.who() + ": " + e.what());
+    }
+  }
   try {
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
@@ -791,6 +805,7 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
     run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
   }
   c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
 }
 
 void Context::get(const Slice& dst, int peer, const Slice& src) {
@@ -865,6 +880,7 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
   s.peer = peer;
   c.post_blocking(work, s, deadline, "notify");
   ps.outstanding++;
+  ps.unflushed = true;
 }
 
 void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,

@@ -53,6 +53,8 @@ struct Slot {
 struct PeerState {
   bool dirty = false;          // writes posted since the last flush (matters when the transport
                                // does not order writes before atomics)
+  bool unflushed = false;      // anything that modifies the peer's memory posted since the last
+                               // flush; a non-fetching atomic completes locally long before it lands
   int64_t outstanding = 0;     // notifies and flushes posted, not completed
   uint64_t flush_posted = 0;   // sequence of the last flush posted
   uint64_t flush_done = 0;     // highest flush sequence completed (a later flush covers earlier ones)

@@ -230,6 +230,23 @@ TEST_P(Contract, QuietAndBarrierMakePutsVisibleWithoutNotify) {
   });
 }
 
+// Non-fetching atomic adds complete locally at once; quiet/barrier must still wait until they
+// have landed. Rank 0 reads the counter right after the barrier, without waiting on it.
+TEST_P(Contract, BarrierCompletesNotifiesAtTheTarget) {
+  run(3, [](Context& ctx) {
+    auto sig = ctx.alloc_signals("counter", 1);
+    constexpr int kAdds = 1000;
+    if (ctx.rank() != 0) {
+      for (int i = 0; i < kAdds; ++i) ctx.notify(sig.at(0), 0, 1);
+    }
+    ctx.barrier();
+    if (ctx.rank() == 0) {
+      MP_CHECK(sig.load(0) == (ctx.size() - 1) * kAdds, "counter " << sig.load(0) << " right after the barrier");
+    }
+    ctx.barrier();
+  });
+}
+
 TEST_P(Contract, FenceOrdersPutsToOnePeer) {
   run(2, [](Context& ctx) {
     const int r = ctx.rank();

@@ -21,8 +21,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,12 @@ constexpr uint32_t kAddrMagic = 0x52574155;  // "RWAU": rwin address, ucx
 constexpr uint16_t kBlobVersion = 1;
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+bool have_rdma_devices() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
 
 // RAII owners, one per native handle. Deleters are noexcept and only log.
 struct ContextDeleter {
@@ -143,6 +151,13 @@ class UcxTransport final : public Transport {
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) throw TransportError("ucx: ucp_config_read failed: " + status_text(s));
+    // Keep UCX's tcp on the interface that reaches the root (a host may have several). Only where
+    // the user did not choose devices and no RDMA device exists: NET_DEVICES would hide those.
+    const char* devices = std::getenv("UCX_NET_DEVICES");
+    if (!cfg.ifname.empty() && (devices == nullptr || *devices == '\0') && !have_rdma_devices()) {
+      ucp_config_modify(config, "NET_DEVICES", cfg.ifname.c_str());
+      net_device_ = cfg.ifname;
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
@@ -171,7 +186,9 @@ class UcxTransport final : public Transport {
     for (Pending* p : pool_) delete p;
   }
 
-  std::string describe() const override { return "ucx(" + tls_ + ")"; }
+  std::string describe() const override {
+    return "ucx(" + tls_ + (net_device_.empty() ? "" : " on " + net_device_) + ")";
+  }
 
   Capabilities capabilities() const override {
     Capabilities c;
@@ -425,6 +442,7 @@ class UcxTransport final : public Transport {
   int rank_;
   int nranks_;
   std::string tls_;
+  std::string net_device_;  // the tcp interface we restricted UCX to, if any
   // Declaration order is teardown order reversed: context outlives worker outlives endpoints.
   ContextPtr context_;
   WorkerPtr worker_;
