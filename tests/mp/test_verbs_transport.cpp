@@ -30,6 +30,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
+#include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
 
 namespace {
@@ -553,47 +554,104 @@ TEST(VerbsTransport, EveryAcceptedWorkCompletesExactlyOnce) {
   });
 }
 
-// unpack_key rejects garbage with a TransportError; an invalid work request is accepted and
-// yields one failed completion naming the problem, then the peer is failed.
+// unpack_key rejects garbage with a TransportError. An invalid work request (outside the peer's
+// region; longer than max_message_bytes) is accepted and yields one failed completion naming the
+// problem; that peer is failed from then on, the others are not.
 TEST(VerbsTransport, GarbageKeysAndInvalidWorkAreRejected) {
   VERBS_REQUIRE_DEVICE();
-  run_ranks(1, [](RankCtx& c) {
+  run_ranks(2, [](RankCtx& c) {
     auto win = c.t().allocate(4096);
-    const auto good = win->packed_key();
-    auto expect_throw = [&](std::vector<uint8_t> b, const char* part) {
+    auto keys = c.share(*win);
+    if (c.rank() == 0) {
+      const auto good = win->packed_key();
+      auto expect_throw = [&](std::vector<uint8_t> b, const char* part) {
+        try {
+          c.t().unpack_key(0, b);
+        } catch (const TransportError& e) {
+          RANK_CHECK(std::string(e.what()).find(part) != std::string::npos, e.what());
+          return;
+        }
+        RANK_CHECK(false, "garbage key accepted (" << part << ")");
+      };
+      expect_throw({}, "truncated");
+      expect_throw({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "bad magic");
+      expect_throw(std::vector<uint8_t>(good.begin(), good.end() - 1), "length");
+      auto v = good;
+      v[4] = 9;
+      expect_throw(v, "version 9");
       try {
-        c.t().unpack_key(0, b);
-      } catch (const TransportError& e) {
-        RANK_CHECK(std::string(e.what()).find(part) != std::string::npos, e.what());
-        return;
+        c.t().unpack_key(5, good);
+        RANK_CHECK(false, "key for peer 5 of 2 accepted");
+      } catch (const TransportError&) {
       }
-      RANK_CHECK(false, "garbage key accepted (" << part << ")");
-    };
-    expect_throw({}, "truncated");
-    expect_throw({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "bad magic");
-    expect_throw(std::vector<uint8_t>(good.begin(), good.end() - 1), "length");
-    auto v = good;
-    v[4] = 9;
-    expect_throw(v, "version 9");
-    try {
-      c.t().unpack_key(5, good);
-      RANK_CHECK(false, "key for peer 5 of 1 accepted");
-    } catch (const TransportError&) {
+      auto key = c.t().unpack_key(0, good);
+      RANK_CHECK(key->base() == reinterpret_cast<uint64_t>(win->addr()) && key->bytes() == 4096, "key fields");
+      // One byte past the end of the (own) region.
+      auto loc = c.t().allocate(4096);
+      PostResult r{};
+      const uint64_t ck = c.post(write_work(0, loc->addr(), loc.get(), key->base() + 1, key.get(), 4096), &r);
+      RANK_CHECK(r == PostResult::Ok, "invalid work must be accepted and fail through its completion");
+      const Completion comp = c.wait(ck);
+      RANK_CHECK(!comp.ok && comp.error.find("outside the peer's region") != std::string::npos &&
+                     comp.error.find("rank 0 -> peer 0") != std::string::npos,
+                 comp.error);
+      RANK_CHECK(c.t().peer_error(0) == comp.error, c.t().peer_error(0));
+      c.post(flush_work(0), &r);
+      RANK_CHECK(r == PostResult::PeerFailed, "post after failure");
+      // Peer 1 is unaffected; one byte more than max_message_bytes is refused by name.
+      c.run(write_work(1, loc->addr(), loc.get(), keys[1]->base(), keys[1].get(), 64));
+      const size_t too_long = c.t().capabilities().max_message_bytes + 1;
+      const Completion big = c.wait(c.post(write_work(1, loc->addr(), loc.get(), keys[1]->base(), keys[1].get(), too_long)));
+      RANK_CHECK(!big.ok && big.error.find("max message size") != std::string::npos, big.error);
     }
-    auto key = c.t().unpack_key(0, good);
-    RANK_CHECK(key->base() == reinterpret_cast<uint64_t>(win->addr()) && key->bytes() == 4096, "key fields");
-    // One byte past the end of the peer's region.
-    auto loc = c.t().allocate(4096);
-    PostResult r{};
-    const uint64_t ck = c.post(write_work(0, loc->addr(), loc.get(), key->base() + 1, key.get(), 4096), &r);
-    RANK_CHECK(r == PostResult::Ok, "invalid work must be accepted and fail through its completion");
-    const Completion comp = c.wait(ck);
-    RANK_CHECK(!comp.ok && comp.error.find("outside the peer's region") != std::string::npos &&
-                   comp.error.find("peer 0") != std::string::npos,
-               comp.error);
-    RANK_CHECK(c.t().peer_error(0) == comp.error, c.t().peer_error(0));
-    c.post(flush_work(0), &r);
-    RANK_CHECK(r == PostResult::PeerFailed, "post after failure");
+    c.bs().barrier();
+  });
+}
+
+// A remote access error from the device (a key whose rkey the target does not know): the writes
+// posted before it complete successfully (in-order completion on RC), the bad one fails with a
+// message naming rank, peer, device, qp, op, bytes, remote address, status text and vendor error,
+// and the peer is failed from then on.
+TEST(VerbsTransport, DeviceErrorCompletionFailsThePeerWithAFullMessage) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    auto win = c.t().allocate(4096);
+    auto keys = c.share(*win);
+    const auto packed = c.bs().allgather(win->packed_key());
+    if (c.rank() == 0) {
+      auto loc = c.t().allocate(4096);
+      auto* l = static_cast<uint64_t*>(loc->addr());
+      // Same region, wrong rkey: passes every local check, fails at the responder.
+      auto forged = rwin::transport::verbs::KeyBlob::unpack(packed[1]);
+      forged.rkey ^= 0x5a5a5a00u;
+      auto bad = c.t().unpack_key(1, forged.pack());
+      std::vector<uint64_t> good;
+      for (int i = 0; i < 5; ++i) {
+        l[i] = 0xabc0 + i;
+        good.push_back(c.post(write_work(1, &l[i], loc.get(), keys[1]->base() + 8 * i, keys[1].get(), 8)));
+      }
+      const uint64_t ck = c.post(write_work(1, &l[0], loc.get(), bad->base() + 64, bad.get(), 8));
+      for (uint64_t g : good) c.ok(g);
+      const Completion comp = c.wait(ck);
+      RANK_CHECK(!comp.ok, "write with a forged rkey succeeded");
+      for (const char* part : {"rank 0 -> peer 1", "verbs(", " qp 0x", "rdma write of 8 bytes at remote 0x",
+                               "remote access error", "vendor_err"}) {
+        RANK_CHECK(comp.error.find(part) != std::string::npos, "message lacks '" << part << "': " << comp.error);
+      }
+      RANK_CHECK(comp.error.find('\n') == std::string::npos, "message is not one line: " << comp.error);
+      RANK_CHECK(c.t().peer_error(1) == comp.error, c.t().peer_error(1));
+      std::fprintf(stderr, "%s\n", comp.error.c_str());
+      PostResult r{};
+      c.post(flush_work(1), &r);
+      RANK_CHECK(r == PostResult::PeerFailed, "post after a failed completion");
+      // Self still works.
+      c.run(atomic_work(Op::FetchAdd, 0, &l[8], loc.get(), keys[0]->base(), keys[0].get(), 1));
+    }
+    c.bs().barrier();
+    if (c.rank() == 1) {
+      const auto* w = static_cast<const uint64_t*>(win->addr());
+      for (int i = 0; i < 5; ++i) RANK_CHECK(w[i] == uint64_t(0xabc0 + i), "write " << i << " before the bad one");
+    }
   });
 }
 
