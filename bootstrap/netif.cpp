@@ -196,7 +196,7 @@ std::string choose_interface(const std::string& root_host) {
     // Say which of the two it is: a typo'd name and an interface without an address need
     // different fixes.
     bool exists = if_nametoindex(forced.c_str()) != 0;
-    fail(root_host, "rwin_ifname=" + forced +
+    fail(root_host, "RWIN_IFNAME=" + forced +
                         (exists ? " exists but has no ipv4 address" : " names no interface on this host"));
   }
   if (root_host.empty()) fail(root_host, "the root host is empty");

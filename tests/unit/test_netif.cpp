@@ -87,7 +87,7 @@ TEST(Netif, MissingIfnameErrorListsInterfaces) {
   EnvGuard env;
   env.set("RWIN_IFNAME", "rwin-nonexist0");
   std::string msg = error_text("127.0.0.1");
-  EXPECT_NE(msg.find("rwin_ifname=rwin-nonexist0 names no interface"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RWIN_IFNAME=rwin-nonexist0 names no interface"), std::string::npos) << msg;
   EXPECT_NE(msg.find("root '127.0.0.1'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("interfaces seen: "), std::string::npos) << msg;
   EXPECT_NE(msg.find("lo 127.0.0.1"), std::string::npos) << msg;
