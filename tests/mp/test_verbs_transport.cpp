@@ -463,6 +463,25 @@ TEST(VerbsTransport, CompareSwapOnlySwapsOnMatch) {
   });
 }
 
+// A region whose length is not a multiple of 8 (84 bytes): an atomic on the word holding its last
+// 4 bytes is allowed (the core updates 32-bit lanes through the surrounding word); the next word,
+// wholly outside, is refused.
+TEST(VerbsTransport, AtomicOnTheWordHoldingARegionsTail) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(1, [](RankCtx& c) {
+    auto win = c.t().allocate(84);
+    auto keys = c.share(*win);
+    auto res = c.t().allocate(64);
+    auto* r = static_cast<uint64_t*>(res->addr());
+    c.run(atomic_work(Op::FetchAdd, 0, &r[0], res.get(), keys[0]->base() + 80, keys[0].get(), 1ull << 32));
+    RANK_CHECK(static_cast<uint32_t*>(win->addr())[20] == 0, "low lane touched");
+    RANK_CHECK(static_cast<uint32_t*>(win->addr())[21] == 1, "high lane (past the 84 bytes) not updated");
+    const Completion out = c.wait(c.post(atomic_work(Op::FetchAdd, 0, &r[1], res.get(), keys[0]->base() + 88,
+                                                     keys[0].get(), 1)));
+    RANK_CHECK(!out.ok && out.error.find("outside the peer's region") != std::string::npos, out.error);
+  });
+}
+
 // Emulated Swap from all ranks into one word: the old values returned plus the final value are
 // exactly the initial value plus every value stored (none lost, none duplicated).
 TEST(VerbsTransport, ConcurrentSwapIsAtomic) {

@@ -99,7 +99,11 @@ std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& 
   if (!is_atomic(w.op) && n > dev_info_.port_attr.max_msg_sz) {
     return "length exceeds the port's max message size " + std::to_string(dev_info_.port_attr.max_msg_sz);
   }
-  if (!key->contains(w.remote_addr, n)) {
+  // An atomic may act on the 8-byte word holding the region's last bytes even when the length is
+  // not a multiple of 8 (the core updates a 32-bit lane through the word around it): regions are
+  // page aligned and registered in whole pages (VerbsMemoryRegion), so that word is registered.
+  const bool in_range = is_atomic(w.op) ? key->contains_word(w.remote_addr) : key->contains(w.remote_addr, n);
+  if (!in_range) {
     return "remote range outside the peer's region [" + hex(key->base()) + ", +" + std::to_string(key->bytes()) + ")";
   }
   // IB atomics act on naturally aligned 8-byte words (a misaligned one is NAKed as an invalid

@@ -46,6 +46,12 @@ class VerbsRemoteKey final : public RemoteKey {
   bool contains(uint64_t addr, size_t n) const noexcept {
     return addr >= base_ && n <= bytes_ && addr - base_ <= bytes_ - n;
   }
+  // True when the 8-byte word at `addr` overlaps the region and lies in its registered pages
+  // (regions are page aligned, so [base, base + round_up(bytes, 8)) is registered).
+  bool contains_word(uint64_t addr) const noexcept {
+    const uint64_t padded = (bytes_ + 7) / 8 * 8;
+    return addr >= base_ && padded >= 8 && addr - base_ <= padded - 8;
+  }
 
  private:
   int peer_;
