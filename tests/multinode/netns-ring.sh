@@ -8,6 +8,10 @@
 #        RWIN_NETNS_PROG   program to run instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
 #        RWIN_NETNS_UNIT_TESTS  gtest binary with NetifFromEnv (default BIN_DIR/rwin_unit_tests;
 #                               "none" skips the interface-choice checks)
+#        RWIN_NETNS_LAUNCHERS   which launchers to run (default "env mpirun slurm", see below)
+#        RWIN_NETNS_DERIVED=1   also run mpirun and slurm WITHOUT RWIN_ROOT (root derived from the
+#                               launcher's variables; needs derive_root_from_launcher wired into
+#                               LaunchEnv::detect)
 #
 # Topology (everything lives in namespaces this script creates; nothing touches the host's own
 # interfaces or routes, and the 10.77/16 addresses exist only inside these namespaces):
@@ -25,6 +29,8 @@
 # Clean-up: every namespace is deleted on exit, error, timeout, SIGINT and SIGTERM (veths and the
 # bridge live only inside them and go with them); rank processes still running are killed first.
 set -uo pipefail
+# A caller's own rank variables must not reach the ranks: RWIN_RANK would outrank OMPI_/SLURM_ ones.
+unset RWIN_RANK RWIN_NRANKS RWIN_ROOT
 
 BIN_DIR=${1:?usage: netns-ring.sh BIN_DIR}
 BIN_DIR=$(cd "$BIN_DIR" 2>/dev/null && pwd) || { echo "netns-ring: no such directory: $1" >&2; exit 2; }
@@ -48,6 +54,8 @@ host_ns() { echo "$PREFIX-h$1"; }
 host_addr() { echo "10.77.0.$(($1 + 1))"; }
 
 CREATED_NS=()
+CREATED_ETC=()
+ETC_NETNS_NEW=0
 RANK_PIDS=()
 
 cleanup() {
@@ -55,9 +63,17 @@ cleanup() {
   for pid in "${RANK_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${RANK_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   RANK_PIDS=()
+  # Anything still running inside our namespaces was started by this script (e.g. an orted that
+  # outlived a killed mpirun): end it by pid before the namespace goes.
+  for ns in "${CREATED_NS[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+  done
   for ns in "${CREATED_NS[@]}"; do
     ip netns del "$ns" 2>/dev/null || echo "netns-ring: could not delete namespace $ns" >&2
   done
+  for d in "${CREATED_ETC[@]}"; do rm -rf "$d"; done
+  [[ $ETC_NETNS_NEW == 1 ]] && rmdir /etc/netns 2>/dev/null # only if this script made it
+  CREATED_ETC=()
   CREATED_NS=()
   rm -rf "$LOG_DIR"
 }
@@ -141,47 +157,142 @@ else
 fi
 
 # ---- ring shift ---------------------------------------------------------------------------------
-PORT=29500
-for mode in $MODES; do
-  for size in $SIZES; do
-    PORT=$((PORT + 1)) # fresh port per run: a lingering TIME_WAIT socket never blocks the next bind
-    RANK_PIDS=()
-    start=$EPOCHREALTIME
-    for ((r = 0; r < NRANKS; r++)); do
-      h=$((r % HOSTS))
-      ip netns exec "$(host_ns "$h")" env RWIN_RANK="$r" RWIN_NRANKS="$NRANKS" \
-        RWIN_ROOT="$(host_addr 0):$PORT" UCX_TLS=tcp UCX_NET_DEVICES=rw0 \
-        timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" \
-        >"$LOG_DIR/$mode-$size-r$r.log" 2>&1 &
-      RANK_PIDS+=($!)
+# launcher "env":    this script starts every rank with RWIN_RANK/RWIN_NRANKS/RWIN_ROOT.
+# launcher "mpirun": Open MPI's mpirun runs in h0; an rsh agent (written below) starts its orted in
+#                    the other namespaces, each with its own UTS hostname hN; ranks get
+#                    OMPI_COMM_WORLD_RANK/SIZE and (explicit) RWIN_ROOT via -x.
+# launcher "slurm":  this script plays srun: SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_ID/SLURM_STEP_ID/
+#                    SLURM_STEP_NODELIST=h[0-(H-1)]/SLURMD_NODENAME per rank.
+# root "explicit" passes RWIN_ROOT=10.77.0.1:<port>; root "derived" passes none, so the program must
+# derive it from the launcher's variables (bootstrap/netif.h derive_root_from_launcher): mpirun's
+# HNP uri gives 10.77.0.1, Slurm's nodelist gives h0 (resolved through /etc/netns/<ns>/hosts).
+AGENT="$LOG_DIR/ns-rsh-agent.sh"
+cat >"$AGENT" <<AGENT_EOF
+#!/usr/bin/env bash
+# mpirun's rsh agent: "ssh hN cmd..." becomes "run cmd in namespace $PREFIX-hN as host hN".
+host=\$1; shift
+exec ip netns exec "$PREFIX-\$host" unshare --uts sh -c "hostname \$host; \$*"
+AGENT_EOF
+chmod +x "$AGENT"
+
+HOSTLIST=""
+for ((h = 0; h < HOSTS; h++)); do HOSTLIST+="${HOSTLIST:+,}h$h:$RPH"; done
+
+report() { # report LABEL LOGPREFIX: turns the bad[] list of the last run into a summary line
+  local label=$1 logs=$2 f
+  local secs
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  if ((${#bad[@]} == 0)); then
+    # ring_shift's rank 0 names the transport it ran over ("... over ucx(tcp): all ranks OK").
+    over=$(cat "$logs"* | grep -m1 -o ' over [^:]*')
+    SUMMARY+=("PASS $label ranks=$NRANKS hosts=$HOSTS${over} (${secs}s)")
+  else
+    FAILURES=$((FAILURES + 1))
+    SUMMARY+=("FAIL $label ranks=$NRANKS: $(IFS=";"; echo "${bad[*]}")")
+    for f in "$logs"*; do
+      echo "netns-ring: --- $label: ${f##*/} ---" >&2
+      tail -n 20 "$f" | sed 's/^/netns-ring:   | /' >&2
     done
-    bad=()
-    for ((r = 0; r < NRANKS; r++)); do
-      wait "${RANK_PIDS[$r]}"
-      rc=$?
-      log="$LOG_DIR/$mode-$size-r$r.log"
-      if ((rc == 124 || rc == 137)); then
-        bad+=("rank $r timed out after ${RUN_TIMEOUT}s")
-      elif ((rc != 0)); then
-        bad+=("rank $r exit $rc")
-      elif ! grep -qw OK "$log"; then
-        bad+=("rank $r printed no OK")
-      fi
-    done
-    RANK_PIDS=()
-    secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-    if ((${#bad[@]} == 0)); then
-      # ring_shift's rank 0 names the transport it ran over ("... over ucx(tcp): all ranks OK").
-      over=$(grep -m1 -o ' over [^:]*' "$LOG_DIR/$mode-$size-r0.log")
-      SUMMARY+=("PASS ring mode=$mode size=$size ranks=$NRANKS hosts=$HOSTS${over} (${secs}s)")
-    else
-      FAILURES=$((FAILURES + 1))
-      SUMMARY+=("FAIL ring mode=$mode size=$size ranks=$NRANKS: $(IFS=";"; echo "${bad[*]}")")
-      for ((r = 0; r < NRANKS; r++)); do
-        echo "netns-ring: --- rank $r (h$((r % HOSTS))) mode=$mode size=$size ---" >&2
-        tail -n 20 "$LOG_DIR/$mode-$size-r$r.log" | sed 's/^/netns-ring:   | /' >&2
-      done
+  fi
+}
+
+check_rank_rc() { # check_rank_rc RANK RC LOG
+  if (($2 == 124 || $2 == 137)); then
+    bad+=("rank $1 timed out after ${RUN_TIMEOUT}s")
+  elif (($2 != 0)); then
+    bad+=("rank $1 exit $2")
+  elif ! grep -qw OK "$3"; then
+    bad+=("rank $1 printed no OK")
+  fi
+}
+
+run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background process
+  local launcher=$1 rootkind=$2 mode=$3 size=$4 r h logs="$LOG_DIR/$1-$2-$3-$4-r"
+  local job=$((4200 + PORT)) step=0 root_env=()
+  [[ $rootkind == explicit ]] && root_env=(RWIN_ROOT="$(host_addr 0):$PORT")
+  RANK_PIDS=()
+  for ((r = 0; r < NRANKS; r++)); do
+    h=$((r % HOSTS))
+    local who=(RWIN_RANK="$r" RWIN_NRANKS="$NRANKS")
+    if [[ $launcher == slurm ]]; then
+      # Derived port = 20000 + (job*1000 + step) % 12000 (bootstrap/netif.h derived_port).
+      who=(SLURM_PROCID="$r" SLURM_NTASKS="$NRANKS" SLURM_LOCALID=$((r / HOSTS)) SLURM_NODEID="$h"
+        SLURM_JOB_ID="$job" SLURM_STEP_ID="$step" SLURM_STEP_NODELIST="h[0-$((HOSTS - 1))]"
+        SLURM_JOB_NODELIST="h[0-$((HOSTS - 1))]" SLURM_STEP_NUM_NODES="$HOSTS" SLURMD_NODENAME="h$h"
+        SLURM_LAUNCH_NODE_IPADDR="$(host_addr 0)")
     fi
+    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" UCX_TLS=tcp UCX_NET_DEVICES=rw0 \
+      timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
+    RANK_PIDS+=($!)
+  done
+  bad=()
+  for ((r = 0; r < NRANKS; r++)); do
+    wait "${RANK_PIDS[$r]}"
+    check_rank_rc "$r" $? "$logs$r.log"
+  done
+  RANK_PIDS=()
+  report "$launcher root=$rootkind mode=$mode size=$size" "$logs"
+}
+
+run_mpirun() { # run_mpirun ROOTKIND MODE SIZE
+  local rootkind=$1 mode=$2 size=$3 log="$LOG_DIR/mpirun-$1-$2-$3.log" r rc
+  local root_flag=()
+  [[ $rootkind == explicit ]] && root_flag=(-x "RWIN_ROOT=$(host_addr 0):$PORT")
+  # --map-by node puts rank r on h(r % H), as the other launchers do; oob/btl stay on rw0.
+  ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0; exec "$@"' sh \
+    timeout -k 10 "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$NRANKS" \
+    --host "$HOSTLIST" --map-by node --mca plm_rsh_agent "$AGENT" \
+    --mca oob_tcp_if_include rw0 --mca btl self,tcp --mca btl_tcp_if_include rw0 --tag-output \
+    -x UCX_TLS=tcp -x UCX_NET_DEVICES=rw0 "${root_flag[@]}" \
+    "$PROG" --mode "$mode" --size "$size" >"$log" 2>&1 &
+  RANK_PIDS=($!)
+  wait "${RANK_PIDS[0]}"
+  rc=$?
+  RANK_PIDS=()
+  bad=()
+  ((rc == 124 || rc == 137)) && bad+=("mpirun timed out after ${RUN_TIMEOUT}s")
+  ((rc != 0 && rc != 124 && rc != 137)) && bad+=("mpirun exit $rc")
+  for ((r = 0; r < NRANKS; r++)); do
+    grep -Eq "^\[[0-9]+,$r\]<stdout>:.*\bOK\b" "$log" || bad+=("rank $r printed no OK")
+  done
+  report "mpirun root=$rootkind mode=$mode size=$size" "$log"
+}
+
+LAUNCHERS=${RWIN_NETNS_LAUNCHERS:-"env mpirun slurm"}
+if [[ $LAUNCHERS == *mpirun* ]] && ! command -v mpirun >/dev/null; then
+  FAILURES=$((FAILURES + 1))
+  SUMMARY+=("FAIL mpirun launcher: mpirun not found (apt-get install openmpi-bin, or RWIN_NETNS_LAUNCHERS)")
+  LAUNCHERS=${LAUNCHERS//mpirun/}
+fi
+ROOTKINDS=explicit
+if [[ ${RWIN_NETNS_DERIVED:-0} == 1 ]]; then
+  ROOTKINDS="explicit derived"
+  # Slurm node names must resolve in every namespace: ip netns exec bind-mounts /etc/netns/<ns>/hosts.
+  [[ -d /etc/netns ]] || ETC_NETNS_NEW=1
+  for ((h = 0; h < HOSTS; h++)); do
+    mkdir -p "/etc/netns/$(host_ns "$h")" && CREATED_ETC+=("/etc/netns/$(host_ns "$h")")
+    # localhost must stay: Open MPI's daemons fail to connect back ("unable to complete a TCP
+    # connection") when it does not resolve.
+    { echo "127.0.0.1 localhost"; for ((k = 0; k < HOSTS; k++)); do echo "$(host_addr "$k") h$k"; done; } \
+      >"/etc/netns/$(host_ns "$h")/hosts"
+  done
+fi
+
+PORT=29500
+for launcher in $LAUNCHERS; do
+  for rootkind in $ROOTKINDS; do
+    [[ $launcher == env && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
+    for mode in $MODES; do
+      for size in $SIZES; do
+        PORT=$((PORT + 1)) # fresh port per run: a lingering TIME_WAIT socket never blocks a bind
+        start=$EPOCHREALTIME
+        if [[ $launcher == mpirun ]]; then
+          run_mpirun "$rootkind" "$mode" "$size"
+        else
+          run_ranks "$launcher" "$rootkind" "$mode" "$size"
+        fi
+      done
+    done
   done
 done
 
