@@ -132,7 +132,7 @@ void choose_gid(ibv_context* ctx, const TransportConfig& cfg, DeviceChoice& c) {
   if (!pick) {
     throw TransportError("verbs: " + c.name + " port " + std::to_string(c.port) +
                          " has no usable gid (gid table empty: is the netdev up and does it have an "
-                         "address?); set RWIN_IB_GID_INDEX or see `ibv_devinfo -v -d " + c.name + "`");
+                         "address?); set RWIN_GID_INDEX or see `ibv_devinfo -v -d " + c.name + "`");
   }
   c.gid_index = pick->index;
   c.gid = pick->gid;
