@@ -475,7 +475,8 @@ TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
     if (rank == 1) ::_exit(0);  // dies without a word
     // Rank 0 waits for a notify that never comes: a Timeout naming the signal, within the deadline.
     expect_error([&] { ctx.wait(sig.at(0), 1, WaitCmp::GE); }, ErrorCode::Timeout, {"'sig'"});
-    // Traffic to the dead peer fails (PeerFailed) or times out; either way it returns.
+    // Traffic to the dead peer fails (PeerFailed) or times out where the transport can tell;
+    // over shared memory the reads may still succeed. Either way every call returns.
     bool raised = false;
     try {
       for (int i = 0; i < 20; ++i) {
@@ -485,7 +486,7 @@ TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
       raised = e.code() == ErrorCode::PeerFailed || e.code() == ErrorCode::Timeout;
       MP_CHECK(std::string(e.what()).find("peer 1") != std::string::npos, e.what());
     }
-    MP_CHECK(raised, "get from a dead peer did not fail");
+    MP_CHECK(raised || !p.detects_dead_peer, "get from a dead peer did not fail");
   }, std::chrono::seconds(90));
   EXPECT_FALSE(res.timed_out) << res.report();
   EXPECT_EQ(res.ranks[0].status, 0) << res.report();

@@ -7,9 +7,9 @@
 // Each rank builds its own Bootstrap and transport and calls the transport directly (no core), so
 // a failure here is the transport's. Checks inside a rank throw; the parent turns a rank's
 // message, exit status or signal into a test failure, and kills every rank at the deadline.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -52,19 +52,19 @@ constexpr const char* kSkip =
     "skipped: no RDMA device (ibv_get_device_list found none); run under tests/rxe/run-in-guest.sh";
 
 // Skips the calling test, with the one-line reason, when there is no RDMA device.
-#define VERBS_REQUIRE_DEVICE()                                              \
-  do {                                                                      \
-    if (rwin::transport::verbs_device_count() == 0) GTEST_SKIP() << kSkip;  \
+#define VERBS_REQUIRE_DEVICE()                                             \
+  do {                                                                     \
+    if (rwin::transport::verbs_device_count() == 0) GTEST_SKIP() << kSkip; \
   } while (0)
 
 // A check that works inside a forked rank: throws, and the parent reports the message.
-#define RANK_CHECK(cond, msg)                                                          \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::ostringstream os_;                                                          \
-      os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg;      \
-      throw std::runtime_error(os_.str());                                             \
-    }                                                                                  \
+#define RANK_CHECK(cond, msg)                                                     \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      std::ostringstream os_;                                                     \
+      os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg; \
+      throw std::runtime_error(os_.str());                                        \
+    }                                                                             \
   } while (0)
 
 // Generous: rxe under qemu TCG moves ~40 MB/s and boots slowly; a healthy test takes seconds.
@@ -208,7 +208,9 @@ Work flush_work(int peer) {
   return w;
 }
 
-uint8_t pattern(int rank, size_t i) { return static_cast<uint8_t>(rank * 37 + i * 7 + (i >> 12)); }
+uint8_t pattern(int rank, size_t i) {
+  return static_cast<uint8_t>(rank * 37 + i * 7 + (i >> 12));
+}
 
 // Bytes of a vector of u64 for allgather, and back.
 std::vector<uint8_t> to_bytes(const std::vector<uint64_t>& v) {
@@ -299,11 +301,11 @@ void run_ranks(int n, const RankBody& body, std::vector<int> may_die = {}) {
       if (!out[r].empty()) std::printf("[rank %d] %s", r, out[r].c_str());
       continue;
     }
-    ADD_FAILURE() << "rank " << r << " of " << n
-                  << (timed_out ? " was killed at the deadline" : "")
+    ADD_FAILURE() << "rank " << r << " of " << n << (timed_out ? " was killed at the deadline" : "")
                   << (WIFEXITED(st) ? " exited with " + std::to_string(WEXITSTATUS(st))
                                     : " died by signal " + std::to_string(WTERMSIG(st)))
-                  << ":\n" << out[r];
+                  << ":\n"
+                  << out[r];
   }
 }
 
@@ -316,9 +318,8 @@ TEST(VerbsTransport, CapabilitiesDescribeTheDevice) {
     RANK_CHECK(!caps.needs_target_progress, "one-sided");
     RANK_CHECK(!caps.native_set, "swap is emulated on ib");
     const std::string d = c.t().describe();
-    RANK_CHECK(d.rfind("verbs(", 0) == 0 && d.find(" port ") != std::string::npos &&
-                   d.find(" gid ") != std::string::npos,
-               d);
+    RANK_CHECK(
+        d.rfind("verbs(", 0) == 0 && d.find(" port ") != std::string::npos && d.find(" gid ") != std::string::npos, d);
     std::fprintf(stderr, "%s max_message_bytes %zu\n", d.c_str(), caps.max_message_bytes);
   });
 }
@@ -476,8 +477,8 @@ TEST(VerbsTransport, AtomicOnTheWordHoldingARegionsTail) {
     c.run(atomic_work(Op::FetchAdd, 0, &r[0], res.get(), keys[0]->base() + 80, keys[0].get(), 1ull << 32));
     RANK_CHECK(static_cast<uint32_t*>(win->addr())[20] == 0, "low lane touched");
     RANK_CHECK(static_cast<uint32_t*>(win->addr())[21] == 1, "high lane (past the 84 bytes) not updated");
-    const Completion out = c.wait(c.post(atomic_work(Op::FetchAdd, 0, &r[1], res.get(), keys[0]->base() + 88,
-                                                     keys[0].get(), 1)));
+    const Completion out =
+        c.wait(c.post(atomic_work(Op::FetchAdd, 0, &r[1], res.get(), keys[0]->base() + 88, keys[0].get(), 1)));
     RANK_CHECK(!out.ok && out.error.find("outside the peer's region") != std::string::npos, out.error);
   });
 }
@@ -620,7 +621,8 @@ TEST(VerbsTransport, GarbageKeysAndInvalidWorkAreRejected) {
       // Peer 1 is unaffected; one byte more than max_message_bytes is refused by name.
       c.run(write_work(1, loc->addr(), loc.get(), keys[1]->base(), keys[1].get(), 64));
       const size_t too_long = c.t().capabilities().max_message_bytes + 1;
-      const Completion big = c.wait(c.post(write_work(1, loc->addr(), loc.get(), keys[1]->base(), keys[1].get(), too_long)));
+      const Completion big =
+          c.wait(c.post(write_work(1, loc->addr(), loc.get(), keys[1]->base(), keys[1].get(), too_long)));
       RANK_CHECK(!big.ok && big.error.find("max message size") != std::string::npos, big.error);
     }
     c.bs().barrier();
@@ -679,48 +681,47 @@ TEST(VerbsTransport, DeviceErrorCompletionFailsThePeerWithAFullMessage) {
 // ranks 0 and 2 keep working with each other and themselves.
 TEST(VerbsTransport, KilledPeerFailsOnlyThatPeer) {
   VERBS_REQUIRE_DEVICE();
-  run_ranks(
-      3,
-      [](RankCtx& c) {
-        auto win = c.t().allocate(4096);
-        auto keys = c.share(*win);
-        if (c.rank() == 1) ::raise(SIGKILL);
-        auto loc = c.t().allocate(4096);
-        auto* l = static_cast<uint64_t*>(loc->addr());
-        const auto t0 = Clock::now();
-        Completion failed;
-        for (int i = 0;; ++i) {
-          RANK_CHECK(Clock::now() - t0 < kOpDeadline, "writes to the killed rank 1 kept succeeding for 60 s");
-          const Completion comp = c.wait(c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 64)));
-          if (!comp.ok) {
-            failed = comp;
-            break;
-          }
-          std::this_thread::sleep_for(10ms);
-        }
-        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::fprintf(stderr, "rank %d: failure after %.2f s: %s\n", c.rank(), secs, failed.error.c_str());
-        const std::string me = "rank " + std::to_string(c.rank()) + " -> peer 1";
-        RANK_CHECK(failed.error.find(me) != std::string::npos, failed.error);
-        RANK_CHECK(failed.error.find("rdma write") != std::string::npos, failed.error);
-        RANK_CHECK(!c.t().peer_error(1).empty(), "peer_error(1) empty after a failed completion");
-        PostResult r{};
-        c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 8), &r);
-        RANK_CHECK(r == PostResult::PeerFailed, "post to failed peer 1");
-        // The others still work: write to the other survivor and to self, then hand-shake.
-        const int other = 2 - c.rank();
-        l[1] = 1000 + c.rank();
-        c.run(write_work(other, &l[1], loc.get(), keys[other]->base() + 8, keys[other].get(), 8));
-        c.run(flush_work(other));
-        c.run(atomic_work(Op::FetchAdd, c.rank(), &l[2], loc.get(), keys[c.rank()]->base() + 16,
-                          keys[c.rank()].get(), 1));
-        RANK_CHECK(c.t().peer_error(other).empty() && c.t().peer_error(c.rank()).empty(), "survivors healthy");
-        const uint8_t done = 1;
-        c.bs().send(other, "verbs.killed.done", std::span<const uint8_t>(&done, 1));
-        c.bs().recv(other, "verbs.killed.done");
-        RANK_CHECK(static_cast<uint64_t*>(win->addr())[1] == uint64_t(1000 + other), "survivor's write");
-      },
-      /*may_die=*/{1});
+  run_ranks(3,
+            [](RankCtx& c) {
+              auto win = c.t().allocate(4096);
+              auto keys = c.share(*win);
+              if (c.rank() == 1) ::raise(SIGKILL);
+              auto loc = c.t().allocate(4096);
+              auto* l = static_cast<uint64_t*>(loc->addr());
+              const auto t0 = Clock::now();
+              Completion failed;
+              for (int i = 0;; ++i) {
+                RANK_CHECK(Clock::now() - t0 < kOpDeadline, "writes to the killed rank 1 kept succeeding for 60 s");
+                const Completion comp = c.wait(c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 64)));
+                if (!comp.ok) {
+                  failed = comp;
+                  break;
+                }
+                std::this_thread::sleep_for(10ms);
+              }
+              const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+              std::fprintf(stderr, "rank %d: failure after %.2f s: %s\n", c.rank(), secs, failed.error.c_str());
+              const std::string me = "rank " + std::to_string(c.rank()) + " -> peer 1";
+              RANK_CHECK(failed.error.find(me) != std::string::npos, failed.error);
+              RANK_CHECK(failed.error.find("rdma write") != std::string::npos, failed.error);
+              RANK_CHECK(!c.t().peer_error(1).empty(), "peer_error(1) empty after a failed completion");
+              PostResult r{};
+              c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 8), &r);
+              RANK_CHECK(r == PostResult::PeerFailed, "post to failed peer 1");
+              // The others still work: write to the other survivor and to self, then hand-shake.
+              const int other = 2 - c.rank();
+              l[1] = 1000 + c.rank();
+              c.run(write_work(other, &l[1], loc.get(), keys[other]->base() + 8, keys[other].get(), 8));
+              c.run(flush_work(other));
+              c.run(atomic_work(Op::FetchAdd, c.rank(), &l[2], loc.get(), keys[c.rank()]->base() + 16,
+                                keys[c.rank()].get(), 1));
+              RANK_CHECK(c.t().peer_error(other).empty() && c.t().peer_error(c.rank()).empty(), "survivors healthy");
+              const uint8_t done = 1;
+              c.bs().send(other, "verbs.killed.done", std::span<const uint8_t>(&done, 1));
+              c.bs().recv(other, "verbs.killed.done");
+              RANK_CHECK(static_cast<uint64_t*>(win->addr())[1] == uint64_t(1000 + other), "survivor's write");
+            },
+            /*may_die=*/{1});
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 //    worker), and the core issues it only when writes to that peer are outstanding.
 //  * Over tcp UCX emulates RMA and atomics with active messages that the target must progress,
 //    so capabilities() reports needs_target_progress and the core polls while it waits.
-//  * Endpoints use UCP_ERR_HANDLING_MODE_PEER where the transports allow it, so a dead peer fails
-//    its operations instead of hanging them; the error handler makes that peer failed (sticky).
+//  * Endpoints use UCP_ERR_HANDLING_MODE_NONE (see create_ep for why); a dead peer is found by the
+//    core's deadlines, and a failed request or endpoint makes that peer failed (sticky).
 #include "transport/ucx/ucx_transport.h"
 
 #include <ucp/api/ucp.h>
@@ -344,16 +344,16 @@ class UcxTransport final : public Transport {
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(address);
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    // Error handling mode NONE, deliberately: in UCX 1.13 the shared-memory transports (posix,
+    // sysv, self) have no peer-failure handler, so asking for MODE_PEER makes UCP route every
+    // operation, even between two processes on one node, over tcp active messages (measured with
+    // UCX_LOG_LEVEL=info: "rma_am(tcp/lo) amo_am(tcp/lo)"). A dead peer is caught instead by the
+    // core's deadlines, and over tcp by the connection error UCX still reports to the handler.
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = &UcxTransport::on_ep_error;
     ep.err_handler.arg = &err_args_.back();
     ucp_ep_h h = nullptr;
-    ucs_status_t s = ucp_ep_create(worker_.get(), &ep, &h);
-    if (s != UCS_OK) {
-      // Some transport mixes cannot detect peer failure; fall back to deadlines alone.
-      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      s = ucp_ep_create(worker_.get(), &ep, &h);
-    }
+    const ucs_status_t s = ucp_ep_create(worker_.get(), &ep, &h);
     if (s != UCS_OK) {
       throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": ucp_ep_create to rank " +
                            std::to_string(peer) + " failed: " + status_text(s));
