@@ -6,6 +6,7 @@
 // x is filled from (rank, index, iteration) so every element of every iteration is checked.
 // Each rank prints OK or its first mismatches; rank 0 then collects every rank's verdict through
 // signal words (notify Set + wait NE) and prints a summary. Exit status 0 only if all ranks agree.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,7 +84,7 @@ int64_t check(const rwin::Window& w, int from_rank, int iter, int rank) {
 }
 
 template <class T>
-int run(rwin::Context& ctx, const Args& a) {
+int run(rwin::Context& ctx, const Args& a, double startup_ms) {
   using rwin::NotifyOp;
   using rwin::WaitCmp;
   const int r = ctx.rank(), n = ctx.size();
@@ -124,9 +125,9 @@ int run(rwin::Context& ctx, const Args& a) {
     for (int q = 0; q < n; ++q) {
       if (sig.load(2 + q) != 1) failed += " " + std::to_string(q);
     }
-    std::printf("ring_shift %s: %d ranks x %lld %s x %d iters over %s: %s\n", a.mode.c_str(), n,
+    std::printf("ring_shift %s: %d ranks x %lld %s x %d iters over %s: %s (start-up %.0f ms)\n", a.mode.c_str(), n,
                 static_cast<long long>(a.size), rwin::dtype_name(dt), a.iters, ctx.transport_name().c_str(),
-                failed.empty() ? "all ranks OK" : ("FAILED on ranks" + failed).c_str());
+                failed.empty() ? "all ranks OK" : ("FAILED on ranks" + failed).c_str(), startup_ms);
     if (!failed.empty()) status = 1;
   }
   ctx.barrier();
@@ -138,14 +139,16 @@ int run(rwin::Context& ctx, const Args& a) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    rwin::Context ctx;
+    const auto t0 = std::chrono::steady_clock::now();
+    rwin::Context ctx;  // collective start-up: rendezvous and connecting every pair of ranks
+    const double startup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     switch (rwin::parse_dtype(a.dtype)) {
-      case rwin::DType::F32: return run<float>(ctx, a);
-      case rwin::DType::F64: return run<double>(ctx, a);
-      case rwin::DType::I32: return run<int32_t>(ctx, a);
-      case rwin::DType::I64: return run<int64_t>(ctx, a);
-      case rwin::DType::U32: return run<uint32_t>(ctx, a);
-      case rwin::DType::U64: return run<uint64_t>(ctx, a);
+      case rwin::DType::F32: return run<float>(ctx, a, startup_ms);
+      case rwin::DType::F64: return run<double>(ctx, a, startup_ms);
+      case rwin::DType::I32: return run<int32_t>(ctx, a, startup_ms);
+      case rwin::DType::I64: return run<int64_t>(ctx, a, startup_ms);
+      case rwin::DType::U32: return run<uint32_t>(ctx, a, startup_ms);
+      case rwin::DType::U64: return run<uint64_t>(ctx, a, startup_ms);
     }
   } catch (const rwin::Error& e) {
     std::fprintf(stderr, "ring_shift: %s\n", e.what());
