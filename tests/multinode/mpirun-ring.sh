@@ -5,9 +5,8 @@
 #   env: RWIN_MPIRUN_NP (default 4)  RWIN_MPIRUN_SIZES (default "1 1000 3000000")
 #        RWIN_MPIRUN_MODES (default "put get")  RWIN_MPIRUN_TIMEOUT seconds per run (default 120)
 #        RWIN_MPIRUN_PROG  program instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
-#        RWIN_MPIRUN_DERIVED=1  also run every case WITHOUT RWIN_ROOT, so the program must derive the
-#                               root from Open MPI's variables (bootstrap/netif.h); needs that wired
-#                               into LaunchEnv::detect.
+#        RWIN_MPIRUN_DERIVED    1 (default): also run every case WITHOUT RWIN_ROOT, so rwin derives the
+#                               root from Open MPI's variables (bootstrap/netif.h, LaunchEnv::detect)
 #
 # The command, for people copying it (as root; drop --allow-run-as-root otherwise):
 #   mpirun --allow-run-as-root --oversubscribe -np 4 --mca oob_tcp_if_include lo \
@@ -22,7 +21,7 @@ SIZES=${RWIN_MPIRUN_SIZES:-"1 1000 3000000"}
 MODES=${RWIN_MPIRUN_MODES:-"put get"}
 RUN_TIMEOUT=${RWIN_MPIRUN_TIMEOUT:-120}
 PROG=${RWIN_MPIRUN_PROG:-$BIN_DIR/ring_shift}
-DERIVED=${RWIN_MPIRUN_DERIVED:-0}
+DERIVED=${RWIN_MPIRUN_DERIVED:-1}
 
 command -v mpirun >/dev/null || { echo "mpirun-ring: mpirun not found (apt-get install openmpi-bin)" >&2; exit 2; }
 [[ -x $PROG ]] || { echo "mpirun-ring: program not found or not executable: $PROG" >&2; exit 2; }

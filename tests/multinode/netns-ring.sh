@@ -8,10 +8,9 @@
 #        RWIN_NETNS_PROG   program to run instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
 #        RWIN_NETNS_UNIT_TESTS  gtest binary with NetifFromEnv (default BIN_DIR/rwin_unit_tests;
 #                               "none" skips the interface-choice checks)
-#        RWIN_NETNS_LAUNCHERS   which launchers to run (default "env mpirun slurm", see below)
-#        RWIN_NETNS_DERIVED=1   also run mpirun and slurm WITHOUT RWIN_ROOT (root derived from the
-#                               launcher's variables; needs derive_root_from_launcher wired into
-#                               LaunchEnv::detect)
+#        RWIN_NETNS_LAUNCHERS   which launchers to run (default "env env-autoif mpirun slurm", below)
+#        RWIN_NETNS_DERIVED     1 (default): also run mpirun and slurm WITHOUT RWIN_ROOT, so the root
+#                               is derived from the launcher's variables (derive_root_from_launcher)
 #
 # Topology (everything lives in namespaces this script creates; nothing touches the host's own
 # interfaces or routes, and the 10.77/16 addresses exist only inside these namespaces):
@@ -24,7 +23,7 @@
 #
 # Rank r runs in h<r % H> (round robin, so with one rank per host every ring edge crosses hosts);
 # rank 0 is in h0 and serves the bootstrap store at RWIN_ROOT=10.77.0.1:<port>. Each rank gets
-# UCX_TLS=tcp and UCX_NET_DEVICES=rw0. A run passes when every rank exits 0 and prints OK.
+# UCX_TLS=tcp and UCX_NET_DEVICES=rw0 (env-autoif: unset). A run passes when every rank exits 0 and prints OK.
 #
 # Clean-up: every namespace is deleted on exit, error, timeout, SIGINT and SIGTERM (veths and the
 # bridge live only inside them and go with them); rank processes still running are killed first.
@@ -158,6 +157,7 @@ fi
 
 # ---- ring shift ---------------------------------------------------------------------------------
 # launcher "env":    this script starts every rank with RWIN_RANK/RWIN_NRANKS/RWIN_ROOT.
+# launcher "env-autoif": the same without UCX_NET_DEVICES (rwin chooses the interface).
 # launcher "mpirun": Open MPI's mpirun runs in h0; an rsh agent (written below) starts its orted in
 #                    the other namespaces, each with its own UTS hostname hN; ranks get
 #                    OMPI_COMM_WORLD_RANK/SIZE and (explicit) RWIN_ROOT via -x.
@@ -221,7 +221,11 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
         SLURM_JOB_NODELIST="h[0-$((HOSTS - 1))]" SLURM_STEP_NUM_NODES="$HOSTS" SLURMD_NODENAME="h$h"
         SLURM_LAUNCH_NODE_IPADDR="$(host_addr 0)")
     fi
-    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" UCX_TLS=tcp UCX_NET_DEVICES=rw0 \
+    local devices=(UCX_NET_DEVICES=rw0)
+    # env-autoif leaves UCX_NET_DEVICES unset: rwin must pick the interface that reaches the root
+    # itself (h1 and h2 also have rw1, and h1's default route is rw1).
+    [[ $launcher == env-autoif ]] && devices=()
+    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" UCX_TLS=tcp "${devices[@]}" \
       timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
     RANK_PIDS+=($!)
   done
@@ -258,14 +262,14 @@ run_mpirun() { # run_mpirun ROOTKIND MODE SIZE
   report "mpirun root=$rootkind mode=$mode size=$size" "$log"
 }
 
-LAUNCHERS=${RWIN_NETNS_LAUNCHERS:-"env mpirun slurm"}
+LAUNCHERS=${RWIN_NETNS_LAUNCHERS:-"env env-autoif mpirun slurm"}
 if [[ $LAUNCHERS == *mpirun* ]] && ! command -v mpirun >/dev/null; then
   FAILURES=$((FAILURES + 1))
   SUMMARY+=("FAIL mpirun launcher: mpirun not found (apt-get install openmpi-bin, or RWIN_NETNS_LAUNCHERS)")
   LAUNCHERS=${LAUNCHERS//mpirun/}
 fi
 ROOTKINDS=explicit
-if [[ ${RWIN_NETNS_DERIVED:-0} == 1 ]]; then
+if [[ ${RWIN_NETNS_DERIVED:-1} == 1 ]]; then
   ROOTKINDS="explicit derived"
   # Slurm node names must resolve in every namespace: ip netns exec bind-mounts /etc/netns/<ns>/hosts.
   [[ -d /etc/netns ]] || ETC_NETNS_NEW=1
@@ -281,7 +285,7 @@ fi
 PORT=29500
 for launcher in $LAUNCHERS; do
   for rootkind in $ROOTKINDS; do
-    [[ $launcher == env && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
+    [[ $launcher == env* && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
     for mode in $MODES; do
       for size in $SIZES; do
         PORT=$((PORT + 1)) # fresh port per run: a lingering TIME_WAIT socket never blocks a bind

@@ -7,9 +7,9 @@
 #   env: RWIN_SLURM_NTASKS (default 3)  RWIN_SLURM_SIZES (default "1 1000 3000000")
 #        RWIN_SLURM_MODES (default "put get")  RWIN_SLURM_TIMEOUT seconds per run (default 120)
 #        RWIN_SLURM_PROG  program instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
-#        RWIN_SLURM_DERIVED=1  also run every case WITHOUT RWIN_ROOT: the program must derive
+#        RWIN_SLURM_DERIVED    1 (default): also run every case WITHOUT RWIN_ROOT, so rwin derives
 #                              "localhost:<port>" from SLURM_STEP_NODELIST and SLURM_JOB_ID/STEP_ID
-#                              (bootstrap/netif.h); needs that wired into LaunchEnv::detect.
+#                              (bootstrap/netif.h, LaunchEnv::detect)
 #
 # Rank and size come from SLURM_PROCID/SLURM_NTASKS; RWIN_*, OMPI_* and PMI_* are removed from the
 # ranks' environment so that nothing else can supply them.
@@ -21,7 +21,7 @@ SIZES=${RWIN_SLURM_SIZES:-"1 1000 3000000"}
 MODES=${RWIN_SLURM_MODES:-"put get"}
 RUN_TIMEOUT=${RWIN_SLURM_TIMEOUT:-120}
 PROG=${RWIN_SLURM_PROG:-$BIN_DIR/ring_shift}
-DERIVED=${RWIN_SLURM_DERIVED:-0}
+DERIVED=${RWIN_SLURM_DERIVED:-1}
 
 [[ -x $PROG ]] || { echo "slurm-env-ring: program not found or not executable: $PROG" >&2; exit 2; }
 LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rwin-slurm-env-ring.XXXXXX")
