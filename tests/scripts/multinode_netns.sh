@@ -18,6 +18,21 @@ if ! err=$(ip netns add "$probe" 2>&1); then
 fi
 ip netns del "$probe"
 
-# 60 s per run keeps the 6 runs (put/get x 3 sizes) inside ctest's 600 s script timeout.
+# Namespaces left by an earlier run that was SIGKILLed (netns-ring.sh names them rwin-<its pid>-h<i>
+# and rwin-<its pid>-br): remove those whose creator is gone, so they cannot pile up on a CI host.
+for ns in $(ip netns list | awk '{print $1}' | grep -E '^rwin-[0-9]+-(h[0-9]+|br)$'); do
+  pid=${ns#rwin-}
+  pid=${pid%%-*}
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "multinode_netns: removing stale namespace $ns (its script, pid $pid, is gone)"
+    ip netns del "$ns"
+  fi
+done
+
+# ctest kills a script at 600 s with SIGKILL, which no trap survives: stop at 540 s with SIGTERM
+# instead, so netns-ring.sh still removes its namespaces. A healthy run takes about a minute.
 export RWIN_NETNS_TIMEOUT=${RWIN_NETNS_TIMEOUT:-60}
-exec bash "$HERE/../multinode/netns-ring.sh" "$BIN_DIR"
+timeout -s TERM -k 30 540 bash "$HERE/../multinode/netns-ring.sh" "$BIN_DIR"
+rc=$?
+((rc == 124)) && echo "multinode_netns: stopped after 540 s (runs hung; see the failures above)"
+exit "$rc"
