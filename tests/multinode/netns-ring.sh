@@ -268,6 +268,9 @@ if [[ $LAUNCHERS == *mpirun* ]] && ! command -v mpirun >/dev/null; then
   SUMMARY+=("FAIL mpirun launcher: mpirun not found (apt-get install openmpi-bin, or RWIN_NETNS_LAUNCHERS)")
   LAUNCHERS=${LAUNCHERS//mpirun/}
 fi
+for launcher in $LAUNCHERS; do
+  case $launcher in env | env-autoif | mpirun | slurm) ;; *) die "unknown launcher '$launcher' (env env-autoif mpirun slurm)" ;; esac
+done
 ROOTKINDS=explicit
 if [[ ${RWIN_NETNS_DERIVED:-1} == 1 ]]; then
   ROOTKINDS="explicit derived"
