@@ -62,7 +62,8 @@ constexpr const char* kSkip =
   do {                                                                            \
     if (!(cond)) {                                                                \
       std::ostringstream os_;                                                     \
-      os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg; \
+      os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": "         \
+          << msg; /* NOLINT(bugprone-macro-parentheses): msg is a stream chain */ \
       throw std::runtime_error(os_.str());                                        \
     }                                                                             \
   } while (0)
@@ -108,6 +109,7 @@ class RankCtx {
   std::vector<std::unique_ptr<RemoteKey>> share(const MemoryRegion& mr) {
     const auto all = bs_.allgather(mr.packed_key());
     std::vector<std::unique_ptr<RemoteKey>> keys;
+    keys.reserve(all.size());
     for (int p = 0; p < nranks_; ++p) keys.push_back(t_->unpack_key(p, all[p]));
     return keys;
   }
@@ -209,7 +211,7 @@ Work flush_work(int peer) {
 }
 
 uint8_t pattern(int rank, size_t i) {
-  return static_cast<uint8_t>(rank * 37 + i * 7 + (i >> 12));
+  return static_cast<uint8_t>(static_cast<size_t>(rank) * 37 + i * 7 + (i >> 12));
 }
 
 // Bytes of a vector of u64 for allgather, and back.
@@ -413,7 +415,7 @@ TEST(VerbsTransport, ConcurrentFetchAddLosesNothing) {
     constexpr int kAdds = 200;
     auto win = c.t().allocate(4096);
     auto keys = c.share(*win);
-    auto res = c.t().allocate(kAdds * 8);
+    auto res = c.t().allocate(size_t{kAdds} * 8);
     auto* r = static_cast<uint64_t*>(res->addr());
     const uint64_t word = keys[0]->base(), word2 = keys[0]->base() + 64;
     for (int i = 0; i < kAdds; ++i) {
@@ -492,7 +494,7 @@ TEST(VerbsTransport, ConcurrentSwapIsAtomic) {
     auto win = c.t().allocate(4096);
     static_cast<uint64_t*>(win->addr())[0] = 0x5eed;  // non-zero: the first CAS guess (0) misses
     auto keys = c.share(*win);
-    auto res = c.t().allocate(kSwaps * 8);
+    auto res = c.t().allocate(size_t{kSwaps} * 8);
     auto* r = static_cast<uint64_t*>(res->addr());
     for (int i = 0; i < kSwaps; ++i) {
       const uint64_t v = (uint64_t(c.rank() + 1) << 32) | uint64_t(i + 1);
@@ -555,14 +557,14 @@ TEST(VerbsTransport, EveryAcceptedWorkCompletesExactlyOnce) {
   VERBS_REQUIRE_DEVICE();
   run_ranks(2, [](RankCtx& c) {
     constexpr int kWrites = 3000;
-    auto win = c.t().allocate(kWrites * 8);
+    auto win = c.t().allocate(size_t{kWrites} * 8);
     auto keys = c.share(*win);
     const int peer = 1 - c.rank();
-    auto src = c.t().allocate(kWrites * 8);
+    auto src = c.t().allocate(size_t{kWrites} * 8);
     auto* s = static_cast<uint64_t*>(src->addr());
     for (int i = 0; i < kWrites; ++i) s[i] = (uint64_t(c.rank()) << 40) | uint64_t(i);
     for (int i = 0; i < kWrites; ++i) {
-      c.post(write_work(peer, &s[i], src.get(), keys[peer]->base() + 8 * i, keys[peer].get(), 8));
+      c.post(write_work(peer, &s[i], src.get(), keys[peer]->base() + 8 * uint64_t(i), keys[peer].get(), 8));
     }
     c.run(flush_work(peer));
     c.wait_all();
@@ -649,7 +651,7 @@ TEST(VerbsTransport, DeviceErrorCompletionFailsThePeerWithAFullMessage) {
       std::vector<uint64_t> good;
       for (int i = 0; i < 5; ++i) {
         l[i] = 0xabc0 + i;
-        good.push_back(c.post(write_work(1, &l[i], loc.get(), keys[1]->base() + 8 * i, keys[1].get(), 8)));
+        good.push_back(c.post(write_work(1, &l[i], loc.get(), keys[1]->base() + 8 * uint64_t(i), keys[1].get(), 8)));
       }
       const uint64_t ck = c.post(write_work(1, &l[0], loc.get(), bad->base() + 64, bad.get(), 8));
       for (uint64_t g : good) c.ok(g);

@@ -66,8 +66,8 @@ inline std::string hex32(uint32_t v) {
 }
 
 // Checks the common header; `what` names the blob in the message ("verbs connection blob").
-inline Reader check_header(std::span<const uint8_t> in, const char* what, uint32_t magic,
-                           uint16_t version, size_t total) {
+inline Reader check_header(std::span<const uint8_t> in, const char* what, uint32_t magic, uint16_t version,
+                           size_t total) {
   constexpr size_t kHeader = 8;
   if (in.size() < kHeader) {
     throw TransportError(std::string(what) + " truncated: " + std::to_string(in.size()) +
@@ -78,18 +78,16 @@ inline Reader check_header(std::span<const uint8_t> in, const char* what, uint32
   const uint16_t got_version = r.u16();
   const uint16_t got_length = r.u16();
   if (got_magic != magic) {
-    throw TransportError(std::string(what) + " has bad magic " + hex32(got_magic) + ", expected " +
-                         hex32(magic) + " (not a verbs blob, or a different transport)");
+    throw TransportError(std::string(what) + " has bad magic " + hex32(got_magic) + ", expected " + hex32(magic) +
+                         " (not a verbs blob, or a different transport)");
   }
   if (got_version != version) {
     throw TransportError(std::string(what) + " has version " + std::to_string(got_version) +
-                         ", this build speaks version " + std::to_string(version) +
-                         " (mixed rwin builds in one job?)");
+                         ", this build speaks version " + std::to_string(version) + " (mixed rwin builds in one job?)");
   }
   if (got_length != total || in.size() != total) {
-    throw TransportError(std::string(what) + " length mismatch: header says " +
-                         std::to_string(got_length) + " bytes, received " +
-                         std::to_string(in.size()) + ", version " + std::to_string(version) +
+    throw TransportError(std::string(what) + " length mismatch: header says " + std::to_string(got_length) +
+                         " bytes, received " + std::to_string(in.size()) + ", version " + std::to_string(version) +
                          " is " + std::to_string(total));
   }
   return r;

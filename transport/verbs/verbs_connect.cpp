@@ -63,16 +63,15 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_cqe) / n);
   if (sq_depth_ < kMinSqDepth) {
     throw TransportError(who + ": " + std::to_string(n) + " ranks need a completion queue of " +
-                         std::to_string(n * kMinSqDepth) + " entries, device max_cqe is " +
-                         std::to_string(da.max_cqe));
+                         std::to_string(n * kMinSqDepth) + " entries, device max_cqe is " + std::to_string(da.max_cqe));
   }
   // One CQ entry per send-queue slot of every peer: every WC (signaled success, error, or flush
   // after an error) belongs to one outstanding WR, and outstanding WRs never exceed the slots.
   const int cqe = static_cast<int>(sq_depth_ * n);
   cq_.reset(ibv_create_cq(dev_->ctx.get(), cqe, nullptr, nullptr, 0));
   if (!cq_) {
-    throw TransportError(who + ": ibv_create_cq of " + std::to_string(cqe) + " entries failed: " +
-                         std::strerror(errno));
+    throw TransportError(who + ": ibv_create_cq of " + std::to_string(cqe) +
+                         " entries failed: " + std::strerror(errno));
   }
   peers_.resize(n);
   scratch_ = std::make_unique<VerbsMemoryRegion>(dev_, 8, who);
@@ -113,8 +112,8 @@ QpPtr VerbsTransport::create_qp(int peer) {
     qp.reset(ibv_create_qp(dev_->pd.get(), &a));
   }
   if (!qp) {
-    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " +
-                         describe_ + ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
+    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ +
+                         ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
                          " send slots) failed: " + std::strerror(errno));
   }
   max_inline_ = (peer == 0) ? a.cap.max_inline_data : std::min(max_inline_, a.cap.max_inline_data);
@@ -126,22 +125,22 @@ void VerbsTransport::qp_to_init(ibv_qp* qp, int peer) {
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
   attr.port_num = static_cast<uint8_t>(dev_info_.port);
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC;
+  attr.qp_access_flags =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " +
-                         describe_ + ": ibv_modify_qp to init failed: " + std::strerror(rc));
+    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ +
+                         ": ibv_modify_qp to init failed: " + std::strerror(rc));
   }
 }
 
 void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const ConnBlob& remote) {
   const auto& da = dev_info_.dev_attr;
-  const std::string who = "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " +
-                          describe_ + ": qp 0x" + [&] {
-                            char b[16];
-                            std::snprintf(b, sizeof b, "%x", qp->qp_num);
-                            return std::string(b);
-                          }();
+  const std::string who =
+      "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ + ": qp 0x" + [&] {
+        char b[16];
+        std::snprintf(b, sizeof b, "%x", qp->qp_num);
+        return std::string(b);
+      }();
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   // Both ends must use the same path MTU; the smaller active MTU is the one both ports carry.
@@ -196,8 +195,8 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
   if (connected_) throw TransportError(who + ": connect() called twice");
   if (bs.rank() != me || bs.nranks() != cfg_.nranks) {
     throw TransportError(who + ": bootstrap is rank " + std::to_string(bs.rank()) + " of " +
-                         std::to_string(bs.nranks()) + ", transport was made for rank " + std::to_string(me) +
-                         " of " + std::to_string(cfg_.nranks));
+                         std::to_string(bs.nranks()) + ", transport was made for rank " + std::to_string(me) + " of " +
+                         std::to_string(cfg_.nranks));
   }
   const int n = cfg_.nranks;
   std::vector<ConnBlob> mine(n);

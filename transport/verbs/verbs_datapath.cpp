@@ -48,21 +48,36 @@ namespace {
 constexpr size_t kChain = 16;
 constexpr int kPollBatch = 16;
 
-uint64_t make_wr_id(int peer, uint32_t seq) { return (uint64_t{static_cast<uint32_t>(peer)} << 32) | seq; }
-int wr_peer(uint64_t wr_id) { return static_cast<int>(wr_id >> 32); }
-uint32_t wr_seq(uint64_t wr_id) { return static_cast<uint32_t>(wr_id); }
+uint64_t make_wr_id(int peer, uint32_t seq) {
+  return (uint64_t{static_cast<uint32_t>(peer)} << 32) | seq;
+}
+int wr_peer(uint64_t wr_id) {
+  return static_cast<int>(wr_id >> 32);
+}
+uint32_t wr_seq(uint64_t wr_id) {
+  return static_cast<uint32_t>(wr_id);
+}
 // Sequence numbers wrap; outstanding ones are never more than sq_depth apart.
-bool seq_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+bool seq_before(uint32_t a, uint32_t b) {
+  return static_cast<int32_t>(a - b) < 0;
+}
 
 const char* verb_name(Op op) {
   switch (op) {
-    case Op::Write: return "rdma write";
-    case Op::Read: return "rdma read";
-    case Op::AtomicAdd: return "atomic add (fetch-and-add)";
-    case Op::FetchAdd: return "atomic fetch-add";
-    case Op::CompareSwap: return "atomic compare-swap";
-    case Op::Swap: return "swap (compare-swap loop)";
-    case Op::Flush: return "flush (zero-length rdma read)";
+    case Op::Write:
+      return "rdma write";
+    case Op::Read:
+      return "rdma read";
+    case Op::AtomicAdd:
+      return "atomic add (fetch-and-add)";
+    case Op::FetchAdd:
+      return "atomic fetch-add";
+    case Op::CompareSwap:
+      return "atomic compare-swap";
+    case Op::Swap:
+      return "swap (compare-swap loop)";
+    case Op::Flush:
+      return "flush (zero-length rdma read)";
   }
   return "unknown op";
 }
@@ -305,8 +320,10 @@ void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
     pr.pending.pop_front();
   }
   Pending failing;
-  if (!pr.pending.empty() && pr.pending.front().seq == seq) failing = pr.pending.front();
-  else failing.op = Op::Flush;  // unknown WR: name no range rather than a wrong one
+  if (!pr.pending.empty() && pr.pending.front().seq == seq)
+    failing = pr.pending.front();
+  else
+    failing.op = Op::Flush;  // unknown WR: name no range rather than a wrong one
   char tail[96];
   std::snprintf(tail, sizeof tail, " (status %d, vendor_err 0x%x)", static_cast<int>(wc.status), wc.vendor_err);
   fail_peer(peer, op_text(peer, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail);
@@ -354,8 +371,10 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
       for (int i = 0; i < n; ++i) {
         const int peer = wr_peer(wc[i].wr_id);
         if (peer < 0 || peer >= cfg_.nranks) continue;
-        if (wc[i].status == IBV_WC_SUCCESS) on_success(peer, wr_seq(wc[i].wr_id));
-        else on_error(peer, wc[i]);
+        if (wc[i].status == IBV_WC_SUCCESS)
+          on_success(peer, wr_seq(wc[i].wr_id));
+        else
+          on_error(peer, wc[i]);
       }
       if (n < kPollBatch) break;
     }

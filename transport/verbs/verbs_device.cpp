@@ -1,4 +1,6 @@
 // Device discovery: device, port and GID selection (TransportConfig::ib_device/ib_port/gid_index).
+#include "transport/verbs/verbs_device.h"
+
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_transport.h"
 
 namespace rwin::transport::verbs {
@@ -15,12 +16,18 @@ namespace {
 
 const char* port_state_text(ibv_port_state s) {
   switch (s) {
-    case IBV_PORT_ACTIVE: return "active";
-    case IBV_PORT_DOWN: return "down";
-    case IBV_PORT_INIT: return "init";
-    case IBV_PORT_ARMED: return "armed";
-    case IBV_PORT_ACTIVE_DEFER: return "active_defer";
-    default: return "nop";
+    case IBV_PORT_ACTIVE:
+      return "active";
+    case IBV_PORT_DOWN:
+      return "down";
+    case IBV_PORT_INIT:
+      return "init";
+    case IBV_PORT_ARMED:
+      return "armed";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "active_defer";
+    default:
+      return "nop";
   }
 }
 
@@ -48,8 +55,8 @@ struct GidCandidate {
 // Reads the GID type from sysfs ("RoCE v2", "IB/RoCE v1"), the fallback when the kernel does not
 // answer ibv_query_gid_ex (pre-5.x kernels).
 int sysfs_gid_type(const std::string& dev, int port, int index) {
-  std::ifstream f("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) +
-                  "/gid_attrs/types/" + std::to_string(index));
+  std::ifstream f("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) + "/gid_attrs/types/" +
+                  std::to_string(index));
   std::string line;
   if (!f || !std::getline(f, line)) return -1;
   if (line.find("v2") != std::string::npos) return IBV_GID_TYPE_ROCE_V2;
@@ -65,8 +72,7 @@ std::vector<GidCandidate> list_gids(ibv_context* ctx, const std::string& dev, in
   if (n >= 0) {
     for (ssize_t i = 0; i < n; ++i) {
       if (static_cast<int>(entries[i].port_num) != port) continue;
-      out.push_back({static_cast<int>(entries[i].gid_index), entries[i].gid,
-                     static_cast<int>(entries[i].gid_type)});
+      out.push_back({static_cast<int>(entries[i].gid_index), entries[i].gid, static_cast<int>(entries[i].gid_type)});
     }
     return out;
   }
@@ -82,10 +88,14 @@ std::vector<GidCandidate> list_gids(ibv_context* ctx, const std::string& dev, in
 
 const char* gid_type_text(int type, const ibv_gid& g) {
   switch (type) {
-    case IBV_GID_TYPE_ROCE_V2: return gid_is_ipv4_mapped(g) ? "roce v2 ipv4" : "roce v2";
-    case IBV_GID_TYPE_ROCE_V1: return "roce v1";
-    case IBV_GID_TYPE_IB: return "ib";
-    default: return "unknown type";
+    case IBV_GID_TYPE_ROCE_V2:
+      return gid_is_ipv4_mapped(g) ? "roce v2 ipv4" : "roce v2";
+    case IBV_GID_TYPE_ROCE_V1:
+      return "roce v1";
+    case IBV_GID_TYPE_IB:
+      return "ib";
+    default:
+      return "unknown type";
   }
 }
 
@@ -93,20 +103,22 @@ void choose_gid(ibv_context* ctx, const TransportConfig& cfg, DeviceChoice& c) {
   const int tbl_len = c.port_attr.gid_tbl_len;
   if (cfg.gid_index >= 0) {
     if (cfg.gid_index >= tbl_len) {
-      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " out of range for " +
-                           c.name + " port " + std::to_string(c.port) + " (gid table has " +
-                           std::to_string(tbl_len) + " entries)");
+      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " out of range for " + c.name +
+                           " port " + std::to_string(c.port) + " (gid table has " + std::to_string(tbl_len) +
+                           " entries)");
     }
     if (ibv_query_gid(ctx, static_cast<uint8_t>(c.port), cfg.gid_index, &c.gid) != 0 || gid_is_zero(c.gid)) {
-      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " of " + c.name +
-                           " port " + std::to_string(c.port) + " is empty (ibv_query_gid: " +
-                           std::strerror(errno) + "); see `ibv_devinfo -v -d " + c.name + "`");
+      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " of " + c.name + " port " +
+                           std::to_string(c.port) + " is empty (ibv_query_gid: " + std::strerror(errno) +
+                           "); see `ibv_devinfo -v -d " + c.name + "`");
     }
     c.gid_index = cfg.gid_index;
     ibv_gid_entry e{};
     int type = -1;
-    if (ibv_query_gid_ex(ctx, c.port, c.gid_index, &e, 0) == 0) type = static_cast<int>(e.gid_type);
-    else type = sysfs_gid_type(c.name, c.port, c.gid_index);
+    if (ibv_query_gid_ex(ctx, c.port, c.gid_index, &e, 0) == 0)
+      type = static_cast<int>(e.gid_type);
+    else
+      type = sysfs_gid_type(c.name, c.port, c.gid_index);
     c.gid_kind = gid_type_text(type, c.gid);
     return;
   }
@@ -116,23 +128,33 @@ void choose_gid(ibv_context* ctx, const TransportConfig& cfg, DeviceChoice& c) {
     // RoCE v2 with an IPv4-mapped address: routable, and what rxe and most fabrics are set up for.
     // Then any RoCE v2, then anything non-zero (RoCE v1 works only inside one L2 domain).
     for (const auto& g : gids) {
-      if (g.type == IBV_GID_TYPE_ROCE_V2 && gid_is_ipv4_mapped(g.gid)) { pick = &g; break; }
+      if (g.type == IBV_GID_TYPE_ROCE_V2 && gid_is_ipv4_mapped(g.gid)) {
+        pick = &g;
+        break;
+      }
     }
     if (!pick) {
       for (const auto& g : gids) {
-        if (g.type == IBV_GID_TYPE_ROCE_V2 && !gid_is_zero(g.gid)) { pick = &g; break; }
+        if (g.type == IBV_GID_TYPE_ROCE_V2 && !gid_is_zero(g.gid)) {
+          pick = &g;
+          break;
+        }
       }
     }
   }
   if (!pick) {
     for (const auto& g : gids) {
-      if (!gid_is_zero(g.gid)) { pick = &g; break; }
+      if (!gid_is_zero(g.gid)) {
+        pick = &g;
+        break;
+      }
     }
   }
   if (!pick) {
     throw TransportError("verbs: " + c.name + " port " + std::to_string(c.port) +
                          " has no usable gid (gid table empty: is the netdev up and does it have an "
-                         "address?); set RWIN_GID_INDEX or see `ibv_devinfo -v -d " + c.name + "`");
+                         "address?); set RWIN_GID_INDEX or see `ibv_devinfo -v -d " +
+                         c.name + "`");
   }
   c.gid_index = pick->index;
   c.gid = pick->gid;
@@ -178,8 +200,7 @@ ContextPtr open_device(const TransportConfig& cfg, DeviceChoice& choice) {
       continue;
     }
     if (port < 1 || port > c.dev_attr.phys_port_cnt) {
-      note(name + " (has ports 1.." + std::to_string(c.dev_attr.phys_port_cnt) + ", not " +
-           std::to_string(port) + ")");
+      note(name + " (has ports 1.." + std::to_string(c.dev_attr.phys_port_cnt) + ", not " + std::to_string(port) + ")");
       continue;
     }
     if (int rc = ibv_query_port(ctx.get(), static_cast<uint8_t>(port), &c.port_attr); rc != 0) {

@@ -11,12 +11,12 @@
 namespace rwin::transport::verbs {
 
 struct DeviceChoice {
-  std::string name;       // "rxe0"
+  std::string name;  // "rxe0"
   int port = 1;
   int gid_index = 0;
   ibv_gid gid{};
-  bool roce = false;      // link layer Ethernet: every packet needs a GRH (sgid_index = gid_index)
-  std::string gid_kind;   // "roce v2 ipv4", "roce v1", "ib", ...: for describe()/messages
+  bool roce = false;     // link layer Ethernet: every packet needs a GRH (sgid_index = gid_index)
+  std::string gid_kind;  // "roce v2 ipv4", "roce v1", "ib", ...: for describe()/messages
   ibv_device_attr dev_attr{};
   ibv_port_attr port_attr{};
 };

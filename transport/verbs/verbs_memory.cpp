@@ -23,16 +23,14 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t 
   std::memset(p, 0, alloc);
   // Remote peers write, read and update it atomically; LOCAL_WRITE is required by REMOTE_WRITE
   // and lets the device write Read and atomic results into it.
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
+  const int access =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   mr_.reset(ibv_reg_mr(dev_->pd.get(), p, alloc, access));
   if (!mr_) {
     const int err = errno;
-    throw TransportError(who + ": ibv_reg_mr of " + std::to_string(alloc) + " bytes failed: " +
-                         std::strerror(err) +
-                         (err == ENOMEM || err == EPERM || err == EFAULT
-                              ? " (locked-memory limit? check `ulimit -l`)"
-                              : ""));
+    throw TransportError(
+        who + ": ibv_reg_mr of " + std::to_string(alloc) + " bytes failed: " + std::strerror(err) +
+        (err == ENOMEM || err == EPERM || err == EFAULT ? " (locked-memory limit? check `ulimit -l`)" : ""));
   }
   addr_ = p;
   bytes_ = bytes;

@@ -77,9 +77,9 @@ class VerbsTransport final : public Transport {
  private:
   // One posted (or staged, not yet posted) work request, oldest first per peer.
   struct Pending {
-    uint32_t seq = 0;          // per-peer sequence number, low 32 bits of wr_id
+    uint32_t seq = 0;  // per-peer sequence number, low 32 bits of wr_id
     uint64_t cookie = 0;
-    Op op = Op::Write;         // the user's op (a Swap step is Op::Swap)
+    Op op = Op::Write;  // the user's op (a Swap step is Op::Swap)
     size_t bytes = 0;
     uint64_t remote_addr = 0;
   };
@@ -97,8 +97,8 @@ class VerbsTransport final : public Transport {
     uint32_t lkey = 0;
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
-    uint64_t value = 0;         // the value to store
-    uint64_t guess = 0;         // what the current CAS expects to find
+    uint64_t value = 0;  // the value to store
+    uint64_t guess = 0;  // what the current CAS expects to find
     unsigned attempts = 0;
   };
   struct Peer {
@@ -107,7 +107,7 @@ class VerbsTransport final : public Transport {
     std::vector<Staged> staged;   // built, not yet given to ibv_post_send (capacity kChain)
     uint32_t next_seq = 1;
     SwapState swap;
-    std::string error;            // sticky failure, empty while healthy
+    std::string error;  // sticky failure, empty while healthy
   };
 
   // verbs_connect.cpp
@@ -131,8 +131,8 @@ class VerbsTransport final : public Transport {
   std::string describe_;
   std::shared_ptr<DeviceHandles> dev_;
   CqPtr cq_;
-  uint32_t sq_depth_ = 0;      // send queue slots per peer
-  uint32_t max_inline_ = 0;    // from the created QPs: Writes up to this many bytes go inline
+  uint32_t sq_depth_ = 0;    // send queue slots per peer
+  uint32_t max_inline_ = 0;  // from the created QPs: Writes up to this many bytes go inline
   std::vector<Peer> peers_;
   std::unique_ptr<VerbsMemoryRegion> scratch_;  // 8-byte sink for AtomicAdd's unused result
   bool connected_ = false;
