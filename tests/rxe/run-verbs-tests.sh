@@ -2,7 +2,7 @@
 # run-verbs-tests.sh <build>/bin [extra gtest args]
 #
 # Runs the raw-verbs transport tests on Soft-RoCE inside a qemu guest (tests/rxe/run-in-guest.sh):
-# the blob unit tests and the forked-rank VerbsTransport tests of rwin_mp_tests. Inside the guest
+# the blob and device-selection unit tests and the forked-rank VerbsTransport tests of rwin_mp_tests. Inside the guest
 # there is an RDMA device, so a skipped verbs test is a failure here (it would mean the transport
 # did not find rxe0). Exit status: 0 all passed; otherwise the tests' or the runner's status.
 set -euo pipefail
@@ -16,7 +16,7 @@ cd "$bin"  # the guest shares the current directory read-write at the same path
 exec "$here/run-in-guest.sh" bash -c '
   set -uo pipefail
   log=/tmp/verbs-tests.log
-  ./rwin_unit_tests --gtest_filter="VerbsBlob*" "$@" 2>&1 | tee "$log"; rc=$?
+  ./rwin_unit_tests --gtest_filter="VerbsBlob*:VerbsDevice*" "$@" 2>&1 | tee "$log"; rc=$?
   [ $rc = 0 ] || exit $rc
   ./rwin_mp_tests --gtest_filter="VerbsTransport*" "$@" 2>&1 | tee -a "$log"; rc=$?
   [ $rc = 0 ] || exit $rc
