@@ -62,6 +62,9 @@ for tr in ("shm", "tcp"):
     for r in rr:
         put(tr, r["test"], r["size"], "rwin", r["p50_us"], r["avg_us"], r["mibs"], r["ratio"])
         put(tr, r["test"], r["size"], "raw", r["raw_p50_us"], r["raw_avg_us"], r["raw_mibs"])
+    for r in rows(f"rwin_{tr}_fence.csv"):
+        put(tr, r["test"] + "_rawfence", r["size"], "rwin", r["p50_us"], r["avg_us"], r["mibs"], r["ratio"])
+        put(tr, r["test"] + "_rawfence", r["size"], "raw", r["raw_p50_us"], r["raw_avg_us"], r["raw_mibs"])
     for r in rows(f"rwin_{tr}_skew8.csv"):
         put(tr, r["test"] + "_skew8", r["size"], "rwin", r["p50_us"], r["avg_us"], r["mibs"], r["ratio"])
         put(tr, r["test"] + "_skew8", r["size"], "raw", r["raw_p50_us"], r["raw_avg_us"], r["raw_mibs"])
@@ -100,11 +103,13 @@ combined = []
 print("rwin vs raw UCP (same run, median of per-batch ratios), ucx_perftest, OpenSHMEM, floors/ceilings")
 print("x = rwin relative to that tool, higher is better for rwin")
 for tr in transports:
-    for metric, rwin_t, pt_t, sh_t, note in METRICS + [("put_bw_skew8", "put_bw_skew8", None, None,
+    for metric, rwin_t, pt_t, sh_t, note in METRICS + [("put_lat_rawfence", "put_lat_rawfence", None, "put_lat",
+                                                        "one way us; raw notify uses ucp_worker_fence, not a flush"),
+                                                       ("put_bw_skew8", "put_bw_skew8", None, None,
                                                         "MiB/s, dst - src = 8 mod 4096"),
                                                        ("get_bw_skew8", "get_bw_skew8", None, None,
                                                         "MiB/s, dst - src = 8 mod 4096")]:
-        lat = metric in LAT or metric == "notify_rate"
+        lat = metric in LAT or metric in ("notify_rate", "put_lat_rawfence")
         sizes = sorted({k[2] for k in data if k[0] == tr and k[1] == rwin_t})
         if not sizes:
             continue
@@ -112,6 +117,7 @@ for tr in transports:
         if metric == "notify_rate":
             key = "avg"
         ref_name = {"put_lat": "tcp spin p-p" if tr == "tcp" else "-",
+                    "put_lat_rawfence": "tcp spin p-p" if tr == "tcp" else "-",
                     "put_bw": "tcp stream" if tr == "tcp" else "memcpy",
                     "get_bw": "memcpy" if tr == "shm" else "-",
                     "put_bw_skew8": "memcpy skew8", "get_bw_skew8": "memcpy skew8"}.get(metric, "-")

@@ -79,6 +79,9 @@ for tr in $TRANSPORTS; do
   env $(env_for "$tr") timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" --vs-raw -n "$ITERS" -s "$SIZES" \
     -t put_lat,put_bw,get_lat,get_bw,notify_lat,notify_rate -o "$OUT/rwin_$tr.csv" >"$OUT/rwin_$tr.txt" 2>"$OUT/rwin_$tr.err" ||
     log "rwin-perf over $tr failed (see $OUT/rwin_$tr.err)"
+  log "[$tr] rwin-perf --raw-fence (raw notify ordered by ucp_worker_fence, as OpenSHMEM does)"
+  env $(env_for "$tr") timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" --raw-fence -n "$ITERS" -s 8,4096,65536 \
+    -t put_lat -o "$OUT/rwin_${tr}_fence.csv" >"$OUT/rwin_${tr}_fence.txt" 2>>"$OUT/rwin_$tr.err"
   if [[ $tr == shm ]]; then
     log "[$tr] rwin-perf --misalign (dst - src = 8 mod 4096) and the memcpy floor"
     env $(env_for "$tr") timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" --vs-raw --misalign -n "$ITERS" \

@@ -36,8 +36,8 @@ void RawUcp::fail(const std::string& what, ucs_status_t s) const {
                            ": " + what + ": " + ucs_status_string(s));
 }
 
-RawUcp::RawUcp(rwin::Context& ctx, int peer, size_t bytes, std::chrono::milliseconds timeout)
-    : rank_(ctx.rank()), peer_(peer), timeout_(timeout) {
+RawUcp::RawUcp(rwin::Context& ctx, int peer, size_t bytes, std::chrono::milliseconds timeout, bool fence)
+    : rank_(ctx.rank()), peer_(peer), timeout_(timeout), fence_(fence) {
   const char* tls = std::getenv("UCX_TLS");
   tls_ = tls && *tls ? tls : "all";
   try {
@@ -217,7 +217,13 @@ void RawUcp::add_nb(int word) {
 }
 
 void RawUcp::notify(int word) {
-  if (dirty_) quiet();  // UCP does not order puts before atomics on an endpoint
+  if (dirty_ && fence_) {
+    const ucs_status_t s = ucp_worker_fence(worker_);
+    if (s != UCS_OK) fail("ucp_worker_fence", s);
+    dirty_ = false;
+  } else if (dirty_) {
+    quiet();  // UCP does not order puts before atomics on an endpoint
+  }
   add_nb(word);
 }
 

@@ -28,7 +28,9 @@ class RawUcp {
  public:
   // Collective over every rank of `ctx` (allgather); only `peer` gets an endpoint.
   // `bytes` per data buffer (src and dst each).
-  RawUcp(rwin::Context& ctx, int peer, size_t bytes, std::chrono::milliseconds timeout);
+  // fence: order puts before a notify's atomic with ucp_worker_fence (what OpenSHMEM's shmem_fence
+  // does) instead of an endpoint flush (what rwin's core does today); an A/B for the core's choice.
+  RawUcp(rwin::Context& ctx, int peer, size_t bytes, std::chrono::milliseconds timeout, bool fence = false);
   ~RawUcp();
   RawUcp(const RawUcp&) = delete;
   RawUcp& operator=(const RawUcp&) = delete;
@@ -68,6 +70,7 @@ class RawUcp {
   uint64_t peer_src_ = 0, peer_dst_ = 0, peer_sig_ = 0;
   ucp_rkey_h rkey_src_ = nullptr, rkey_dst_ = nullptr, rkey_sig_ = nullptr;
   bool dirty_ = false;
+  bool fence_ = false;
   uint64_t one_ = 1;  // atomic operand: must stay valid until the operation completes
 };
 

@@ -2,7 +2,7 @@
 # Chunk size x pipeline depth sweep for put_bw at 16 MiB (the defaults' tuning table in RESULTS.md).
 #
 #   bench/sweep_chunks.sh [BUILD_DIR] [OUT_DIR]
-# Environment: CHUNKS (default "64K 256K 1M 4M"), DEPTHS (default "1 2 4 8 16"), ROUNDS (default 2),
+# Environment: CHUNKS (default "64K 256K 1M 4M"), DEPTHS (default "1 2 4 8 16"), ROUNDS (default 3),
 #              TRANSPORTS (default "shm tcp"), SIZE (default 16M).
 # Each configuration is a separate rwin-perf job (chunking is fixed per Context); rounds are
 # interleaved (every configuration once, then again) so slow phases of the machine spread over all
@@ -14,7 +14,7 @@ OUT=${2:-$HERE/results/sweep-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 CHUNKS=${CHUNKS:-64K 256K 1M 4M}
 DEPTHS=${DEPTHS:-1 2 4 8 16}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 TRANSPORTS=${TRANSPORTS:-shm tcp}
 SIZE=${SIZE:-16M}
 export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-fatal}
@@ -29,8 +29,8 @@ for round in $(seq 1 "$ROUNDS"); do
     for c in $CHUNKS; do
       for d in $DEPTHS; do
         echo "sweep: round $round $tr chunk $c depth $d" >&2
-        env "${tls[@]}" timeout 300 "$BUILD/bin/rwinrun" -n 2 -- "$BUILD/bin/rwin-perf" -t put_bw -s "$SIZE" -n 8 -O 2 \
-          --max-bytes 128M --chunk "$c" --depth "$d" --csv -o "$OUT/one.csv" >/dev/null 2>>"$OUT/sweep.err"
+        env "${tls[@]}" timeout 300 "$BUILD/bin/rwinrun" -n 2 -- "$BUILD/bin/rwin-perf" -t put_bw -s "$SIZE" -n 32 -O 2 \
+          --max-bytes 512M --chunk "$c" --depth "$d" --csv -o "$OUT/one.csv" >/dev/null 2>>"$OUT/sweep.err"
         mibs=$(awk -F, 'NR==2{print $10}' "$OUT/one.csv" 2>/dev/null)
         echo "$tr,$round,$c,$d,${mibs:-}" >>"$CSV"
         rm -f "$OUT/one.csv"

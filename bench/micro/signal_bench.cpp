@@ -3,7 +3,13 @@
 // needs no launcher; it talks to itself through the same UCX path (UCX_TLS decides which).
 #include <benchmark/benchmark.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "rwin/rwin.h"
@@ -27,8 +33,33 @@ void BM_Compare(benchmark::State& state) {
 }
 BENCHMARK(BM_Compare)->Arg(static_cast<int>(rwin::WaitCmp::GE))->Arg(static_cast<int>(rwin::WaitCmp::EQ));
 
+// A free loopback port for the 1-rank bootstrap: Options' default root "127.0.0.1:0" is rejected by
+// the bootstrap ("port out of range"), reported to the lead; remove this once port 0 is accepted.
+std::string free_root() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return "127.0.0.1:0";
+  }
+  close(fd);
+  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+}
+
+rwin::Options solo_options() {
+  rwin::Options o;
+  o.rank = 0;
+  o.nranks = 1;
+  o.root = free_root();
+  return o;
+}
+
 struct Solo {
-  rwin::Context ctx;
+  rwin::Context ctx{solo_options()};
   rwin::Window win;
   rwin::SignalArray sig;
   Solo() {
