@@ -2,9 +2,10 @@
 # run-verbs-tests.sh <build>/bin [extra gtest args]
 #
 # Runs the raw-verbs transport tests on Soft-RoCE inside a qemu guest (tests/rxe/run-in-guest.sh):
-# the blob and device-selection unit tests and the forked-rank VerbsTransport tests of rwin_mp_tests. Inside the guest
-# there is an RDMA device, so a skipped verbs test is a failure here (it would mean the transport
-# did not find rxe0). Exit status: 0 all passed; otherwise the tests' or the runner's status.
+# the blob and device-selection unit tests and the forked-rank VerbsTransport tests of
+# rwin_mp_tests. Inside the guest there is an RDMA device, so a skipped verbs test is a failure
+# here (it would mean the transport did not find rxe0).
+# Exit status: 0 all passed; otherwise the tests' or the runner's status.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$(cd "${1:?usage: run-verbs-tests.sh <build>/bin [gtest args]}" && pwd -P)
