@@ -21,8 +21,18 @@ ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK]: every rank and the summary mus
 ibv_devinfo -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "hca_id|state|max_msg_sz|active_mtu" | head -5
 ibv_devinfo -v -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "max_msg_sz" | head -1
 
-# 1. The contract suite and the transport-level tests, verbs only (UCX runs on the host).
-step "contract suite over verbs" "$BIN/rwin_mp_tests" --gtest_filter='*/verbs:Verbs*' --gtest_brief=1
+# 1. The contract suite and the transport-level tests, verbs only (UCX runs on the host). Here a
+#    device exists, so a skipped verbs test means the transport did not find it: a failure.
+verbs_tests() {
+  local log=/tmp/verbs-tests.log
+  "$BIN/rwin_unit_tests" --gtest_filter='VerbsBlob*:VerbsDevice*' --gtest_brief=1 >"$log" 2>&1 &&
+    "$BIN/rwin_mp_tests" --gtest_filter='*/verbs:Verbs*' --gtest_brief=1 >>"$log" 2>&1
+  local rc=$?
+  grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
+  if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
+  return $rc
+}
+step "unit + contract + transport tests over verbs" verbs_tests
 
 # 2. Ring shifts: 1 element to 64 MiB, sizes that are not a multiple of the chunk, and (with a
 #    64 MiB chunk size) transfers above the device's 8 MiB max message, which must be cut there.

@@ -2,7 +2,7 @@
 # The rxe suite, from the host: boots soft-RoCE guests (tests/rxe/run-in-guest.sh) and runs
 #   1. selftest.sh (rxe0 ACTIVE, an RDMA write loopback),
 #   2. guest-suite.sh (contract suite over verbs, ring shifts 1 element .. 64 MiB),
-#   3. guest-two-nodes.sh in two guests (ring shift across two rxe devices).
+#   3. verbs-two-guests.sh (ring shift across two guests' rxe devices, packets on a real link).
 # Must run from the checkout root (the guest shares the current directory read-write).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,6 +17,6 @@ run "selftest" bash tests/rxe/selftest.sh
 run "one guest: verbs contract suite and ring shifts" \
   env RWIN_RXE_TIMEOUT=${RWIN_RXE_SUITE_TIMEOUT:-2400} tests/rxe/run-in-guest.sh bash tests/rxe/guest-suite.sh "$BIN"
 run "two guests: ring shift across two rxe devices" \
-  env RWIN_RXE_NODES=2 RWIN_RXE_TIMEOUT=900 tests/rxe/run-in-guest.sh bash tests/rxe/guest-two-nodes.sh "$BIN"
+  env RWIN_RXE_TIMEOUT=900 bash tests/rxe/verbs-two-guests.sh "$BIN"
 echo "rxe: $fails failed"
 [[ $fails -eq 0 ]]
