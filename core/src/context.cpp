@@ -471,7 +471,9 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
   s->is_signal = is_signal;
   std::vector<bootstrap::Bytes> all;
   try {
-    s->mr = c.tp->allocate(s->bytes);
+    // Rounded up to whole 8-byte words: put(Add) updates 32-bit elements through CAS on the
+    // aligned word that holds them, which for an odd element count reaches past the last one.
+    s->mr = c.tp->allocate((s->bytes + 7) & ~size_t{7});
     all = c.bs->allgather(window_blob(*s, s->mr->packed_key()));
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
