@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,9 @@ struct TransportParam {
   // stays mapped in our process, so a get still reads its (last) contents.
   bool detects_dead_peer = true;
 };
+
+// GoogleTest prints parameters in test names and ctest listings: the name says it all.
+inline void PrintTo(const TransportParam& p, std::ostream* os) { *os << p.name; }
 
 inline std::vector<TransportParam> transports() {
   return {
