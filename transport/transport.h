@@ -48,6 +48,9 @@ struct Capabilities {
                                            // applied after them (RC QP); false: post a Flush between
   bool needs_target_progress = false;      // true: remote ops land only while the target polls
   bool native_set = true;                  // Swap is a real remote atomic (else emulated, documented)
+  // Measured defaults for the core's pipeline where the user set none (bench/RESULTS.md).
+  size_t default_chunk_bytes = 1 << 20;
+  int default_pipeline_depth = 4;
 };
 
 // Memory that remote peers may read, write and update atomically. Page aligned and zeroed.

@@ -376,6 +376,8 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
     c.caps = c.tp->capabilities();
+    if (c.opt.chunk_bytes == 0) c.opt.chunk_bytes = c.caps.default_chunk_bytes;
+    if (c.opt.pipeline_depth <= 0) c.opt.pipeline_depth = c.caps.default_pipeline_depth;
     c.scratch = c.tp->allocate(kScratchWords * 8);
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + e.what());

@@ -10,8 +10,6 @@
 namespace rwin {
 namespace {
 
-constexpr size_t kDefaultChunkBytes = 1 << 20;  // 1 MiB: see bench/RESULTS.md for the sweep
-constexpr int kDefaultPipelineDepth = 4;
 constexpr std::chrono::milliseconds kDefaultStartupTimeout{60000};
 constexpr std::chrono::milliseconds kDefaultOpTimeout{60000};
 
@@ -95,14 +93,17 @@ Options Options::from_env(Options o) {
   if (o.gid_index < 0) {
     if (const char* v = env("RWIN_GID_INDEX")) o.gid_index = static_cast<int>(parse_int("RWIN_GID_INDEX", v, 0, 1023));
   }
+  // Left at 0 when unset: the Context then takes the transport's measured default.
   if (o.chunk_bytes == 0) {
-    const char* v = env("RWIN_CHUNK_BYTES");
-    o.chunk_bytes = v ? parse_size("RWIN_CHUNK_BYTES", v) : kDefaultChunkBytes;
-    if (o.chunk_bytes == 0) throw Error(ErrorCode::InvalidArgument, "RWIN_CHUNK_BYTES must be > 0");
+    if (const char* v = env("RWIN_CHUNK_BYTES")) {
+      o.chunk_bytes = parse_size("RWIN_CHUNK_BYTES", v);
+      if (o.chunk_bytes == 0) throw Error(ErrorCode::InvalidArgument, "RWIN_CHUNK_BYTES must be > 0");
+    }
   }
   if (o.pipeline_depth <= 0) {
-    const char* v = env("RWIN_PIPELINE_DEPTH");
-    o.pipeline_depth = v ? static_cast<int>(parse_int("RWIN_PIPELINE_DEPTH", v, 1, 4096)) : kDefaultPipelineDepth;
+    if (const char* v = env("RWIN_PIPELINE_DEPTH")) {
+      o.pipeline_depth = static_cast<int>(parse_int("RWIN_PIPELINE_DEPTH", v, 1, 4096));
+    }
   }
   if (o.startup_timeout.count() <= 0) {
     const char* v = env("RWIN_STARTUP_TIMEOUT_MS");

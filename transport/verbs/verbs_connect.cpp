@@ -82,6 +82,10 @@ VerbsTransport::~VerbsTransport() = default;
 Capabilities VerbsTransport::capabilities() const {
   Capabilities c;
   c.max_message_bytes = dev_info_.port_attr.max_msg_sz;
+  // On soft-RoCE, many mid-sized WRITEs in flight beat a few large ones by 2-3x (the requester keeps
+  // sending while earlier messages are acknowledged): bench/RESULTS.md, "chunk sweep on rxe".
+  c.default_chunk_bytes = 128 << 10;
+  c.default_pipeline_depth = 32;
   // IBA spec vol. 1, 9.5 "Transaction ordering" and 9.7.8: on an RC QP the responder executes
   // requests strictly in PSN order, and an RDMA WRITE is executed (data placed) as it arrives. An
   // ATOMIC posted after WRITEs on the same QP therefore executes after them at the target, and a
