@@ -678,24 +678,28 @@ static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const S
   const char* base = static_cast<const char*>(local.base());
   Transfer tr;
   detail::Chunk run;
+  // Posts one element atomic, keeping at most kAtomicsInFlight of them outstanding.
+  auto post_atomic = [&](Work& w) {
+    settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
+    w.peer = peer;
+    w.rkey = &rkey;
+    w.bytes = 8;
+    Slot s;
+    s.kind = Slot::Atomic;
+    s.peer = peer;
+    s.transfer = &tr;
+    c.post_blocking(w, s, deadline, "put(Add)");
+    tr.inflight++;
+  };
 
   if (local.dtype == DType::I64 || local.dtype == DType::U64) {
     while (planner.next(run)) {
       for (uint64_t off = 0; off < run.bytes; off += 8) {
-        settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
         Work w;
         w.op = Op::AtomicAdd;
-        w.peer = peer;
         w.remote_addr = rkey.base() + run.remote_offset + off;
-        w.rkey = &rkey;
-        w.bytes = 8;
         std::memcpy(&w.operand, base + run.local_offset + off, 8);
-        Slot s;
-        s.kind = Slot::Atomic;
-        s.peer = peer;
-        s.transfer = &tr;
-        c.post_blocking(w, s, deadline, "put(Add)");
-        tr.inflight++;
+        post_atomic(w);
       }
     }
     settle(c, tr, peer, deadline, what);
@@ -763,23 +767,14 @@ static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const S
     while (!pending.empty()) {
       for (size_t i : pending) {
         WordUpdate& u = words[first + i];
-        settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
         Work w;
         w.op = Op::CompareSwap;
-        w.peer = peer;
         w.local = &results[i];
         w.local_mr = c.scratch.get();
         w.remote_addr = rkey.base() + u.remote_word;
-        w.rkey = &rkey;
-        w.bytes = 8;
         w.compare = u.guess;
         w.operand = apply(u, u.guess);
-        Slot s;
-        s.kind = Slot::Atomic;
-        s.peer = peer;
-        s.transfer = &tr;
-        c.post_blocking(w, s, deadline, "put(Add)");
-        tr.inflight++;
+        post_atomic(w);
       }
       settle(c, tr, peer, deadline, what);
       std::vector<size_t> again;
