@@ -30,7 +30,7 @@ for b in rwin-perf rwinrun rwin_tcp_ref; do
 done
 SHMEM=""
 if command -v oshcc >/dev/null && command -v oshrun >/dev/null; then
-  if oshcc -O2 -o "$OUT/shmem_bench" "$HERE/shmem/shmem_bench.c"; then SHMEM=$OUT/shmem_bench; fi
+  if oshcc -O2 -o "$BIN/rwin_shmem_bench" "$HERE/shmem/shmem_bench.c"; then SHMEM=$BIN/rwin_shmem_bench; fi
 fi
 [[ -n $SHMEM ]] || echo "compare.sh: oshcc/oshrun not available: OpenSHMEM columns will be empty" >&2
 

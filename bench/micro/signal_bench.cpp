@@ -69,8 +69,8 @@ struct Solo {
 };
 
 Solo& solo() {
-  static Solo* s = new Solo();  // lives for the whole run; the process exits without tearing down UCX
-  return *s;
+  static Solo s;  // created on first use, torn down (collectively, alone) at exit
+  return s;
 }
 
 // test() on a satisfied word: argument checks, one progress() (transport poll) and the compare.
