@@ -16,6 +16,7 @@ namespace rwin {
 
 using Clock = std::chrono::steady_clock;
 using detail::ContextImpl;
+using detail::Backoff;
 using detail::PeerState;
 using detail::Slot;
 using detail::Transfer;
@@ -34,25 +35,32 @@ constexpr int kAtomicsInFlight = 256;           // element atomics of one put(Ad
 
 std::string shape_str(Shape2 s) { return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]"; }
 
-// Waiting politely: spin first (lowest latency when ranks <= cores), then yield, then sleep so
-// that 16 ranks on 2 cores still make progress instead of collapsing into a busy-spin.
-void backoff(uint64_t idle_rounds) {
-  if (idle_rounds < 256) {
-    return;
-  } else if (idle_rounds < 4096) {
-    sched_yield();
-  } else {
-    timespec ts{0, 50 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
 int64_t load_word(const WindowState& s, uint64_t byte_offset) {
   auto* p = reinterpret_cast<int64_t*>(static_cast<char*>(s.base()) + byte_offset);
   return std::atomic_ref<int64_t>(*p).load(std::memory_order_acquire);
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Backoff
+
+void detail::Backoff::idle() noexcept {
+  if (++polls_ < 64) return;  // the first polls are pure spinning: no clock reads at all
+  const auto now = Clock::now();
+  if (!started_) {
+    started_ = true;
+    start_ = now;
+  }
+  const auto waited = now - start_;
+  if (waited < std::chrono::microseconds(200)) return;
+  if (waited < std::chrono::milliseconds(2)) {
+    sched_yield();
+    return;
+  }
+  timespec ts{0, 50 * 1000};
+  nanosleep(&ts, nullptr);
+}
 
 // ---------------------------------------------------------------------------------------------
 // WindowState
@@ -112,7 +120,8 @@ void ContextImpl::check_peer(int peer, const char* op) const {
 void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadline, const char* what) {
   const uint32_t id = take_slot(s);
   w.cookie = id;
-  for (uint64_t idle = 0;; ++idle) {
+  Backoff backoff;
+  for (;;) {
     const PostResult r = tp->post(w);
     if (r == PostResult::Ok) return;
     if (r == PostResult::PeerFailed) {
@@ -127,7 +136,7 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadli
       throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
                                           ": transport stayed busy until the deadline (" + tp->describe() + ")");
     }
-    backoff(idle);
+    backoff.idle();
   }
 }
 
@@ -151,7 +160,6 @@ void ContextImpl::progress() {
         break;
       case Slot::Flush:
         peer.outstanding--;
-        if (c.ok && s.flush_seq > peer.flush_done) peer.flush_done = s.flush_seq;
         break;
       case Slot::Notify:
         peer.outstanding--;
@@ -160,31 +168,6 @@ void ContextImpl::progress() {
     if (!c.ok && peer.failed.empty()) peer.failed = c.error;
     free_slots.push_back(static_cast<uint32_t>(c.cookie));
   }
-  for (int p = 0; p < nranks; ++p) {
-    if (!peers[static_cast<size_t>(p)].deferred.empty()) release_deferred(p);
-  }
-}
-
-// Posts the notifies whose flush has completed, in order; stops at the first still gated.
-void ContextImpl::release_deferred(int peer) {
-  PeerState& ps = peers[static_cast<size_t>(peer)];
-  while (!ps.deferred.empty() && ps.deferred.front().gate <= ps.flush_done && ps.failed.empty()) {
-    Work& w = ps.deferred.front().work;
-    Slot s;
-    s.kind = Slot::Notify;
-    s.peer = peer;
-    const uint32_t id = take_slot(s);
-    w.cookie = id;
-    const PostResult r = tp->post(w);
-    if (r != PostResult::Ok) {
-      free_slots.push_back(id);
-      if (r == PostResult::PeerFailed) ps.failed = tp->peer_error(peer);
-      return;  // Busy: retried on the next progress()
-    }
-    ps.outstanding++;
-    ps.unflushed = true;
-    ps.deferred.pop_front();
-  }
 }
 
 void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
@@ -192,7 +175,6 @@ void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
   Slot s;
   s.kind = Slot::Flush;
   s.peer = peer;
-  s.flush_seq = ++ps.flush_posted;
   Work w;
   w.op = Op::Flush;
   w.peer = peer;
@@ -205,23 +187,15 @@ void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
 // Returns when everything issued to `peer` so far is complete at the target.
 void ContextImpl::drain(int peer, Clock::time_point deadline, const char* what) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
-  for (uint64_t idle = 0; !ps.deferred.empty(); ++idle) {
-    progress();
-    if (!ps.failed.empty()) break;
-    if (Clock::now() > deadline) {
-      throw Error(ErrorCode::Timeout, who() + ": " + what + ": notifies to peer " + std::to_string(peer) +
-                                          " still held behind a flush at the deadline; " + outstanding_summary());
-    }
-    backoff(idle);
-  }
   if (ps.failed.empty()) post_flush(peer, deadline);
-  for (uint64_t idle = 0; ps.outstanding > 0 && ps.failed.empty(); ++idle) {
+  Backoff backoff;
+  while (ps.outstanding > 0 && ps.failed.empty()) {
     progress();
     if (Clock::now() > deadline) {
       throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
                                           " did not complete its operations by the deadline; " + outstanding_summary());
     }
-    backoff(idle);
+    backoff.idle();
   }
   if (!ps.failed.empty()) {
     throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": peer " + std::to_string(peer) + ": " + ps.failed);
@@ -232,7 +206,7 @@ void ContextImpl::quiet(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];
-    if (ps.unflushed || ps.outstanding > 0 || !ps.deferred.empty()) drain(p, deadline, "quiet");
+    if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
   }
 }
 
@@ -261,9 +235,9 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
     }
     // Poll the transport often and the store less often (each check is a TCP round trip).
     const auto until = Clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
-    for (uint64_t idle = 0; Clock::now() < until; ++idle) {
+    while (Clock::now() < until) {
       progress();
-      backoff(idle + 256);
+      sched_yield();  // the store round trip above already costs tens of microseconds
     }
   }
 }
@@ -279,9 +253,9 @@ std::string ContextImpl::outstanding_summary() const {
   std::string s;
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];
-    if (ps.outstanding > 0 || !ps.deferred.empty()) {
+    if (ps.outstanding > 0) {
       s += (s.empty() ? "" : ", ") + ("peer " + std::to_string(p)) + " (" + std::to_string(ps.outstanding) +
-           " in flight, " + std::to_string(ps.deferred.size()) + " held)";
+           " in flight)";
     }
   }
   return s.empty() ? "no operations outstanding" : "outstanding: " + s;
@@ -588,7 +562,8 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
   detail::Chunk ch;
   uint64_t index = 0;
   bool more = true;
-  for (uint64_t idle = 0; more || tr.inflight > 0;) {
+  Backoff backoff;
+  while (more || tr.inflight > 0) {
     bool posted = false;
     while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
       more = planner.next(ch);
@@ -629,8 +604,11 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
       c.abandon(tr);
       throw Error(ErrorCode::Timeout, msg);
     }
-    idle = posted ? 0 : idle + 1;
-    backoff(idle);
+    if (posted) {
+      backoff.reset();
+    } else {
+      backoff.idle();
+    }
   }
   if (!tr.error.empty()) {
     throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
@@ -641,7 +619,8 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
 // Waits until at most `limit` atomics of `tr` are in flight; throws on failure or deadline.
 static void settle(ContextImpl& c, Transfer& tr, int peer, Clock::time_point deadline, const std::string& what,
                    int limit = 0) {
-  for (uint64_t idle = 0; tr.inflight > limit; ++idle) {
+  Backoff backoff;
+  while (tr.inflight > limit) {
     c.progress();
     if (Clock::now() > deadline) {
       c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
@@ -650,7 +629,7 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Clock::time_point dea
                                           " element atomics unfinished after " +
                                           std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")");
     }
-    backoff(idle);
+    backoff.idle();
   }
   if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + tr.error);
 }
@@ -859,21 +838,11 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
     work.local = c.scratch->addr();
     work.local_mr = c.scratch.get();
   }
-  // Ordering: when the peer sees this notify, every earlier put to it must be visible. Where the
-  // transport does not order writes before atomics on one connection (UCX), the notify is held
-  // behind a flush of that peer; it is released by progress() once the flush completes, so the
-  // caller does not wait for the round trip here.
-  if (!c.caps.write_then_atomic_ordered && ps.dirty) {
-    c.post_flush(peer, deadline);
-    ps.deferred.push_back({ps.flush_posted, work});
-    c.release_deferred(peer);
-    return;
-  }
-  if (!ps.deferred.empty()) {  // keep issue order behind notifies already held
-    ps.deferred.push_back({ps.flush_posted, work});
-    c.release_deferred(peer);
-    return;
-  }
+  // Ordering: when the peer sees this notify, every earlier put to it must be visible. Both
+  // transports guarantee that an atomic posted after writes to the same peer lands after them
+  // (verbs: one RC QP; UCX: a worker fence in the transport). A transport that cannot is drained
+  // (flushed and waited for) first: correct, at the price of a round trip.
+  if (!c.caps.write_then_atomic_ordered && ps.dirty) c.drain(peer, deadline, "notify");
   Slot s;
   s.kind = Slot::Notify;
   s.peer = peer;
@@ -889,14 +858,15 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
   const auto limit = timeout.value_or(c.opt.op_timeout);
   const auto deadline = Clock::now() + limit;
   int64_t word = 0;  // first word that does not satisfy cmp yet
-  for (uint64_t idle = 0;; ++idle) {
+  Backoff backoff;
+  for (uint64_t round = 0;; ++round) {
     while (word < signal.count &&
            compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(word) * 8), cmp, expected)) {
       ++word;
     }
     if (word == signal.count) return;
     c.progress();
-    if ((idle & 63) == 0 && Clock::now() > deadline) {
+    if ((round & 63) == 0 && Clock::now() > deadline) {
       const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
       throw Error(ErrorCode::Timeout,
                   c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" + w.name +
@@ -904,7 +874,7 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
                       "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
                       std::to_string(load_word(w, idx * 8)) + "; " + c.outstanding_summary());
     }
-    backoff(idle);
+    backoff.idle();
   }
 }
 

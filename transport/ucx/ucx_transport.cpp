@@ -7,10 +7,12 @@
 //  * One worker per process, one endpoint per rank (self included), created from worker
 //    addresses exchanged through the bootstrap.
 //  * Puts and atomics to the same endpoint are NOT ordered by UCX, so capabilities() reports
-//    write_then_atomic_ordered = false and the core posts a per-endpoint Flush before a notify
-//    that follows unflushed writes. ucp_ep_flush_nbx is the cheapest fence that is correct here:
-//    it waits only for this endpoint's operations (ucp_worker_fence in 1.13 may flush the whole
-//    worker), and the core issues it only when writes to that peer are outstanding.
+//    write_then_atomic_ordered = false and the core flushes the endpoint (ucp_ep_flush_nbx)
+//    before a notify that follows unflushed writes, and only then. ucp_worker_fence is cheaper
+//    over tcp (bench/RESULTS.md measured 27 vs 43 us for raw put+notify) but in 1.13 it is a
+//    weak, per-interface fence (uct_iface_fence on each interface) with no promise across the
+//    lanes one endpoint may use for RMA and AMO (UCX later added a "strong" fence mode for this
+//    reason), so it is not used: correct first.
 //  * Over tcp UCX emulates RMA and atomics with active messages that the target must progress,
 //    so capabilities() reports needs_target_progress and the core polls while it waits.
 //  * Endpoints use UCP_ERR_HANDLING_MODE_NONE (see create_ep for why); a dead peer is found by the
