@@ -513,16 +513,17 @@ namespace {
 
 // Checks one side of a put/get and returns its window.
 WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
-  const std::string where = c.who() + ": " + op + " peer " + std::to_string(peer) + ": " + side;
-  if (!s.window) throw Error(ErrorCode::InvalidArgument, where + " slice has no window");
+  // Messages are built only on failure: this runs on every put and get.
+  auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": " + side; };
+  if (!s.window) throw Error(ErrorCode::InvalidArgument, where() + " slice has no window");
   WindowState& w = *s.window;
-  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where + " window " + w.describe() + " was freed");
-  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where + " window " + w.describe() + " belongs to another context");
-  if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where + " is a signal array; use notify/wait");
+  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where() + " window " + w.describe() + " was freed");
+  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
+  if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where() + " is a signal array; use notify/wait");
   const bool ok = s.offsets[0] >= 0 && s.offsets[1] >= 0 && s.shape[0] >= 0 && s.shape[1] >= 0 &&
                   s.offsets[0] + s.shape[0] <= w.shape[0] && s.offsets[1] + s.shape[1] <= w.shape[1];
   if (!ok) {
-    throw Error(ErrorCode::OutOfBounds, where + " slice offsets " + shape_str(s.offsets) + " shape " +
+    throw Error(ErrorCode::OutOfBounds, where() + " slice offsets " + shape_str(s.offsets) + " shape " +
                                             shape_str(s.shape) + " is outside window " + w.describe());
   }
   return w;
@@ -530,14 +531,14 @@ WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* s
 
 void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
                 WindowState& s) {
-  const std::string where = c.who() + ": " + op + " peer " + std::to_string(peer) + ": ";
+  auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": "; };
   if (dst.shape != src.shape) {
-    throw Error(ErrorCode::ShapeMismatch, where + "dst shape " + shape_str(dst.shape) + " (window " + d.describe() +
+    throw Error(ErrorCode::ShapeMismatch, where() + "dst shape " + shape_str(dst.shape) + " (window " + d.describe() +
                                               ") differs from src shape " + shape_str(src.shape) + " (window " +
                                               s.describe() + ")");
   }
   if (d.dtype != s.dtype) {
-    throw Error(ErrorCode::DtypeMismatch, where + "dst window " + d.describe() + " and src window " + s.describe() +
+    throw Error(ErrorCode::DtypeMismatch, where() + "dst window " + d.describe() + " and src window " + s.describe() +
                                               " have different dtypes");
   }
 }
@@ -797,18 +798,21 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
 }
 
 namespace {
-WindowState& check_signal(ContextImpl& c, const char* op, const std::string& peer_text, const SignalSlice& sig) {
-  const std::string where = c.who() + ": " + op + peer_text + ": signal";
-  if (!sig.signals) throw Error(ErrorCode::InvalidArgument, where + " has no signal array");
+// `peer` < 0: a local operation (wait, test).
+WindowState& check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig) {
+  auto where = [&] {
+    return c.who() + ": " + op + (peer >= 0 ? " peer " + std::to_string(peer) : std::string()) + ": signal";
+  };
+  if (!sig.signals) throw Error(ErrorCode::InvalidArgument, where() + " has no signal array");
   WindowState& w = *sig.signals;
-  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where + " array " + w.describe() + " was freed");
-  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where + " array " + w.describe() + " belongs to another context");
+  if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where() + " array " + w.describe() + " was freed");
+  if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where() + " array " + w.describe() + " belongs to another context");
   if (sig.byte_offset % 8 != 0) {
-    throw Error(ErrorCode::Misaligned, where + " byte offset " + std::to_string(sig.byte_offset) +
+    throw Error(ErrorCode::Misaligned, where() + " byte offset " + std::to_string(sig.byte_offset) +
                                            " in " + w.describe() + " is not 8-byte aligned (64-bit atomics need it)");
   }
   if (sig.count < 1 || sig.byte_offset / 8 + static_cast<uint64_t>(sig.count) > static_cast<uint64_t>(w.shape[1])) {
-    throw Error(ErrorCode::OutOfBounds, where + " words [" + std::to_string(sig.byte_offset / 8) + ", +" +
+    throw Error(ErrorCode::OutOfBounds, where() + " words [" + std::to_string(sig.byte_offset / 8) + ", +" +
                                             std::to_string(sig.count) + ") outside " + w.describe());
   }
   return w;
@@ -818,7 +822,7 @@ WindowState& check_signal(ContextImpl& c, const char* op, const std::string& pee
 void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "notify");
-  WindowState& w = check_signal(c, "notify", " peer " + std::to_string(peer), signal);
+  WindowState& w = check_signal(c, "notify", peer, signal);
   if (signal.count != 1) {
     throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": signal slice of " +
                                                 std::to_string(signal.count) + " words; notify updates exactly one");
@@ -854,7 +858,7 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
 void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
                    std::optional<std::chrono::milliseconds> timeout) {
   ContextImpl& c = *impl_;
-  const WindowState& w = check_signal(c, "wait", "", signal);
+  const WindowState& w = check_signal(c, "wait", -1, signal);
   const auto limit = timeout.value_or(c.opt.op_timeout);
   const auto deadline = Clock::now() + limit;
   int64_t word = 0;  // first word that does not satisfy cmp yet
@@ -880,7 +884,7 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
 
 bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
   ContextImpl& c = *impl_;
-  const WindowState& w = check_signal(c, "test", "", signal);
+  const WindowState& w = check_signal(c, "test", -1, signal);
   c.progress();
   for (int64_t i = 0; i < signal.count; ++i) {
     if (!compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(i) * 8), cmp, expected)) return false;
