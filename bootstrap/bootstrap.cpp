@@ -138,6 +138,10 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout,
                          "bootstrap: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(nranks) + ")");
   }
   const std::string head = "rank " + std::to_string(rank) + ": bootstrap at " + root.str();
+  if (root.port == 0 && !(nranks == 1 && serve)) {
+    throw BootstrapError(BootstrapError::Kind::Config,
+                         head + ": port 0 (any free port) only works for a job of one rank; give the root a port");
+  }
   const auto deadline = Clock::now() + timeout;
   if (rank == 0 && serve) {
     const std::string bind_host = bind_host_for(root);
@@ -149,7 +153,9 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout,
   }
   JobStore* job = nullptr;
   try {
-    auto s = std::make_unique<JobStore>(root, left(deadline));
+    HostPort connect_to = root;
+    if (connect_to.port == 0) connect_to.port = server_->port();  // a job of one: our own server
+    auto s = std::make_unique<JobStore>(connect_to, left(deadline));
     job = s.get();
     store_ = std::move(s);
     const uint8_t none = 0;

@@ -116,7 +116,8 @@ HostPort HostPort::parse(const std::string& text) {
   const auto* end = port_text.data() + port_text.size();
   const auto [ptr, ec] = std::from_chars(port_text.data(), end, value);
   if (ec != std::errc() || ptr != end) throw bad("port is not a number");
-  if (value == 0 || value > 65535) throw bad("port out of range 1..65535");
+  // Port 0 (any free port) parses; only a job of one can use it, which Bootstrap checks.
+  if (value > 65535) throw bad("port out of range 0..65535");
   hp.port = static_cast<uint16_t>(value);
   return hp;
 }

@@ -108,12 +108,22 @@ TEST(HostPort, ParsesNamesIpv4AndIpv6) {
 }
 
 TEST(HostPort, RejectsBadTextNamingIt) {
-  for (const char* bad : {"", "host", "host:", ":4000", "host:0", "host:65536", "host:12x", "::1:4000", "[::1]4000",
+  for (const char* bad : {"", "host", "host:", ":4000", "host:65536", "host:12x", "::1:4000", "[::1]4000",
                           "[::1:4000", "host:-1"}) {
     auto e = expect_error([&] { rb::HostPort::parse(bad); });
     EXPECT_EQ(e.kind(), Kind::Config) << bad;
     EXPECT_NE(std::string(e.what()).find("'" + std::string(bad) + "'"), std::string::npos) << e.what();
   }
+}
+
+// Port 0 means "any free port": fine for a job of one (rank 0 is its own store), an error otherwise.
+TEST(Bootstrap, PortZeroServesAJobOfOneOnly) {
+  rb::Bootstrap one(0, 1, rb::HostPort::parse("127.0.0.1:0"), std::chrono::milliseconds(5000));
+  one.barrier();
+  EXPECT_EQ(one.allgather(bytes("x")).size(), 1u);
+  auto e = expect_error([] { rb::Bootstrap two(0, 2, rb::HostPort::parse("127.0.0.1:0"), std::chrono::milliseconds(500)); });
+  EXPECT_EQ(e.kind(), Kind::Config);
+  EXPECT_NE(std::string(e.what()).find("port 0"), std::string::npos) << e.what();
 }
 
 TEST(TcpStore, SetGetAddCheckWait) {
