@@ -109,13 +109,10 @@ RawUcp::RawUcp(rwin::Context& ctx, int peer, size_t bytes, std::chrono::millisec
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(addr.data());
-    // Same error mode as rwin's transport (PEER, else NONE): it can change UCP's lane choice.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    // Same error mode as rwin's transport (NONE): it changes UCP's lane choice (with PEER, UCX
+    // 1.13 sends same-node traffic over tcp active messages).
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     s = ucp_ep_create(worker_, &ep, &ep_);
-    if (s != UCS_OK) {
-      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      s = ucp_ep_create(worker_, &ep, &ep_);
-    }
     if (s != UCS_OK) fail("ucp_ep_create", s);
     uint64_t* bases[3] = {&peer_src_, &peer_dst_, &peer_sig_};
     ucp_rkey_h* keys[3] = {&rkey_src_, &rkey_dst_, &rkey_sig_};
