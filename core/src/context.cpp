@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 
 #include "bootstrap/netif.h"
 #include "chunk_planner.h"
@@ -159,8 +158,6 @@ void ContextImpl::progress() {
         }
         break;
       case Slot::Flush:
-        peer.outstanding--;
-        break;
       case Slot::Notify:
         peer.outstanding--;
         break;
@@ -217,11 +214,18 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::string prefix = "rwin/barrier/" + std::to_string(barrier_seq++) + "/";
   const uint8_t one = 1;
-  bs->store().set(prefix + std::to_string(rank), std::span<const uint8_t>(&one, 1));
   std::vector<std::string> keys;
   for (int r = 0; r < nranks; ++r) keys.push_back(prefix + std::to_string(r));
+  auto store = [&](auto&& call) {  // the store speaks BootstrapError; callers get rwin::Error
+    try {
+      return call();
+    } catch (const bootstrap::BootstrapError& e) {
+      throw Error(ErrorCode::Bootstrap, who() + ": barrier: " + e.what());
+    }
+  };
+  store([&] { bs->store().set(keys[static_cast<size_t>(rank)], std::span<const uint8_t>(&one, 1)); });
   for (uint64_t round = 0;; ++round) {
-    const auto present = bs->store().check(keys);
+    const auto present = store([&] { return bs->store().check(keys); });
     bool all = true;
     for (bool b : present) all = all && b;
     if (all) return;
