@@ -10,5 +10,5 @@ done
 if [[ -x build/bin/rwin-perf ]]; then
   echo
   echo "Short benchmark (2 ranks, shared memory):"
-  build/bin/rwinrun -n 2 --timeout 300 -- build/bin/rwin-perf -t put_lat,put_bw,get_bw,notify_lat -s 8,4096,65536,1048576 -n 200 -w 20
+  build/bin/rwinrun -n 2 --timeout 300 -- build/bin/rwin-perf -t put_lat,put_bw,get_bw,notify_lat -s 8,4096,65536,1048576 -n 200 -w 20 --batches 5
 fi
