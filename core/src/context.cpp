@@ -158,7 +158,7 @@ void ContextImpl::progress() {
         }
         break;
       case Slot::Flush:
-      case Slot::Notify:
+      case Slot::Async:
         peer.outstanding--;
         break;
     }
@@ -791,6 +791,62 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   c.peers[static_cast<size_t>(peer)].unflushed = true;
 }
 
+// Posts every chunk of a transfer and returns; each counts as outstanding work to the peer until
+// its completion, so quiet/fence/notify (all of which drain the peer) cover it.
+static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
+                          WindowState& remote, const Slice& remote_slice, const char* what) {
+  const auto deadline = Clock::now() + c.opt.op_timeout;
+  detail::TransferShape t;
+  t.elem_bytes = dtype_size(local.dtype);
+  t.shape = local_slice.shape;
+  t.local_offsets = local_slice.offsets;
+  t.local_cols = local.shape[1];
+  t.remote_offsets = remote_slice.offsets;
+  t.remote_cols = remote.shape[1];
+  t.max_chunk_bytes = std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes);
+  detail::ChunkPlanner planner(t);
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  PeerState& ps = c.peers[static_cast<size_t>(peer)];
+  detail::Chunk ch;
+  while (planner.next(ch)) {
+    Work w;
+    w.op = op;
+    w.peer = peer;
+    w.local = static_cast<char*>(local.base()) + ch.local_offset;
+    w.local_mr = local.mr.get();
+    w.remote_addr = rkey.base() + ch.remote_offset;
+    w.rkey = &rkey;
+    w.bytes = ch.bytes;
+    Slot s;
+    s.kind = Slot::Async;
+    s.peer = peer;
+    c.post_blocking(w, s, deadline, what);  // a full queue makes it poll, not fail
+    ps.outstanding++;
+  }
+}
+
+void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "put_nbi");
+  WindowState& d = check_slice(c, "put_nbi", peer, "dst", dst);
+  WindowState& s = check_slice(c, "put_nbi", peer, "src", src);
+  check_pair(c, "put_nbi", peer, dst, src, d, s);
+  if (src.elements() == 0) return;
+  post_transfer(c, Op::Write, peer, s, src, d, dst, "put_nbi");
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
+}
+
+void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "get_nbi");
+  WindowState& d = check_slice(c, "get_nbi", peer, "dst", dst);
+  WindowState& s = check_slice(c, "get_nbi", peer, "src", src);
+  check_pair(c, "get_nbi", peer, dst, src, d, s);
+  if (src.elements() == 0) return;
+  post_transfer(c, Op::Read, peer, d, dst, s, src, "get_nbi");
+}
+
 void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "get");
@@ -846,13 +902,13 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
     work.local = c.scratch->addr();
     work.local_mr = c.scratch.get();
   }
-  // Ordering: when the peer sees this notify, every earlier put to it must be visible. Both
-  // transports guarantee that an atomic posted after writes to the same peer lands after them
-  // (verbs: one RC QP; UCX: a worker fence in the transport). A transport that cannot is drained
-  // (flushed and waited for) first: correct, at the price of a round trip.
+  // Ordering: when the peer sees this notify, every earlier put to it must be visible. On verbs an
+  // atomic posted after writes on the peer's RC QP lands after them. UCX gives no such order, so a
+  // peer with unflushed writes is drained (flushed and waited for) first: one round trip over tcp,
+  // immediate on shared memory.
   if (!c.caps.write_then_atomic_ordered && ps.dirty) c.drain(peer, deadline, "notify");
   Slot s;
-  s.kind = Slot::Notify;
+  s.kind = Slot::Async;
   s.peer = peer;
   c.post_blocking(work, s, deadline, "notify");
   ps.outstanding++;

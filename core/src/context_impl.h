@@ -58,7 +58,9 @@ struct Transfer {
 
 // What a cookie stands for until its completion arrives.
 struct Slot {
-  enum Kind : uint8_t { Chunk, Notify, Flush, Atomic } kind = Chunk;
+  // Chunk, Atomic: part of a blocking transfer; Async: counted in the peer's outstanding work
+  // (notify, put_nbi/get_nbi chunks); Flush: likewise, and clears the peer's dirty state.
+  enum Kind : uint8_t { Chunk, Async, Flush, Atomic } kind = Chunk;
   int peer = -1;
   Transfer* transfer = nullptr;  // Chunk, Atomic
   uint64_t index = 0;            // Chunk: chunk number (for messages); Atomic: word index

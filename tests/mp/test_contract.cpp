@@ -381,6 +381,67 @@ TEST_P(Contract, PutAddIsOrderedBeforeNotify) {
   });
 }
 
+// Non-blocking put/get: many chunks and slices in flight at once, complete at quiet().
+TEST_P(Contract, PutNbiAndGetNbiCompleteAtQuiet) {
+  Options o;
+  o.chunk_bytes = 4096;  // each row below is 4 chunks
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+    auto src = ctx.alloc_window("src", DType::I64, {16, 2048});
+    auto dst = ctx.alloc_window("dst", DType::I64, {16, 2048});
+    auto back = ctx.alloc_window("back", DType::I64, {16, 2048});
+    int64_t* s = src.data_as<int64_t>();
+    for (int i = 0; i < 16 * 2048; ++i) s[i] = value_of(r, i);
+    for (int row = 0; row < 16; ++row) {  // 16 separate calls, none waits for the previous one
+      ctx.put_nbi(dst.slice({row, 0}, {1, 2048}), next, src.slice({row, 0}, {1, 2048}));
+    }
+    ctx.quiet();
+    ctx.barrier();
+    const int64_t* d = dst.data_as<int64_t>();
+    for (int i = 0; i < 16 * 2048; ++i) MP_CHECK(d[i] == value_of(prev, i), "put_nbi element " << i);
+    // Pull the previous rank's dst (which holds its own prev's data) back, strided: columns 100..1099.
+    ctx.get_nbi(back.slice({0, 100}, {16, 1000}), prev, dst.slice({0, 100}, {16, 1000}));
+    ctx.quiet();
+    const int64_t* b = back.data_as<int64_t>();
+    const int prev2 = (prev + n - 1) % n;
+    for (int row = 0; row < 16; ++row) {
+      for (int col = 0; col < 2048; ++col) {
+        const int64_t want = (col >= 100 && col < 1100) ? value_of(prev2, row * 2048 + col) : 0;
+        MP_CHECK(b[row * 2048 + col] == want, "get_nbi [" << row << "][" << col << "]");
+      }
+    }
+    ctx.barrier();
+  }, o);
+}
+
+TEST_P(Contract, NotifyAfterPutNbiIsOrdered) {
+  Options o;
+  o.chunk_bytes = 8 << 10;
+  run(2, [](Context& ctx) {
+    constexpr int kRounds = 500;
+    constexpr int64_t kElems = 8192;  // 64 KiB = 8 chunks, all in flight
+    const int r = ctx.rank();
+    auto src = ctx.alloc_window("src", DType::I64, {1, kElems});
+    auto dst = ctx.alloc_window("dst", DType::I64, {1, kElems});
+    auto sig = ctx.alloc_signals("sig", 2);
+    for (int round = 1; round <= kRounds; ++round) {
+      if (r == 0) {
+        int64_t* s = src.data_as<int64_t>();
+        for (int64_t i = 0; i < kElems; ++i) s[i] = round * kElems + i;
+        ctx.put_nbi(dst.all(), 1, src.all());
+        ctx.notify(sig.at(0), 1, 1);
+        ctx.wait(sig.at(1), round, WaitCmp::GE);  // also: src is reused only after the peer read it
+      } else {
+        ctx.wait(sig.at(0), round, WaitCmp::GE);
+        const int64_t* d = dst.data_as<int64_t>();
+        for (int64_t i = 0; i < kElems; ++i) MP_CHECK(d[i] == round * kElems + i, "round " << round << " at " << i);
+        ctx.notify(sig.at(1), 0, 1);
+      }
+    }
+    ctx.barrier();
+  }, o);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Misuse: a clear rwin::Error before anything is sent, and the context still works afterwards.
 

@@ -216,6 +216,11 @@ class Context {
   void put(const Slice& dst, int peer, const Slice& src, AtomicType atomic = AtomicType::None);
   // Copies `peer`'s `src` into local `dst`. Returns when the data is in `dst`.
   void get(const Slice& dst, int peer, const Slice& src);
+  // Non-blocking forms: return once every chunk is posted. `src` (put) must not change, and `dst`
+  // (get) holds the data, only after quiet() or fence(peer). A notify to the same peer is still
+  // ordered after an earlier put_nbi. Failures surface at the next operation on that peer.
+  void put_nbi(const Slice& dst, int peer, const Slice& src);
+  void get_nbi(const Slice& dst, int peer, const Slice& src);
   // Updates `peer`'s signal word. Ordered after every earlier put to that peer: when the peer
   // sees the effect, those puts are visible in its memory.
   void notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
