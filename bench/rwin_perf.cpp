@@ -63,6 +63,7 @@ struct Args {
   int depth = 0;
   uint64_t skew = 0;
   bool vs_raw = false;
+  bool nbi = false;
   bool raw_fence = false;
   bool csv = false;
   bool json = false;
@@ -90,6 +91,7 @@ struct Args {
                "  --skew B       destination offset: (dst - src) mod 4096 = B (multiple of 8)\n"
                "  --misalign     same as --skew 8 (glibc rep-movsb trap check)\n"
                "  --vs-raw       alternate batches with the same op on raw UCP; report ratios\n"
+               "  --nbi          put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi\n"
                "  --raw-fence    --vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush\n"
                "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
                "  -o FILE        write the csv/json there (format from --csv/--json or the extension)\n"
@@ -174,6 +176,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--skew") a.skew = parse_bytes(value());
     else if (k == "--misalign") a.skew = 8;
     else if (k == "--vs-raw") a.vs_raw = true;
+    else if (k == "--nbi") a.nbi = true;
     else if (k == "--raw-fence") a.raw_fence = a.vs_raw = true;
     else if (k == "--csv") a.csv = true;
     else if (k == "--json") a.json = true;
@@ -217,7 +220,7 @@ class Ops {
 
 class RwinOps final : public Ops {
  public:
-  RwinOps(rwin::Context& ctx, uint64_t bytes) : ctx_(ctx) {
+  RwinOps(rwin::Context& ctx, uint64_t bytes, bool nbi) : ctx_(ctx), nbi_(nbi) {
     const int64_t words = static_cast<int64_t>(bytes / 8);
     src_ = ctx.alloc_window("perf.src", rwin::DType::I64, {1, words});
     dst_ = ctx.alloc_window("perf.dst", rwin::DType::I64, {1, words});
@@ -231,10 +234,24 @@ class RwinOps final : public Ops {
     src_slice_ = src_.slice({0, 0}, {1, n});
     dst_slice_ = dst_.slice({0, off}, {1, n});
   }
-  void put() override { ctx_.put(dst_slice_, peer_, src_slice_); }
+  // --nbi: puts and grouped gets use the non-blocking forms (completed by quiet/notify).
+  void put() override {
+    if (nbi_) {
+      ctx_.put_nbi(dst_slice_, peer_, src_slice_);
+    } else {
+      ctx_.put(dst_slice_, peer_, src_slice_);
+    }
+  }
   void get() override { ctx_.get(dst_slice_, peer_, src_slice_); }
   void get_group(int n) override {
-    for (int i = 0; i < n; ++i) ctx_.get(dst_slice_, peer_, src_slice_);
+    for (int i = 0; i < n; ++i) {
+      if (nbi_) {
+        ctx_.get_nbi(dst_slice_, peer_, src_slice_);
+      } else {
+        ctx_.get(dst_slice_, peer_, src_slice_);
+      }
+    }
+    if (nbi_) ctx_.quiet();
   }
   void notify(int word) override { ctx_.notify(words_[static_cast<size_t>(word)], peer_, 1); }
   void notify_group(int word, int n) override {
@@ -249,6 +266,7 @@ class RwinOps final : public Ops {
 
  private:
   rwin::Context& ctx_;
+  bool nbi_;
   int peer_ = 0;
   rwin::Window src_, dst_;
   rwin::SignalArray sig_;
@@ -692,7 +710,7 @@ int main(int argc, char** argv) {
     if (need_pair && ctx.size() < 2) throw std::runtime_error("pair tests need at least 2 ranks (rwinrun -n 2)");
     const uint64_t max_size = *std::max_element(a.sizes.begin(), a.sizes.end());
     const uint64_t buf = (max_size + a.skew + 4095) / 4096 * 4096;
-    RwinOps rw(ctx, buf);
+    RwinOps rw(ctx, buf, a.nbi);
     std::unique_ptr<RawOps> raw;
     if (a.vs_raw) {
       if (ctx.transport_name().rfind("ucx", 0) != 0) {
@@ -711,12 +729,10 @@ int main(int argc, char** argv) {
       const auto* s = rw.local_src();
       const auto* d = rw.local_dst();
       std::fprintf(stderr,
-                   "rwin-perf: %d ranks, %s, chunk %s depth %s, src page offset %zu, dst+skew page offset %zu%s\n",
-                   ctx.size(), ctx.transport_name().c_str(),
-                   a.chunk ? size_str(a.chunk).c_str() : (getenv("RWIN_CHUNK_BYTES") ? getenv("RWIN_CHUNK_BYTES") : "default"),
-                   a.depth ? std::to_string(a.depth).c_str()
-                           : (getenv("RWIN_PIPELINE_DEPTH") ? getenv("RWIN_PIPELINE_DEPTH") : "default"),
-                   reinterpret_cast<uintptr_t>(s) % 4096, (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096,
+                   "rwin-perf: %d ranks, %s, chunk %s depth %d, src page offset %zu, dst+skew page offset %zu%s%s\n",
+                   ctx.size(), ctx.transport_name().c_str(), size_str(ctx.options().chunk_bytes).c_str(),
+                   ctx.options().pipeline_depth, reinterpret_cast<uintptr_t>(s) % 4096,
+                   (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096, a.nbi ? ", put/get_nbi" : "",
                    a.vs_raw ? ", alternating with raw ucp" : "");
     }
     Runner runner(ctx, a, rw, raw.get());
