@@ -19,10 +19,10 @@ perftest() {  # perftest TOOL ARGS...: server and client on the same device (loo
   wait $server
   echo "$out" | awk -v t="$tool" '/^ *[0-9]+ +[0-9]+/ {print "perftest " t ": " $0}'
 }
-rwin() {  # rwin TRANSPORT TESTS: two ranks, sizes 8 B (latency) and 1 MiB (bandwidth)
-  local transport=$1 tests=$2
+rwin() {  # rwin TRANSPORT TESTS [FLAGS]: two ranks, sizes 8 B (latency) and 1 MiB (bandwidth)
+  local transport=$1 tests=$2 flags=${3:-}
   RWIN_TRANSPORT=$transport "$BIN/rwinrun" -n 2 --timeout 600 -- "$BIN/rwin-perf" -t "$tests" -s 8,$size -n 300 -w 20 \
-    --batches 5 2>/dev/null | sed "s/^/rwin $transport: /" | grep -vE "^rwin $transport: \[1\]"
+    --batches 5 $flags 2>/dev/null | sed "s/^/rwin $transport${flags:+ $flags}: /" | grep -vE "\] *\[1\]|: \[1\]"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -31,5 +31,6 @@ for round in $(seq 1 "$ROUNDS"); do
   perftest ib_read_bw -s $size -n 300
   perftest ib_atomic_lat -n 1000
   rwin verbs put_bw,get_bw,notify_lat
+  rwin verbs put_bw,get_bw --nbi
   UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=$dev:1 rwin ucx put_bw,get_bw,notify_lat
 done
