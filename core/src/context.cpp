@@ -549,10 +549,9 @@ void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, cons
 
 }  // namespace
 
-// Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
-static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
-                         WindowState& remote, const Slice& remote_slice, const char* what) {
-  const auto deadline = Clock::now() + c.opt.op_timeout;
+// The chunk planner over one transfer between a local and a remote slice of equal shape.
+static detail::ChunkPlanner plan_chunks(const ContextImpl& c, const WindowState& local, const Slice& local_slice,
+                                        const WindowState& remote, const Slice& remote_slice, uint64_t max_chunk) {
   detail::TransferShape t;
   t.elem_bytes = dtype_size(local.dtype);
   t.shape = local_slice.shape;
@@ -560,8 +559,28 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
   t.local_cols = local.shape[1];
   t.remote_offsets = remote_slice.offsets;
   t.remote_cols = remote.shape[1];
-  t.max_chunk_bytes = std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes);
-  detail::ChunkPlanner planner(t);
+  t.max_chunk_bytes = max_chunk == 0 ? std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes) : max_chunk;
+  return detail::ChunkPlanner(t);
+}
+
+// The work request that moves one chunk.
+static Work chunk_work(Op op, int peer, WindowState& local, const transport::RemoteKey& rkey, const detail::Chunk& ch) {
+  Work w;
+  w.op = op;
+  w.peer = peer;
+  w.local = static_cast<char*>(local.base()) + ch.local_offset;
+  w.local_mr = local.mr.get();
+  w.remote_addr = rkey.base() + ch.remote_offset;
+  w.rkey = &rkey;
+  w.bytes = ch.bytes;
+  return w;
+}
+
+// Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
+static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
+                         WindowState& remote, const Slice& remote_slice, const char* what) {
+  const auto deadline = Clock::now() + c.opt.op_timeout;
+  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
   const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
   Transfer tr;
   detail::Chunk ch;
@@ -573,14 +592,7 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
     while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
       more = planner.next(ch);
       if (!more) break;
-      Work w;
-      w.op = op;
-      w.peer = peer;
-      w.local = static_cast<char*>(local.base()) + ch.local_offset;
-      w.local_mr = local.mr.get();
-      w.remote_addr = rkey.base() + ch.remote_offset;
-      w.rkey = &rkey;
-      w.bytes = ch.bytes;
+      Work w = chunk_work(op, peer, local, rkey, ch);
       Slot s;
       s.kind = Slot::Chunk;
       s.peer = peer;
@@ -649,15 +661,8 @@ static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const S
   const auto deadline = Clock::now() + c.opt.op_timeout;
   const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote.describe();
   const size_t esz = dtype_size(local.dtype);
-  detail::TransferShape t;
-  t.elem_bytes = esz;
-  t.shape = src.shape;
-  t.local_offsets = src.offsets;
-  t.local_cols = local.shape[1];
-  t.remote_offsets = dst.offsets;
-  t.remote_cols = remote.shape[1];
-  t.max_chunk_bytes = uint64_t{1} << 62;  // runs only: atomics go element by element
-  detail::ChunkPlanner planner(t);
+  // Runs only (no cutting): the atomics go element by element.
+  detail::ChunkPlanner planner = plan_chunks(c, local, src, remote, dst, uint64_t{1} << 62);
   const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
   const char* base = static_cast<const char*>(local.base());
   Transfer tr;
@@ -775,12 +780,20 @@ static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const S
   }
 }
 
+// Every check of a put/get-style call, before anything is posted: the peer, both slices against
+// their windows, matching shapes and dtypes. Returns {dst window, src window}.
+static std::pair<WindowState&, WindowState&> check_transfer(ContextImpl& c, const char* op, int peer, const Slice& dst,
+                                                             const Slice& src) {
+  c.check_peer(peer, op);
+  WindowState& d = check_slice(c, op, peer, "dst", dst);
+  WindowState& s = check_slice(c, op, peer, "src", src);
+  check_pair(c, op, peer, dst, src, d, s);
+  return {d, s};
+}
+
 void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomic) {
   ContextImpl& c = *impl_;
-  c.check_peer(peer, "put");
-  WindowState& d = check_slice(c, "put", peer, "dst", dst);
-  WindowState& s = check_slice(c, "put", peer, "src", src);
-  check_pair(c, "put", peer, dst, src, d, s);
+  auto [d, s] = check_transfer(c, "put", peer, dst, src);
   if (src.elements() == 0) return;
   if (atomic == AtomicType::Add) {
     run_accumulate(c, peer, s, src, d, dst);
@@ -796,27 +809,12 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
 static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
                           WindowState& remote, const Slice& remote_slice, const char* what) {
   const auto deadline = Clock::now() + c.opt.op_timeout;
-  detail::TransferShape t;
-  t.elem_bytes = dtype_size(local.dtype);
-  t.shape = local_slice.shape;
-  t.local_offsets = local_slice.offsets;
-  t.local_cols = local.shape[1];
-  t.remote_offsets = remote_slice.offsets;
-  t.remote_cols = remote.shape[1];
-  t.max_chunk_bytes = std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes);
-  detail::ChunkPlanner planner(t);
+  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
   const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
   detail::Chunk ch;
   while (planner.next(ch)) {
-    Work w;
-    w.op = op;
-    w.peer = peer;
-    w.local = static_cast<char*>(local.base()) + ch.local_offset;
-    w.local_mr = local.mr.get();
-    w.remote_addr = rkey.base() + ch.remote_offset;
-    w.rkey = &rkey;
-    w.bytes = ch.bytes;
+    Work w = chunk_work(op, peer, local, rkey, ch);
     Slot s;
     s.kind = Slot::Async;
     s.peer = peer;
@@ -827,10 +825,7 @@ static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, c
 
 void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
-  c.check_peer(peer, "put_nbi");
-  WindowState& d = check_slice(c, "put_nbi", peer, "dst", dst);
-  WindowState& s = check_slice(c, "put_nbi", peer, "src", src);
-  check_pair(c, "put_nbi", peer, dst, src, d, s);
+  auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
   post_transfer(c, Op::Write, peer, s, src, d, dst, "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
@@ -839,20 +834,14 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
 
 void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
-  c.check_peer(peer, "get_nbi");
-  WindowState& d = check_slice(c, "get_nbi", peer, "dst", dst);
-  WindowState& s = check_slice(c, "get_nbi", peer, "src", src);
-  check_pair(c, "get_nbi", peer, dst, src, d, s);
+  auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
   post_transfer(c, Op::Read, peer, d, dst, s, src, "get_nbi");
 }
 
 void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
-  c.check_peer(peer, "get");
-  WindowState& d = check_slice(c, "get", peer, "dst", dst);
-  WindowState& s = check_slice(c, "get", peer, "src", src);
-  check_pair(c, "get", peer, dst, src, d, s);
+  auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
   run_transfer(c, Op::Read, peer, d, dst, s, src, "get");
 }
