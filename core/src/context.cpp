@@ -109,10 +109,8 @@ void ContextImpl::check_peer(int peer, const char* op) const {
     throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) +
                                            ": peer failed earlier: " + p.failed);
   }
-  std::string tp_err = tp->peer_error(peer);
-  if (!tp_err.empty()) {
-    throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) + ": " + tp_err);
-  }
+  // A failure the transport saw without a completion (e.g. an endpoint error) is reported by its
+  // post(), as PeerFailed with the transport's message: no need to ask on every call.
 }
 
 // Posts one work request, polling while the transport is full. Throws on deadline or failure.
