@@ -1,4 +1,4 @@
-// rwin-perf: a ucx_perftest-style benchmark for rwin, with an in-run raw-UCP baseline.
+// rwin-perf: a ucx_perftest-style benchmark for rwin, with an in-run raw-UCP / raw-verbs baseline.
 //
 //   rwinrun -n 2 -- build/bin/rwin-perf -t put_lat,put_bw -s 8:16M --vs-raw
 //
@@ -14,7 +14,8 @@
 //
 // Noise: this machine's latency swings 2-5x between runs, so every test runs in short batches and,
 // with --vs-raw, alternates a batch of rwin with a batch of the same operation written on raw UCP
-// (bench/raw_ucp.h) inside the same two processes. The reported ratio is the median of the per-batch
+// (bench/raw_ucp.h), or on raw libibverbs when the transport is verbs (bench/raw_verbs.h), inside
+// the same two processes. The reported ratio is the median of the per-batch
 // ratios raw_time / rwin_time (= rwin/raw for bandwidth, raw/rwin for latency: higher is better),
 // where each batch's time is the median of its per-op samples (ping-pong one-way times, or per-op
 // time of each group of -O ops), so that a preemption inside one batch does not decide its ratio.
@@ -37,6 +38,9 @@
 #include <vector>
 
 #include "raw_ucp.h"
+#ifdef RWIN_PERF_RAW_VERBS
+#include "raw_verbs.h"
+#endif
 #include "rwin/rwin.h"
 
 namespace {
@@ -90,7 +94,7 @@ struct Args {
                "  --depth N      rwin pipeline depth (RWIN_PIPELINE_DEPTH)\n"
                "  --skew B       destination offset: (dst - src) mod 4096 = B (multiple of 8)\n"
                "  --misalign     same as --skew 8 (glibc rep-movsb trap check)\n"
-               "  --vs-raw       alternate batches with the same op on raw UCP; report ratios\n"
+               "  --vs-raw       alternate batches with the same op on raw UCP (verbs: raw libibverbs); report ratios\n"
                "  --nbi          put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi\n"
                "  --raw-fence    --vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush\n"
                "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
@@ -274,10 +278,12 @@ class RwinOps final : public Ops {
   rwin::Slice src_slice_, dst_slice_;
 };
 
+// Raw is rwinperf::RawUcp or rwinperf::RawVerbs: the same operations, without rwin.
+template <class Raw>
 class RawOps final : public Ops {
  public:
-  RawOps(rwin::Context& ctx, int peer, uint64_t bytes, std::chrono::milliseconds timeout, bool fence)
-      : raw_(ctx, peer, bytes, timeout, fence) {}
+  template <class... A>
+  explicit RawOps(A&&... a) : raw_(std::forward<A>(a)...) {}
   void set_peer(int) override {}
   void prepare(uint64_t bytes, uint64_t skew) override {
     bytes_ = bytes;
@@ -298,9 +304,10 @@ class RawOps final : public Ops {
   void quiet() override { raw_.quiet(); }
   char* local_src() override { return raw_.src(); }
   char* local_dst() override { return raw_.dst(); }
+  std::string describe() const { return raw_.describe(); }
 
  private:
-  rwinperf::RawUcp raw_;
+  Raw raw_;
   uint64_t bytes_ = 0, skew_ = 0;
 };
 
@@ -530,6 +537,11 @@ class Runner {
     } else {
       o.notify(kFin);
       o.wait(kFin, ++seen[kFin]);
+      // rwin over verbs stages a notify and posts it at the next call that progresses the
+      // context; a wait already satisfied at its first check does not, so without this the "fin"
+      // notify would sit in this rank while the next batch runs in the other mode, and the peer
+      // would wait for it forever (seen with the raw verbs baseline).
+      o.quiet();
     }
     return us;
   }
@@ -711,17 +723,31 @@ int main(int argc, char** argv) {
     const uint64_t max_size = *std::max_element(a.sizes.begin(), a.sizes.end());
     const uint64_t buf = (max_size + a.skew + 4095) / 4096 * 4096;
     RwinOps rw(ctx, buf, a.nbi);
-    std::unique_ptr<RawOps> raw;
+    std::unique_ptr<Ops> raw;
+    std::string raw_name;
     if (a.vs_raw) {
-      if (ctx.transport_name().rfind("ucx", 0) != 0) {
-        throw std::runtime_error("--vs-raw: raw baseline exists for ucx only (transport is " + ctx.transport_name() +
-                                 "); raw verbs is for later");
-      }
+      const std::string tn = ctx.transport_name();
       const int peer = ctx.rank() < 2 ? 1 - ctx.rank() : -1;
-      raw = std::make_unique<RawOps>(ctx, peer, buf, std::chrono::milliseconds(a.timeout_ms), a.raw_fence);
+      const std::chrono::milliseconds timeout(a.timeout_ms);
+      if (tn.starts_with("ucx")) {
+        auto r = std::make_unique<RawOps<rwinperf::RawUcp>>(ctx, peer, buf, timeout, a.raw_fence);
+        raw_name = r->describe();
+        raw = std::move(r);
+      } else if (tn.starts_with("verbs")) {
+#ifdef RWIN_PERF_RAW_VERBS
+        if (a.raw_fence) throw std::runtime_error("--raw-fence: applies to the raw ucp baseline only (transport is " + tn + ")");
+        auto r = std::make_unique<RawOps<rwinperf::RawVerbs>>(ctx, peer, buf, timeout);
+        raw_name = r->describe();
+        raw = std::move(r);
+#else
+        throw std::runtime_error("--vs-raw: rwin-perf was built without libibverbs, no raw verbs baseline");
+#endif
+      } else {
+        throw std::runtime_error("--vs-raw: no raw baseline for transport " + tn + " (ucx and verbs only)");
+      }
     }
     for (Ops* o : {static_cast<Ops*>(&rw), static_cast<Ops*>(raw.get())}) {
-      if (!o) continue;
+      if (!o || !o->local_src()) continue;  // raw verbs has no buffers on ranks outside the pair
       for (uint64_t i = 0; i < buf; ++i) o->local_src()[i] = static_cast<char>(pattern(i));
     }
     ctx.barrier();
@@ -729,11 +755,11 @@ int main(int argc, char** argv) {
       const auto* s = rw.local_src();
       const auto* d = rw.local_dst();
       std::fprintf(stderr,
-                   "rwin-perf: %d ranks, %s, chunk %s depth %d, src page offset %zu, dst+skew page offset %zu%s%s\n",
+                   "rwin-perf: %d ranks, %s, chunk %s depth %d, src page offset %zu, dst+skew page offset %zu%s%s%s\n",
                    ctx.size(), ctx.transport_name().c_str(), size_str(ctx.options().chunk_bytes).c_str(),
                    ctx.options().pipeline_depth, reinterpret_cast<uintptr_t>(s) % 4096,
                    (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096, a.nbi ? ", put/get_nbi" : "",
-                   a.vs_raw ? ", alternating with raw ucp" : "");
+                   a.vs_raw ? ", alternating with " : "", raw_name.c_str());
     }
     Runner runner(ctx, a, rw, raw.get());
     std::vector<Record> records;

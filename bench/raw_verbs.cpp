@@ -1,0 +1,416 @@
+#include "raw_verbs.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+namespace rwinperf {
+
+namespace rawverbs {
+namespace {
+void report(const char* what, int rc) noexcept {
+  // rdma-core returns an errno value; some older providers return -1 and set errno.
+  if (rc != 0) std::fprintf(stderr, "raw verbs: %s failed during teardown: %s\n", what, std::strerror(rc > 0 ? rc : errno));
+}
+}  // namespace
+void CloseDevice::operator()(ibv_context* c) const noexcept { report("ibv_close_device", ibv_close_device(c)); }
+void DeallocPd::operator()(ibv_pd* p) const noexcept { report("ibv_dealloc_pd", ibv_dealloc_pd(p)); }
+void DestroyCq::operator()(ibv_cq* c) const noexcept { report("ibv_destroy_cq", ibv_destroy_cq(c)); }
+void DestroyQp::operator()(ibv_qp* q) const noexcept { report("ibv_destroy_qp", ibv_destroy_qp(q)); }
+void DeregMr::operator()(ibv_mr* m) const noexcept { report("ibv_dereg_mr", ibv_dereg_mr(m)); }
+void Free::operator()(void* p) const noexcept { std::free(p); }
+}  // namespace rawverbs
+
+namespace {
+
+constexpr size_t kSigBytes = 4096;
+constexpr uint32_t kMaxSqDepth = 256;
+constexpr uint32_t kWantInline = 64;  // as rwin's transport: small writes ride in the WQE
+constexpr int kWantRdAtomic = 16;
+// Ack timeout 4.096 us * 2^16 = 268 ms, 6 retries. Not 7: rdma_rxe treats retry_cnt 7 as
+// "retry forever", so a write to a dead peer would never complete.
+constexpr uint8_t kAckTimeout = 16;
+constexpr uint8_t kRetryCount = 6;
+constexpr uint8_t kRnrRetry = 7;  // no receives are ever posted, so RNR cannot happen
+constexpr uint8_t kMinRnrTimer = 12;
+constexpr uint32_t kBlobMagic = 0x72617776;  // "rawv"
+
+// What each side tells the other; both ranks run the same binary, so a memcpy of it is the wire
+// format.
+struct Blob {
+  uint32_t magic = 0;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint16_t lid = 0;
+  uint8_t mtu = 0;
+  uint8_t link_layer = 0;
+  uint8_t gid[16] = {};
+  uint64_t addr[3] = {};  // src, dst, signals
+  uint32_t rkey[3] = {};
+  uint32_t pad = 0;
+};
+static_assert(std::is_trivially_copyable_v<Blob>);
+
+bool ipv4_mapped(const ibv_gid& g) {
+  for (int i = 0; i < 10; ++i) {
+    if (g.raw[i] != 0) return false;
+  }
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+
+bool zero(const ibv_gid& g) {
+  for (uint8_t b : g.raw) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
+// The same rule as rwin's transport: on RoCE, a RoCE v2 IPv4-mapped GID (routable; what rxe is set
+// up with), then any RoCE v2, then any non-zero GID. -1 if the table is empty.
+int auto_gid(ibv_context* ctx, int port, int tbl_len, int nports, bool roce) {
+  std::vector<ibv_gid_entry> e(static_cast<size_t>(tbl_len) * static_cast<size_t>(nports) + 1);
+  const ssize_t n = ibv_query_gid_table(ctx, e.data(), e.size(), 0);
+  if (n < 0) {  // old kernel: no types known, take the first IPv4-mapped, else the first non-zero
+    int first = -1;
+    for (int i = 0; i < tbl_len; ++i) {
+      ibv_gid g{};
+      if (ibv_query_gid(ctx, static_cast<uint8_t>(port), i, &g) != 0 || zero(g)) continue;
+      if (roce && ipv4_mapped(g)) return i;
+      if (first < 0) first = i;
+    }
+    return first;
+  }
+  int v2 = -1, any = -1;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (static_cast<int>(e[i].port_num) != port || zero(e[i].gid)) continue;
+    const int idx = static_cast<int>(e[i].gid_index);
+    if (roce && e[i].gid_type == IBV_GID_TYPE_ROCE_V2) {
+      if (ipv4_mapped(e[i].gid)) return idx;
+      if (v2 < 0) v2 = idx;
+    }
+    if (any < 0) any = idx;
+  }
+  return v2 >= 0 ? v2 : any;
+}
+
+// The idle policy of rwin's own waits (core/src/context.cpp, Backoff): spin, then yield after
+// 200 us, then sleep 50 us per poll after 2 ms, so that raw and rwin waits compare like for like
+// (and a long wait does not hold a vCPU of the guest that also carries rxe's packet processing).
+class Backoff {
+ public:
+  void idle() noexcept {
+    if (++polls_ < 64) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (polls_ == 64) start_ = now;
+    const auto waited = now - start_;
+    if (waited < std::chrono::microseconds(200)) return;
+    if (waited < std::chrono::milliseconds(2)) {
+      sched_yield();
+      return;
+    }
+    timespec ts{0, 50 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+
+ private:
+  uint64_t polls_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+uint32_t random_psn() {
+  std::random_device rd;
+  return rd() & 0xffffff;
+}
+
+}  // namespace
+
+void RawVerbs::fail(const std::string& what) const {
+  throw std::runtime_error(describe() + ": rank " + std::to_string(rank_) + " peer " + std::to_string(peer_) + ": " +
+                           what);
+}
+
+RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::milliseconds timeout)
+    : rank_(ctx.rank()), peer_(peer), timeout_(timeout), bytes_(bytes) {
+  const rwin::Options& opt = ctx.options();  // RWIN_IB_DEVICE / RWIN_IB_PORT / RWIN_GID_INDEX resolved
+  port_ = opt.ib_port;
+  Blob mine{};
+  ibv_port_attr pa{};
+  ibv_device_attr da{};
+  bool roce = false;
+  if (peer_ >= 0) {
+    // ---- device, port, GID ----
+    int n = 0;
+    std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&n),
+                                                               [](ibv_device** l) { ibv_free_device_list(l); });
+    if (!list || n == 0) fail("no rdma devices (ibv_get_device_list returned 0)");
+    std::string seen;
+    for (int i = 0; i < n && !ctx_; ++i) {
+      const std::string name = ibv_get_device_name(list.get()[i]);
+      if (!opt.ib_device.empty() && name != opt.ib_device) continue;
+      std::unique_ptr<ibv_context, rawverbs::CloseDevice> c(ibv_open_device(list.get()[i]));
+      if (!c) {
+        seen += " " + name + "(ibv_open_device: " + std::strerror(errno) + ")";
+        continue;
+      }
+      if (ibv_query_device(c.get(), &da) != 0 || port_ < 1 || port_ > da.phys_port_cnt ||
+          ibv_query_port(c.get(), static_cast<uint8_t>(port_), &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
+          da.atomic_cap == IBV_ATOMIC_NONE) {
+        seen += " " + name + "(port " + std::to_string(port_) + " not active or no atomics)";
+        continue;
+      }
+      dev_name_ = name;
+      ctx_ = std::move(c);
+    }
+    if (!ctx_) {
+      fail("no usable rdma device (wanted " + (opt.ib_device.empty() ? std::string("any") : opt.ib_device) +
+           " with port " + std::to_string(port_) + " active and atomics); found:" + seen);
+    }
+    roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+    gid_index_ = opt.gid_index >= 0 ? opt.gid_index : auto_gid(ctx_.get(), port_, pa.gid_tbl_len, da.phys_port_cnt, roce);
+    ibv_gid gid{};
+    if (gid_index_ < 0 || ibv_query_gid(ctx_.get(), static_cast<uint8_t>(port_), gid_index_, &gid) != 0 ||
+        (roce && zero(gid))) {
+      fail("no usable gid (index " + std::to_string(gid_index_) + "); set RWIN_GID_INDEX");
+    }
+
+    // ---- PD, buffers, MRs ----
+    pd_.reset(ibv_alloc_pd(ctx_.get()));
+    if (!pd_) fail(std::string("ibv_alloc_pd: ") + std::strerror(errno));
+    const int access =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    auto alloc = [&](size_t len, std::unique_ptr<void, rawverbs::Free>& buf, std::unique_ptr<ibv_mr, rawverbs::DeregMr>& mr) {
+      const size_t rounded = (len + 4095) / 4096 * 4096;
+      buf.reset(std::aligned_alloc(4096, rounded));
+      if (!buf) fail("aligned_alloc of " + std::to_string(rounded) + " bytes failed");
+      std::memset(buf.get(), 0, rounded);
+      mr.reset(ibv_reg_mr(pd_.get(), buf.get(), rounded, access));
+      if (!mr) fail("ibv_reg_mr of " + std::to_string(rounded) + " bytes: " + std::strerror(errno));
+    };
+    alloc(bytes, src_buf_, src_mr_);
+    alloc(bytes, dst_buf_, dst_mr_);
+    alloc(kSigBytes, sig_buf_, sig_mr_);
+    alloc(8, result_buf_, result_mr_);
+    sig_ = static_cast<int64_t*>(sig_buf_.get());
+
+    // ---- CQ, QP -> INIT ----
+    sq_depth_ = std::min<uint32_t>({kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr), static_cast<uint32_t>(da.max_cqe)});
+    cq_.reset(ibv_create_cq(ctx_.get(), static_cast<int>(sq_depth_), nullptr, nullptr, 0));
+    if (!cq_) fail("ibv_create_cq of " + std::to_string(sq_depth_) + " entries: " + std::strerror(errno));
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq_.get();
+    qa.recv_cq = cq_.get();
+    qa.qp_type = IBV_QPT_RC;
+    qa.sq_sig_all = 0;
+    qa.cap.max_send_wr = sq_depth_;
+    qa.cap.max_recv_wr = 1;  // never used; some providers reject 0
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = kWantInline;
+    qp_.reset(ibv_create_qp(pd_.get(), &qa));
+    if (!qp_) {  // provider without inline data
+      qa.cap.max_inline_data = 0;
+      qp_.reset(ibv_create_qp(pd_.get(), &qa));
+    }
+    if (!qp_) fail("ibv_create_qp (rc, " + std::to_string(sq_depth_) + " send slots): " + std::strerror(errno));
+    max_inline_ = qa.cap.max_inline_data;
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    at.pkey_index = 0;
+    at.port_num = static_cast<uint8_t>(port_);
+    at.qp_access_flags = access;
+    if (int rc = ibv_modify_qp(qp_.get(), &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+      fail(std::string("ibv_modify_qp to init: ") + std::strerror(rc));
+    }
+    mine.magic = kBlobMagic;
+    mine.qpn = qp_->qp_num;
+    mine.psn = random_psn();
+    mine.lid = pa.lid;
+    mine.mtu = static_cast<uint8_t>(pa.active_mtu);
+    mine.link_layer = pa.link_layer;
+    std::memcpy(mine.gid, gid.raw, 16);
+    mine.addr[0] = reinterpret_cast<uint64_t>(src_buf_.get());
+    mine.addr[1] = reinterpret_cast<uint64_t>(dst_buf_.get());
+    mine.addr[2] = reinterpret_cast<uint64_t>(sig_buf_.get());
+    mine.rkey[0] = src_mr_->rkey;
+    mine.rkey[1] = dst_mr_->rkey;
+    mine.rkey[2] = sig_mr_->rkey;
+  }
+
+  // ---- exchange (every rank takes part; ranks outside the pair send an empty blob) ----
+  std::vector<uint8_t> blob;
+  if (peer_ >= 0) {
+    blob.resize(sizeof(Blob));
+    std::memcpy(blob.data(), &mine, sizeof(Blob));
+  }
+  const auto all = ctx.allgather(blob);
+  if (peer_ >= 0) {
+    const auto& pb = all.at(static_cast<size_t>(peer_));
+    Blob remote{};
+    if (pb.size() != sizeof(Blob)) fail("connection blob of " + std::to_string(pb.size()) + " bytes, expected " + std::to_string(sizeof(Blob)));
+    std::memcpy(&remote, pb.data(), sizeof(Blob));
+    if (remote.magic != kBlobMagic) fail("connection blob has a bad magic");
+    if (remote.link_layer != pa.link_layer) fail("peer is on link layer " + std::to_string(remote.link_layer) + ", this port on " + std::to_string(pa.link_layer));
+    peer_src_ = remote.addr[0];
+    peer_dst_ = remote.addr[1];
+    peer_sig_ = remote.addr[2];
+    rkey_src_ = remote.rkey[0];
+    rkey_dst_ = remote.rkey[1];
+    rkey_sig_ = remote.rkey[2];
+
+    // ---- INIT -> RTR -> RTS ----
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_RTR;
+    at.path_mtu = static_cast<ibv_mtu>(std::min<int>(pa.active_mtu, remote.mtu));  // both ends carry the smaller
+    at.dest_qp_num = remote.qpn;
+    at.rq_psn = remote.psn;
+    at.max_dest_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_rd_atom));
+    at.min_rnr_timer = kMinRnrTimer;
+    at.ah_attr.dlid = remote.lid;
+    at.ah_attr.port_num = static_cast<uint8_t>(port_);
+    // RoCE has no LIDs: every packet carries a GRH addressed by GID, sent from our GID index (which
+    // for RoCE v2 also selects UDP/IP encapsulation).
+    if (roce || remote.lid == 0) {
+      at.ah_attr.is_global = 1;
+      std::memcpy(at.ah_attr.grh.dgid.raw, remote.gid, 16);
+      at.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
+      at.ah_attr.grh.hop_limit = 64;
+    }
+    if (int rc = ibv_modify_qp(qp_.get(), &at,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+      fail("ibv_modify_qp to rtr (remote qpn " + std::to_string(remote.qpn) + "): " + std::strerror(rc));
+    }
+    at = {};
+    at.qp_state = IBV_QPS_RTS;
+    at.timeout = kAckTimeout;
+    at.retry_cnt = kRetryCount;
+    at.rnr_retry = kRnrRetry;
+    at.sq_psn = mine.psn;
+    at.max_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_init_rd_atom));
+    if (int rc = ibv_modify_qp(qp_.get(), &at,
+                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                   IBV_QP_MAX_QP_RD_ATOMIC)) {
+      fail(std::string("ibv_modify_qp to rts: ") + std::strerror(rc));
+    }
+  }
+  // Nobody posts before the peer's QP is at least RTR: a request reaching a QP in INIT is dropped
+  // and recovered only by the 268 ms retry timer.
+  ctx.barrier();
+}
+
+int RawVerbs::poll(const char* during) {
+  ibv_wc wc[16];
+  const int n = ibv_poll_cq(cq_.get(), 16, wc);
+  if (n < 0) fail(std::string("ibv_poll_cq failed during ") + during);
+  for (int i = 0; i < n; ++i) {
+    --outstanding_;
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      const char* op = wc[i].wr_id == kWrite ? "rdma write" : wc[i].wr_id == kRead ? "rdma read" : "atomic fetch-add";
+      fail(std::string(op) + " completed with error during " + during + ": " + ibv_wc_status_str(wc[i].status) +
+           " (vendor error " + std::to_string(wc[i].vendor_err) + ")");
+    }
+  }
+  return n;
+}
+
+void RawVerbs::drain_to(uint32_t left, const char* what, size_t remote_off, size_t bytes) {
+  const auto deadline = Clock::now() + timeout_;
+  Backoff backoff;
+  for (uint32_t n = 0; outstanding_ > left; ++n) {
+    if (poll(what) > 0) continue;
+    backoff.idle();
+    if ((n & 255) == 255 && Clock::now() > deadline) {
+      fail(std::string(what) + " at remote offset " + std::to_string(remote_off) + ", " + std::to_string(bytes) +
+           " bytes: " + std::to_string(outstanding_) + " completions still outstanding after " +
+           std::to_string(timeout_.count()) + " ms");
+    }
+  }
+}
+
+void RawVerbs::post(ibv_send_wr& wr, const char* what, size_t remote_off, size_t bytes) {
+  if (outstanding_ >= sq_depth_) drain_to(sq_depth_ - 1, what, remote_off, bytes);  // free one slot
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.get(), &wr, &bad)) {
+    fail(std::string("ibv_post_send(") + what + ") at remote offset " + std::to_string(remote_off) + ", " +
+         std::to_string(bytes) + " bytes: " + std::strerror(rc));
+  }
+  ++outstanding_;
+}
+
+void RawVerbs::put(size_t src_off, size_t dst_off, size_t bytes) {
+  if (src_off + bytes > bytes_ || dst_off + bytes > bytes_) fail("put out of range");
+  ibv_sge sge{reinterpret_cast<uint64_t>(src()) + src_off, static_cast<uint32_t>(bytes), src_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kWrite;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (bytes <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = peer_dst_ + dst_off;
+  wr.wr.rdma.rkey = rkey_dst_;
+  post(wr, "rdma write", dst_off, bytes);
+  drain_to(0, "rdma write", dst_off, bytes);  // completions arrive in order on one QP
+}
+
+void RawVerbs::get_nb(size_t dst_off, size_t src_off, size_t bytes) {
+  if (src_off + bytes > bytes_ || dst_off + bytes > bytes_) fail("get out of range");
+  ibv_sge sge{reinterpret_cast<uint64_t>(dst()) + dst_off, static_cast<uint32_t>(bytes), dst_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kRead;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer_src_ + src_off;
+  wr.wr.rdma.rkey = rkey_src_;
+  post(wr, "rdma read", src_off, bytes);
+}
+
+void RawVerbs::get(size_t dst_off, size_t src_off, size_t bytes) {
+  get_nb(dst_off, src_off, bytes);
+  drain_to(0, "rdma read", src_off, bytes);
+}
+
+void RawVerbs::notify(int word) {
+  if (word < 0 || static_cast<size_t>(word) * 8 >= kSigBytes) fail("signal word out of range");
+  ibv_sge sge{reinterpret_cast<uint64_t>(result_buf_.get()), 8, result_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kAtomic;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.send_flags = IBV_SEND_SIGNALED;  // frees its slot; reaped by wait/quiet/the next blocking op
+  wr.wr.atomic.remote_addr = peer_sig_ + static_cast<uint64_t>(word) * 8;
+  wr.wr.atomic.compare_add = 1;
+  wr.wr.atomic.rkey = rkey_sig_;
+  post(wr, "atomic fetch-add", static_cast<size_t>(word) * 8, 8);
+}
+
+void RawVerbs::quiet() { drain_to(0, "quiet", 0, 0); }
+
+void RawVerbs::wait(int word, int64_t value) {
+  std::atomic_ref<int64_t> w(sig_[word]);
+  const auto deadline = Clock::now() + timeout_;
+  Backoff backoff;
+  for (uint64_t n = 0; w.load(std::memory_order_acquire) < value; ++n) {
+    if (outstanding_ > 0) poll("wait");
+    backoff.idle();
+    if ((n & 1023) == 1023 && Clock::now() > deadline) {
+      fail("wait timed out on word " + std::to_string(word) + ": expected >= " + std::to_string(value) +
+           ", last value " + std::to_string(w.load()) + " after " + std::to_string(timeout_.count()) + " ms");
+    }
+  }
+}
+
+}  // namespace rwinperf
