@@ -15,6 +15,9 @@
 //      Flush            every op posted to that peer before the Flush is complete at the target
 //  * A failed completion marks the peer failed in the transport; later posts to it return
 //    PostResult::PeerFailed. Other peers keep working.
+//  * post() may stage work and hand it to the device at the next poll() (verbs chains WRs to
+//    save doorbells). A caller about to return control to the user polls once, so nothing it
+//    promised to send is left staged.
 //  * peer == own rank is supported (loopback through the same mechanism).
 //
 // Thread safety: one thread at a time per Transport object.

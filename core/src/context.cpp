@@ -819,6 +819,7 @@ static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, c
     c.post_blocking(w, s, deadline, what);  // a full queue makes it poll, not fail
     ps.outstanding++;
   }
+  c.progress();  // hands staged work to the device before returning (transport.h)
 }
 
 void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
@@ -900,6 +901,9 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
   c.post_blocking(work, s, deadline, "notify");
   ps.outstanding++;
   ps.unflushed = true;
+  // The notify must be on its way when we return, even if the caller then leaves rwin for a while:
+  // a transport may hold posted work until the next poll (transport.h).
+  c.progress();
 }
 
 void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
