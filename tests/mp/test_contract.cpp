@@ -199,6 +199,24 @@ TEST_P(Contract, NotifySetOverwritesAndWaitComparesEveryWay) {
   });
 }
 
+// A notify is on its way when notify() returns: the notifier then leaves rwin (sleeps, as if
+// computing) for longer than the waiter's deadline, and the waiter must still see it.
+TEST_P(Contract, NotifyLeavesWithoutAFurtherCall) {
+  run(2, [](Context& ctx) {
+    auto data = ctx.alloc_window("data", DType::I64, {1, 4096});
+    auto sig = ctx.alloc_signals("sig", 1);
+    ctx.barrier();
+    if (ctx.rank() == 0) {
+      ctx.put(data.all(), 1, data.all());
+      ctx.notify(sig.at(0), 1, 1);
+      std::this_thread::sleep_for(std::chrono::seconds(6));  // no rwin call meanwhile
+    } else {
+      ctx.wait(sig.at(0), 1, WaitCmp::GE, std::chrono::milliseconds(4000));
+    }
+    ctx.barrier();
+  });
+}
+
 TEST_P(Contract, WaitTimeoutNamesSignalExpectationAndLastValue) {
   run(2, [](Context& ctx) {
     auto sig = ctx.alloc_signals("never_signalled", 2);
