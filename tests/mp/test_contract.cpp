@@ -217,13 +217,38 @@ TEST_P(Contract, NotifyLeavesWithoutAFurtherCall) {
   });
 }
 
+// put returns when src may be reused: overwriting src right after put must not change what
+// lands at the peer (multi-chunk, so chunks are still in flight inside the call).
+TEST_P(Contract, SrcIsReusableWhenPutReturns) {
+  Options o;
+  o.chunk_bytes = 16 << 10;
+  run(2, [](Context& ctx) {
+    constexpr int64_t kElems = 64 * 1024;  // 512 KiB of i64 = 32 chunks
+    auto src = ctx.alloc_window("src", DType::I64, {1, kElems});
+    auto dst = ctx.alloc_window("dst", DType::I64, {1, kElems});
+    auto sig = ctx.alloc_signals("sig", 1);
+    if (ctx.rank() == 0) {
+      int64_t* s = src.data_as<int64_t>();
+      for (int64_t i = 0; i < kElems; ++i) s[i] = i * 3 + 1;
+      ctx.put(dst.all(), 1, src.all());
+      for (int64_t i = 0; i < kElems; ++i) s[i] = -1;  // reuse at once
+      ctx.notify(sig.at(0), 1, 1);
+    } else {
+      ctx.wait(sig.at(0), 1);
+      const int64_t* d = dst.data_as<int64_t>();
+      for (int64_t i = 0; i < kElems; ++i) MP_CHECK(d[i] == i * 3 + 1, "element " << i << " = " << d[i]);
+    }
+    ctx.barrier();
+  }, o);
+}
+
 TEST_P(Contract, WaitTimeoutNamesSignalExpectationAndLastValue) {
   run(2, [](Context& ctx) {
     auto sig = ctx.alloc_signals("never_signalled", 2);
     if (ctx.rank() == 1) {
       sig.store(1, 3);
       expect_error([&] { ctx.wait(sig.at(1), 4, WaitCmp::GE, std::chrono::milliseconds(300)); }, ErrorCode::Timeout,
-                   {"rank 1", "'never_signalled'", "word 1", ">= 4", "last value seen 3"});
+                   {"rank 1", "'never_signalled'", "word 1", ">= 4", "last value seen 3", "outstanding"});
       MP_CHECK(!ctx.test(sig.at(1), 4, WaitCmp::GE), "test must not block or pass");
     }
     ctx.barrier();
@@ -569,6 +594,37 @@ TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
   }, std::chrono::seconds(90));
   EXPECT_FALSE(res.timed_out) << res.report();
   EXPECT_EQ(res.ranks[0].status, 0) << res.report();
+}
+
+// One peer dying fails only that peer: the survivors keep putting and notifying each other.
+TEST_P(Contract, OtherPeersKeepWorkingWhenOneDies) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(3, p, [&](int rank, int nranks, const std::string& root) {
+    Options o = rank_options(rank, nranks, root, p);
+    o.op_timeout = std::chrono::milliseconds(3000);
+    Context ctx(o);
+    auto w = ctx.alloc_window("w", DType::I32, {1, 1000});
+    auto sig = ctx.alloc_signals("sig", 1);
+    ctx.barrier();
+    if (rank == 2) ::_exit(0);
+    const int other = 1 - rank;
+    int32_t* v = w.data_as<int32_t>();
+    for (int round = 1; round <= 50; ++round) {
+      if (rank == 0) {
+        for (int i = 0; i < 1000; ++i) v[i] = round;
+        ctx.put(w.all(), other, w.all());
+        ctx.notify(sig.at(0), other, 1);
+        ctx.wait(sig.at(0), round);
+      } else {
+        ctx.wait(sig.at(0), round);
+        MP_CHECK(v[999] == round, "round " << round << ": " << v[999]);
+        ctx.notify(sig.at(0), other, 1);
+      }
+    }
+  }, std::chrono::seconds(90));
+  EXPECT_FALSE(res.timed_out) << res.report();
+  EXPECT_EQ(res.ranks[0].status, 0) << res.report();
+  EXPECT_EQ(res.ranks[1].status, 0) << res.report();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Contract, ::testing::ValuesIn(rwin_test::transports()),
