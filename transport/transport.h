@@ -124,6 +124,13 @@ class Transport {
   virtual void poll(std::vector<Completion>& out) = 0;
   // The sticky failure of a peer, empty while the peer is healthy.
   virtual std::string peer_error(int peer) const = 0;
+  // Whether an atomic posted to `peer` after writes lands after them with no Flush between. Per
+  // peer, because one transport may reach some peers natively and others through an ordered
+  // protocol of its own. Valid after connect().
+  virtual bool write_then_atomic_ordered(int peer) const {
+    (void)peer;
+    return capabilities().write_then_atomic_ordered;
+  }
 };
 
 struct TransportConfig {
@@ -135,6 +142,8 @@ struct TransportConfig {
   int nranks = 1;
   std::string ifname;      // ucx: the network interface that reaches the root (RWIN_IFNAME or the
                            // route to the root); restricts UCX's tcp devices unless UCX_NET_DEVICES is set
+  std::string ucx_rma = "auto";  // ucx: how RMA reaches a peer: "native" (ucp_put/get/atomic), "am" (rwin's
+                                 // ordered active-message protocol), "auto" (am where UCX would emulate)
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.

@@ -338,6 +338,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   tc.gid_index = c.opt.gid_index;
   tc.rank = c.rank;
   tc.nranks = c.nranks;
+  tc.ucx_rma = c.opt.ucx_rma;
   if (tc.name == "ucx") {
     // The interface that reaches the root carries UCX's tcp traffic too. Asked for by name
     // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.
@@ -361,6 +362,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     throw Error(ErrorCode::Bootstrap, c.who() + ": transport connect: " + e.what());
   }
   c.peers.resize(static_cast<size_t>(c.nranks));
+  for (int p = 0; p < c.nranks; ++p) c.peers[static_cast<size_t>(p)].ordered = c.tp->write_then_atomic_ordered(p);
 }
 
 Context::~Context() {
@@ -894,7 +896,7 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
   // atomic posted after writes on the peer's RC QP lands after them. UCX gives no such order, so a
   // peer with unflushed writes is drained (flushed and waited for) first: one round trip over tcp,
   // immediate on shared memory.
-  if (!c.caps.write_then_atomic_ordered && ps.dirty) c.drain(peer, deadline, "notify");
+  if (!ps.ordered && ps.dirty) c.drain(peer, deadline, "notify");
   Slot s;
   s.kind = Slot::Async;
   s.peer = peer;

@@ -68,6 +68,7 @@ struct Slot {
 };
 
 struct PeerState {
+  bool ordered = false;        // the transport lands an atomic after earlier writes to this peer
   bool dirty = false;          // writes posted since the last flush (matters when the transport
                                // does not order writes before atomics)
   bool unflushed = false;      // anything that modifies the peer's memory posted since the last

@@ -93,6 +93,14 @@ Options Options::from_env(Options o) {
   if (o.gid_index < 0) {
     if (const char* v = env("RWIN_GID_INDEX")) o.gid_index = static_cast<int>(parse_int("RWIN_GID_INDEX", v, 0, 1023));
   }
+  if (o.ucx_rma.empty()) {
+    const char* v = env("RWIN_UCX_RMA");
+    o.ucx_rma = v ? v : "auto";
+  }
+  if (o.ucx_rma != "auto" && o.ucx_rma != "native" && o.ucx_rma != "am") {
+    throw Error(ErrorCode::InvalidArgument, "RWIN_UCX_RMA / Options::ucx_rma is '" + o.ucx_rma +
+                                                "'; expected auto, native or am");
+  }
   // Left at 0 when unset: the Context then takes the transport's measured default.
   if (o.chunk_bytes == 0) {
     if (const char* v = env("RWIN_CHUNK_BYTES")) {

@@ -95,6 +95,7 @@ struct Options {
   std::string ib_device;   // verbs device; empty: RWIN_IB_DEVICE, else the first usable one
   int ib_port = 1;         // verbs port (RWIN_IB_PORT)
   int gid_index = -1;      // verbs GID index; -1: auto (RWIN_GID_INDEX)
+  std::string ucx_rma;     // ucx: "auto" | "native" | "am"; empty: RWIN_UCX_RMA, else "auto" (docs/CONFIG.md)
   size_t chunk_bytes = 0;  // 0: RWIN_CHUNK_BYTES, else the transport's measured default (docs/CONFIG.md)
   int pipeline_depth = 0;  // chunks in flight per transfer; 0: RWIN_PIPELINE_DEPTH, else the transport's
   std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
