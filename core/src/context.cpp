@@ -16,10 +16,12 @@ namespace rwin {
 using Clock = std::chrono::steady_clock;
 using detail::ContextImpl;
 using detail::Backoff;
+using detail::Deadline;
 using detail::PeerState;
 using detail::Slot;
 using detail::Transfer;
 using detail::WindowState;
+
 using transport::Op;
 using transport::PostResult;
 using transport::Work;
@@ -114,7 +116,7 @@ void ContextImpl::check_peer(int peer, const char* op) const {
 }
 
 // Posts one work request, polling while the transport is full. Throws on deadline or failure.
-void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadline, const char* what) {
+void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, const char* what) {
   const uint32_t id = take_slot(s);
   w.cookie = id;
   Backoff backoff;
@@ -128,7 +130,7 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadli
       throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
     }
     progress();
-    if (Clock::now() > deadline) {
+    if (deadline.passed()) {
       free_slots.push_back(id);
       throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
                                           ": transport stayed busy until the deadline (" + tp->describe() + ")");
@@ -140,7 +142,16 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Clock::time_point deadli
 void ContextImpl::progress() {
   completions.clear();
   tp->poll(completions);
-  for (const auto& c : completions) {
+  for (auto& c : completions) {
+    if (c.cookie & kSyncBit) {
+      const int p = static_cast<int>((c.cookie >> 32) & 0x7fffffff);
+      if (!c.ok && peers[static_cast<size_t>(p)].failed.empty()) peers[static_cast<size_t>(p)].failed = c.error;
+      if (c.cookie == sync_cookie) {
+        sync_done = true;
+        if (!c.ok) sync_error = std::move(c.error);
+      }
+      continue;  // a stale one (its op timed out) only returns nothing
+    }
     Slot& s = slots[c.cookie];
     PeerState& peer = peers[static_cast<size_t>(s.peer)];
     switch (s.kind) {
@@ -165,7 +176,7 @@ void ContextImpl::progress() {
   }
 }
 
-void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
+void ContextImpl::post_flush(int peer, Deadline& deadline) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
   Slot s;
   s.kind = Slot::Flush;
@@ -180,13 +191,13 @@ void ContextImpl::post_flush(int peer, Clock::time_point deadline) {
 }
 
 // Returns when everything issued to `peer` so far is complete at the target.
-void ContextImpl::drain(int peer, Clock::time_point deadline, const char* what) {
+void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
   if (ps.failed.empty()) post_flush(peer, deadline);
   Backoff backoff;
   while (ps.outstanding > 0 && ps.failed.empty()) {
     progress();
-    if (Clock::now() > deadline) {
+    if (deadline.passed()) {
       throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
                                           " did not complete its operations by the deadline; " + outstanding_summary());
     }
@@ -198,7 +209,7 @@ void ContextImpl::drain(int peer, Clock::time_point deadline, const char* what) 
 }
 
 void ContextImpl::quiet(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  Deadline deadline(timeout);
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];
     if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
@@ -536,7 +547,7 @@ WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* s
 void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
                 WindowState& s) {
   auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": "; };
-  if (dst.shape != src.shape) {
+  if (dst.shape[0] != src.shape[0] || dst.shape[1] != src.shape[1]) {  // (std::array == calls memcmp)
     throw Error(ErrorCode::ShapeMismatch, where() + "dst shape " + shape_str(dst.shape) + " (window " + d.describe() +
                                               ") differs from src shape " + shape_str(src.shape) + " (window " +
                                               s.describe() + ")");
@@ -576,14 +587,77 @@ static Work chunk_work(Op op, int peer, WindowState& local, const transport::Rem
   return w;
 }
 
+// The common small case: the slices form one contiguous run on both sides that fits one chunk.
+// Fills `out` and returns true; false sends the caller to the planner.
+static bool single_run(const ContextImpl& c, const WindowState& local, const Slice& ls, const WindowState& remote,
+                       const Slice& rs, detail::Chunk& out) {
+  const int64_t rows = ls.shape[0], cols = ls.shape[1];
+  if (rows != 1 && (cols != local.shape[1] || cols != remote.shape[1])) return false;
+  const uint64_t esz = dtype_size(local.dtype);
+  out.bytes = static_cast<uint64_t>(rows * cols) * esz;
+  if (out.bytes > c.opt.chunk_bytes || out.bytes > c.caps.max_message_bytes) return false;
+  out.local_offset = static_cast<uint64_t>(ls.offsets[0] * local.shape[1] + ls.offsets[1]) * esz;
+  out.remote_offset = static_cast<uint64_t>(rs.offsets[0] * remote.shape[1] + rs.offsets[1]) * esz;
+  return true;
+}
+
+// One blocking op without the slot table or a Transfer record: posts it and polls until its own
+// completion arrives. The cookie (kSyncBit | peer << 32 | sequence) routes the completion here.
+static void run_single(ContextImpl& c, Work& w, const char* what) {
+  Deadline deadline(c.opt.op_timeout);
+  c.sync_cookie = ContextImpl::kSyncBit | (static_cast<uint64_t>(w.peer) << 32) | (++c.sync_seq & 0xffffffffu);
+  c.sync_done = false;
+  c.sync_error.clear();
+  w.cookie = c.sync_cookie;
+  Backoff backoff;
+  for (;;) {
+    const PostResult r = c.tp->post(w);
+    if (r == PostResult::Ok) break;
+    if (r == PostResult::PeerFailed) {
+      std::string err = c.tp->peer_error(w.peer);
+      c.peers[static_cast<size_t>(w.peer)].failed = err;
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
+    }
+    c.progress();
+    if (deadline.passed()) {
+      throw Error(ErrorCode::Timeout, c.who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                          ": transport stayed busy until the deadline (" + c.tp->describe() + ")");
+    }
+    backoff.idle();
+  }
+  backoff.reset();
+  for (;;) {
+    c.progress();
+    if (c.sync_done) break;
+    if (deadline.passed()) {
+      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
+                              std::to_string(w.bytes) + " bytes) unfinished after " +
+                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+      c.peers[static_cast<size_t>(w.peer)].failed = msg;
+      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+      throw Error(ErrorCode::Timeout, msg);
+    }
+    backoff.idle();
+  }
+  if (!c.sync_error.empty()) {
+    throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
+                                           std::to_string(w.bytes) + " bytes): " + c.sync_error + " (chunk 1/1)");
+  }
+}
+
 // Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
 static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
                          WindowState& remote, const Slice& remote_slice, const char* what) {
-  const auto deadline = Clock::now() + c.opt.op_timeout;
-  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
   const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
-  Transfer tr;
   detail::Chunk ch;
+  if (single_run(c, local, local_slice, remote, remote_slice, ch)) {
+    Work w = chunk_work(op, peer, local, rkey, ch);
+    run_single(c, w, what);
+    return;
+  }
+  Deadline deadline(c.opt.op_timeout);
+  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
+  Transfer tr;
   uint64_t index = 0;
   bool more = true;
   Backoff backoff;
@@ -611,7 +685,8 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
     if (!tr.error.empty()) more = false;  // stop posting; collect what is in flight
     if (tr.inflight == 0) break;
     c.progress();
-    if (Clock::now() > deadline) {
+    if (tr.inflight == 0) continue;  // finished in this poll: no clock read on the fast path
+    if (deadline.passed()) {
       const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
                               std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
                               " chunks (" + std::to_string(planner.total_bytes()) + " bytes) unfinished after " +
@@ -634,12 +709,13 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
 }
 
 // Waits until at most `limit` atomics of `tr` are in flight; throws on failure or deadline.
-static void settle(ContextImpl& c, Transfer& tr, int peer, Clock::time_point deadline, const std::string& what,
+static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, const std::string& what,
                    int limit = 0) {
   Backoff backoff;
   while (tr.inflight > limit) {
     c.progress();
-    if (Clock::now() > deadline) {
+    if (tr.inflight <= limit) break;
+    if (deadline.passed()) {
       c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
       c.abandon(tr);
       throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + std::to_string(tr.inflight) +
@@ -658,7 +734,7 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Clock::time_point dea
 // 32-bit elements in one word are folded into one CAS.
 static void run_accumulate(ContextImpl& c, int peer, WindowState& local, const Slice& src, WindowState& remote,
                            const Slice& dst) {
-  const auto deadline = Clock::now() + c.opt.op_timeout;
+  Deadline deadline(c.opt.op_timeout);
   const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote.describe();
   const size_t esz = dtype_size(local.dtype);
   // Runs only (no cutting): the atomics go element by element.
@@ -808,7 +884,7 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
 // its completion, so quiet/fence/notify (all of which drain the peer) cover it.
 static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
                           WindowState& remote, const Slice& remote_slice, const char* what) {
-  const auto deadline = Clock::now() + c.opt.op_timeout;
+  Deadline deadline(c.opt.op_timeout);
   detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
   const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
@@ -877,7 +953,7 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
     throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": signal slice of " +
                                                 std::to_string(signal.count) + " words; notify updates exactly one");
   }
-  const auto deadline = Clock::now() + c.opt.op_timeout;
+  Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
   const transport::RemoteKey& rkey = *w.rkeys[static_cast<size_t>(peer)];
   Work work;
@@ -913,7 +989,7 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
   ContextImpl& c = *impl_;
   const WindowState& w = check_signal(c, "wait", -1, signal);
   const auto limit = timeout.value_or(c.opt.op_timeout);
-  const auto deadline = Clock::now() + limit;
+  Deadline deadline(limit);
   int64_t word = 0;  // first word that does not satisfy cmp yet
   Backoff backoff;
   for (uint64_t round = 0;; ++round) {
@@ -923,7 +999,7 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
     }
     if (word == signal.count) return;
     c.progress();
-    if ((round & 63) == 0 && Clock::now() > deadline) {
+    if ((round & 63) == 0 && deadline.passed()) {
       const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
       throw Error(ErrorCode::Timeout,
                   c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" + w.name +
@@ -948,7 +1024,8 @@ bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
 void Context::fence(int peer) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "fence");
-  c.drain(peer, Clock::now() + c.opt.op_timeout, "fence");
+  Deadline deadline(c.opt.op_timeout);
+  c.drain(peer, deadline, "fence");
 }
 
 void Context::quiet() { impl_->quiet(impl_->opt.op_timeout); }
