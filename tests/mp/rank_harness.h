@@ -70,6 +70,7 @@ inline void PrintTo(const TransportParam& p, std::ostream* os) { *os << p.name; 
 inline std::vector<TransportParam> transports() {
   return {
       {"ucx_tcp", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}, true},
+      {"ucx_tcp_native", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}, {"RWIN_UCX_RMA", "native"}}, true},
       {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false},
       {"verbs", "verbs", {}, true},
   };

@@ -6,28 +6,63 @@
 //    UCP fall back to active-message emulation even on one node (see shared perf baselines).
 //  * One worker per process, one endpoint per rank (self included), created from worker
 //    addresses exchanged through the bootstrap.
-//  * Puts and atomics to the same endpoint are NOT ordered by UCX, so capabilities() reports
-//    write_then_atomic_ordered = false and the core flushes the endpoint (ucp_ep_flush_nbx)
-//    before a notify that follows unflushed writes, and only then. ucp_worker_fence is cheaper
-//    over tcp (bench/RESULTS.md measured 27 vs 43 us for raw put+notify) but in 1.13 it is a
-//    weak, per-interface fence (uct_iface_fence on each interface) with no promise across the
-//    lanes one endpoint may use for RMA and AMO (UCX later added a "strong" fence mode for this
-//    reason), so it is not used: correct first.
-//  * Over tcp UCX emulates RMA and atomics with active messages that the target must progress,
-//    so capabilities() reports needs_target_progress and the core polls while it waits.
+//  * Each peer is reached in one of two modes, chosen at connect() (TransportConfig::ucx_rma):
+//    - native: ucp_put/get/atomic_op_nbx. Puts and atomics to the same endpoint are NOT ordered by
+//      UCX, so write_then_atomic_ordered(peer) is false and the core flushes the endpoint
+//      (ucp_ep_flush_nbx) before a notify that follows unflushed writes, and only then.
+//      ucp_worker_fence is cheaper over tcp but in 1.13 it is a weak, per-interface fence with no
+//      promise across the lanes one endpoint may use for RMA and AMO, so it is not used.
+//    - am: rwin's own ordered protocol on UCP active messages (see "am mode" below). Used where
+//      UCX itself would emulate RMA with active messages (tcp): doing it ourselves lets the
+//      target order atomics after writes, so the core needs no round-trip flush before a notify,
+//      and a put is one message (eager or rendezvous, UCP's choice) instead of UCX's emulation.
+//  * "auto" picks am for a peer when its probe region's rkey gives no direct pointer
+//    (ucp_rkey_ptr fails: not shared memory) and the host has no RDMA device (so UCX could only
+//    use tcp, where RMA is emulated); native otherwise. Chosen over parsing ucp_ep_print_info for
+//    rma_am/amo_am lanes because that text is a debugging format with no stability promise,
+//    while rkey_ptr and /sys/class/infiniband are stable facts. Limit: a host with an RDMA device
+//    but UCX_TLS=tcp stays native under auto; RWIN_UCX_RMA=am forces the am mode there.
+//  * Both modes need the target to progress (ucp_worker_progress from poll()), so capabilities()
+//    reports needs_target_progress and the core polls while it waits.
 //  * Endpoints use UCP_ERR_HANDLING_MODE_NONE (see create_ep for why); a dead peer is found by the
 //    core's deadlines, and a failed request or endpoint makes that peer failed (sticky).
+//
+// am mode protocol (two AM ids: requests and replies):
+//  * Every request carries a fixed header {magic, op, sender rank, seq, target address, length,
+//    operand, compare, token}. seq counts requests per (sender -> target) from 0.
+//    Write: header + payload (UCP picks eager or rendezvous); completes at local send completion.
+//    AtomicAdd: header only; completes at local send completion.
+//    Read / FetchAdd / Swap / CompareSwap / Flush: header; the target answers with a reply
+//    {token, status, old value} (+ the data for Read). The token is a key in awaiting_, so a
+//    reply for an abandoned or unknown token is ignored, never dereferenced.
+//  * Ordering at the target, per sender: messages are admitted strictly in seq order (one that
+//    arrives early is held, copied or as its rendezvous descriptor, until its turn). A Write is
+//    applied at once (eager: memcpy into the window; rendezvous: ucp_am_recv_data_nbx straight
+//    into the window, counted as pending until its callback). Any other op waits while rendezvous
+//    writes from that sender are pending, and once something waits, everything after it from that
+//    sender queues behind it (per-sender FIFO). Hence an atomic lands after every earlier write,
+//    and write_then_atomic_ordered(peer) is true for am peers.
+//  * Atomics use __atomic builtins (std::atomic_ref) on the 8-byte word, so they are atomic
+//    against shm peers' native atomics and the owner's loads.
+//  * Every [addr, addr+len) is checked against the live windows of this transport (a registry
+//    UcxMemory joins and leaves); anything else is dropped with one line on stderr, fetching ops
+//    and Reads get a "rejected" reply, and the sender's next Flush fails.
+//  * Replies are queued in the AM callback and sent from poll() after progress (UCX forbids some
+//    calls inside callbacks); poll() retries those UCX could not take yet.
 #include "transport/ucx/ucx_transport.h"
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -37,7 +72,20 @@ namespace {
 
 constexpr uint32_t kKeyMagic = 0x52574b55;   // "RWKU": rwin key, ucx
 constexpr uint32_t kAddrMagic = 0x52574155;  // "RWAU": rwin address, ucx
-constexpr uint16_t kBlobVersion = 1;
+constexpr uint16_t kBlobVersion = 2;         // 2: the address blob carries a probe rkey
+constexpr uint32_t kAmMagic = 0x52574d41;    // "RWMA": rwin am message
+constexpr uint16_t kAmRequestId = 17;
+constexpr uint16_t kAmReplyId = 18;
+constexpr size_t kProbeBytes = 4096;
+// am payloads up to this size go eager (UCP_AM_SEND_FLAG_EAGER); larger ones are UCP's choice
+// (rendezvous over tcp). UCP's own threshold over tcp lies near 64 KiB, and a rendezvous costs
+// several steps that each need the target to progress. Measured over tcp loopback (rwin-perf
+// put_bw, MiB/s, noisy shared host): 64 KiB 246 rendezvous vs ~3000 eager; 256 KiB ~920 vs
+// ~3500; 512 KiB ~3000-4300 eager; 1 MiB rendezvous ~2100-2500 vs eager ~1500-1700. Eager costs
+// one extra copy at the target and a UCP buffer of the message size there, hence the bound.
+// UCX_RNDV_THRESH set by the user disables this (eager_max_ = 0): the choice is then UCP's.
+constexpr size_t kEagerMax = 512 << 10;
+constexpr size_t kMaxEarly = 1 << 16;  // bound on out-of-order messages held per sender
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -45,6 +93,12 @@ bool have_rdma_devices() {
   std::error_code ec;
   std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
   return !ec && it != std::filesystem::directory_iterator();
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 // RAII owners, one per native handle. Deleters are noexcept and only log.
@@ -67,11 +121,23 @@ T get_pod(std::span<const uint8_t> b, size_t off) {
   return v;
 }
 
-class UcxTransport;
+// The live windows of one transport: the am target writes only inside these. Shared with every
+// UcxMemory so a region may outlive the transport without a dangling back pointer.
+struct Registry {
+  std::map<uint64_t, uint64_t> ranges;  // base -> bytes
+  bool contains(uint64_t addr, uint64_t len) const {
+    auto it = ranges.upper_bound(addr);
+    if (it == ranges.begin()) return false;
+    --it;
+    const uint64_t off = addr - it->first;
+    return off <= it->second && len <= it->second - off;
+  }
+};
 
 class UcxMemory final : public MemoryRegion {
  public:
-  UcxMemory(ucp_context_h ctx, size_t bytes) : ctx_(ctx) {
+  UcxMemory(ucp_context_h ctx, size_t bytes, std::shared_ptr<Registry> registry)
+      : ctx_(ctx), registry_(std::move(registry)) {
     ucp_mem_map_params_t p{};
     p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     p.address = nullptr;
@@ -98,27 +164,35 @@ class UcxMemory final : public MemoryRegion {
       ucp_mem_unmap(ctx_, memh_);
       throw TransportError("ucx: ucp_rkey_pack failed: " + status_text(s));
     }
-    key_.reserve(24 + packed_len);
+    const auto* pb = static_cast<const uint8_t*>(packed);
+    raw_key_.assign(pb, pb + packed_len);
+    ucp_rkey_buffer_release(packed);
+    key_.reserve(32 + packed_len);
     put_u32(key_, kKeyMagic);
     put_u32(key_, kBlobVersion);
     put_u64(key_, reinterpret_cast<uint64_t>(addr_));
     put_u64(key_, bytes_);
     put_u64(key_, packed_len);
-    const auto* pb = static_cast<const uint8_t*>(packed);
-    key_.insert(key_.end(), pb, pb + packed_len);
-    ucp_rkey_buffer_release(packed);
+    key_.insert(key_.end(), raw_key_.begin(), raw_key_.end());
+    if (registry_) registry_->ranges[reinterpret_cast<uint64_t>(addr_)] = bytes_;
   }
   ~UcxMemory() override {
+    if (registry_) registry_->ranges.erase(reinterpret_cast<uint64_t>(addr_));
     ucs_status_t s = ucp_mem_unmap(ctx_, memh_);
     if (s != UCS_OK) std::fprintf(stderr, "rwin: ucx: ucp_mem_unmap failed: %s\n", ucs_status_string(s));
   }
+  UcxMemory(const UcxMemory&) = delete;
+  UcxMemory& operator=(const UcxMemory&) = delete;
   std::vector<uint8_t> packed_key() const override { return key_; }
+  const std::vector<uint8_t>& raw_key() const noexcept { return raw_key_; }
   ucp_mem_h memh() const noexcept { return memh_; }
 
  private:
   ucp_context_h ctx_;
+  std::shared_ptr<Registry> registry_;
   ucp_mem_h memh_ = nullptr;
   std::vector<uint8_t> key_;
+  std::vector<uint8_t> raw_key_;  // ucp_rkey_pack output alone (the probe's goes into the address blob)
 };
 
 class UcxRemoteKey final : public RemoteKey {
@@ -134,7 +208,38 @@ class UcxRemoteKey final : public RemoteKey {
   ucp_rkey_h rkey_;
 };
 
-// One in-flight request. Owned by the transport's pool; user_data of the UCX request points here.
+// Wire headers of the am mode; trivially copyable, always moved with memcpy (no alignment trust).
+struct AmRequest {
+  uint32_t magic = kAmMagic;
+  uint8_t op = 0;        // Op
+  uint8_t version = 1;
+  uint16_t reserved = 0;
+  int32_t sender = -1;   // rank of the sender
+  uint32_t reserved2 = 0;
+  uint64_t seq = 0;      // per (sender -> target), from 0
+  uint64_t addr = 0;     // absolute target address
+  uint64_t len = 0;      // Write/Read bytes, 8 for atomics, 0 for Flush
+  uint64_t operand = 0;  // add / swap / CAS new value
+  uint64_t compare = 0;  // CAS expected value
+  uint64_t token = 0;    // echoed in the reply; 0 = no reply wanted
+};
+enum class AmStatus : uint8_t { Ok = 0, Rejected = 1 };
+struct AmReply {
+  uint32_t magic = kAmMagic;
+  uint8_t op = 0;
+  uint8_t status = 0;  // AmStatus
+  uint16_t reserved = 0;
+  int32_t sender = -1;  // rank of the replying target
+  uint32_t reserved2 = 0;
+  uint64_t token = 0;
+  uint64_t value = 0;  // old value for fetching atomics
+};
+
+class UcxTransport;
+
+// One posted Work. Owned by the transport (all_); user_data of its UCX requests points here. It
+// returns to the pool only when every event it waits for (send completion, reply, reply data)
+// has happened, so no UCX callback can see it reused.
 struct Pending {
   UcxTransport* self = nullptr;
   uint64_t cookie = 0;
@@ -145,11 +250,47 @@ struct Pending {
   uint64_t operand = 0;  // atomic operand: must stay valid until completion
   uint64_t reply = 0;    // atomic reply (swap value in for CSWAP)
   void* user_reply = nullptr;
+  void* local = nullptr;  // am Read destination
+  int waits = 0;          // events still to come
+  ucs_status_t status = UCS_OK;
+  const char* why = nullptr;  // failure text that is not a UCX status
+  uint64_t token = 0;         // am: key in awaiting_ while a reply is expected
+  AmRequest req;              // am: the header, valid until the send completes (no COPY_HEADER in 1.13)
+};
+
+// A reply the target owes; heap owned until its send completes.
+struct OutReply {
+  UcxTransport* self = nullptr;
+  int to = -1;
+  AmReply hdr;
+  const void* data = nullptr;  // Read: the window bytes (stable while the window lives)
+  size_t len = 0;
+};
+
+// Context of one rendezvous receive into a window at the target.
+struct RecvCtx {
+  UcxTransport* self = nullptr;
+  int sender = -1;
+  uint64_t addr = 0;
+  uint64_t len = 0;
+};
+
+// A request message at the target that cannot be applied yet (early or queued behind a
+// pending rendezvous): its header and either its copied payload or its rendezvous descriptor.
+struct Held {
+  AmRequest h;
+  std::vector<uint8_t> payload;
+  void* desc = nullptr;  // rendezvous descriptor (ours until recv or release)
+  uint64_t rndv_len = 0;
 };
 
 class UcxTransport final : public Transport {
  public:
-  explicit UcxTransport(const TransportConfig& cfg) : rank_(cfg.rank), nranks_(cfg.nranks) {
+  explicit UcxTransport(const TransportConfig& cfg)
+      : rank_(cfg.rank), nranks_(cfg.nranks), rma_mode_(cfg.ucx_rma.empty() ? "auto" : cfg.ucx_rma) {
+    if (rma_mode_ != "auto" && rma_mode_ != "native" && rma_mode_ != "am") {
+      throw TransportError("ucx: rma mode '" + rma_mode_ + "' is not one of auto, native, am");
+    }
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) throw TransportError("ucx: ucp_config_read failed: " + status_text(s));
@@ -163,6 +304,8 @@ class UcxTransport final : public Transport {
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
+    // The am feature only where am may be used, so "native" is exactly the former configuration.
+    if (rma_mode_ != "native") params.features |= UCP_FEATURE_AM;
     ucp_context_h ctx = nullptr;
     s = ucp_init(&params, config, &ctx);
     ucp_config_release(config);
@@ -179,33 +322,66 @@ class UcxTransport final : public Transport {
     const char* tls = std::getenv("UCX_TLS");
     tls_ = tls && *tls ? tls : "all";
     peers_.resize(static_cast<size_t>(nranks_));
+    inbound_.resize(static_cast<size_t>(nranks_));
+    const char* rt = std::getenv("UCX_RNDV_THRESH");
+    if (rt && *rt) eager_max_ = 0;  // the user tunes UCP's choice: leave it to UCP entirely
+    if (rma_mode_ != "native") {
+      set_am_handler(kAmRequestId, &UcxTransport::on_am_request);
+      set_am_handler(kAmReplyId, &UcxTransport::on_am_reply);
+    }
   }
 
   ~UcxTransport() override {
+    // Descriptors we still hold go back to UCX while their endpoints exist.
+    for (auto& in : inbound_) {
+      for (auto& [seq, h] : in.early) release_held(h);
+      for (auto& h : in.backlog) release_held(h);
+      in.early.clear();
+      in.backlog.clear();
+    }
     close_endpoints();
-    // Requests still in flight were released by the forced close; return their records.
-    for (Pending* p : in_flight_) delete p;
-    for (Pending* p : pool_) delete p;
+    // Callbacks UCX runs while the worker is destroyed must touch nothing but their request.
+    closing_ = true;
+    probe_.reset();
+    worker_.reset();
+    for (OutReply* r : replies_) delete r;
+    for (OutReply* r : replies_sent_) delete r;
+    for (RecvCtx* r : recvs_) delete r;
   }
 
   std::string describe() const override {
-    return "ucx(" + tls_ + (net_device_.empty() ? "" : " on " + net_device_) + ")";
+    std::string s = "ucx(" + tls_ + (net_device_.empty() ? "" : " on " + net_device_);
+    int am = 0;
+    for (const auto& p : peers_) am += p.am ? 1 : 0;
+    if (am == nranks_ && am > 0) {
+      s += ", am rma";
+    } else if (am > 0) {
+      s += ", am rma to " + std::to_string(am) + " of " + std::to_string(nranks_) + " peers";
+    }
+    return s + ")";
   }
 
   Capabilities capabilities() const override {
     Capabilities c;
     c.max_message_bytes = SIZE_MAX;  // UCX fragments internally; the core still chunks to pipeline
-    c.write_then_atomic_ordered = false;
+    c.write_then_atomic_ordered = false;  // per peer: write_then_atomic_ordered(peer)
     c.needs_target_progress = true;  // true over tcp; harmless (one progress call) over shm
-    c.native_set = true;             // UCP_ATOMIC_OP_SWAP
+    c.native_set = true;             // UCP_ATOMIC_OP_SWAP / the am target's exchange
     return c;
   }
 
+  bool write_then_atomic_ordered(int peer) const override {
+    return peer >= 0 && peer < nranks_ && peers_[static_cast<size_t>(peer)].am;
+  }
+
   void connect(bootstrap::Bootstrap& bs) override {
+    // The probe region tells a peer whether it reaches us through shared memory (see the notes).
+    if (rma_mode_ == "auto") probe_ = std::make_unique<UcxMemory>(context_.get(), kProbeBytes, nullptr);
     ucp_address_t* addr = nullptr;
     size_t addr_len = 0;
     ucs_status_t s = ucp_worker_get_address(worker_.get(), &addr, &addr_len);
     if (s != UCS_OK) throw TransportError("ucx: ucp_worker_get_address failed: " + status_text(s));
+    // Blob: magic, version, address length, address, probe base, probe key length, probe key.
     std::vector<uint8_t> blob;
     put_u32(blob, kAddrMagic);
     put_u32(blob, kBlobVersion);
@@ -213,21 +389,32 @@ class UcxTransport final : public Transport {
     const auto* ab = reinterpret_cast<const uint8_t*>(addr);
     blob.insert(blob.end(), ab, ab + addr_len);
     ucp_worker_release_address(worker_.get(), addr);
+    put_u64(blob, probe_ ? reinterpret_cast<uint64_t>(probe_->addr()) : 0);
+    put_u64(blob, probe_ ? probe_->raw_key().size() : 0);
+    if (probe_) blob.insert(blob.end(), probe_->raw_key().begin(), probe_->raw_key().end());
 
     const auto all = bs.allgather(blob);
     for (int p = 0; p < nranks_; ++p) {
       const auto& b = all[static_cast<size_t>(p)];
-      if (b.size() < 16 || get_pod<uint32_t>(b, 0) != kAddrMagic || get_pod<uint32_t>(b, 4) != kBlobVersion ||
-          get_pod<uint64_t>(b, 8) != b.size() - 16) {
-        throw TransportError("ucx: rank " + std::to_string(rank_) + ": malformed worker address from rank " +
-                             std::to_string(p) + " (" + std::to_string(b.size()) + " bytes)");
-      }
-      peers_[static_cast<size_t>(p)].ep = create_ep(p, b.data() + 16);
+      const auto bad = [&] {
+        return TransportError("ucx: rank " + std::to_string(rank_) + ": malformed worker address from rank " +
+                              std::to_string(p) + " (" + std::to_string(b.size()) + " bytes)");
+      };
+      if (b.size() < 16 || get_pod<uint32_t>(b, 0) != kAddrMagic || get_pod<uint32_t>(b, 4) != kBlobVersion) throw bad();
+      const uint64_t alen = get_pod<uint64_t>(b, 8);
+      if (alen > b.size() - 16 || b.size() - 16 - alen < 16) throw bad();
+      const size_t probe_at = 16 + static_cast<size_t>(alen);
+      const uint64_t probe_base = get_pod<uint64_t>(b, probe_at);
+      const uint64_t probe_len = get_pod<uint64_t>(b, probe_at + 8);
+      if (probe_len != b.size() - probe_at - 16) throw bad();
+      Peer& peer = peers_[static_cast<size_t>(p)];
+      peer.ep = create_ep(p, b.data() + 16);
+      peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len);
     }
   }
 
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override {
-    return std::make_unique<UcxMemory>(context_.get(), bytes);
+    return std::make_unique<UcxMemory>(context_.get(), bytes, registry_);
   }
 
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> b) override {
@@ -252,16 +439,107 @@ class UcxTransport final : public Transport {
     Peer& peer = peers_[static_cast<size_t>(w.peer)];
     if (!peer.error.empty()) return PostResult::PeerFailed;
     Pending* p = take();
+    p->self = this;
     p->cookie = w.cookie;
     p->op = w.op;
     p->peer = w.peer;
-    p->bytes = w.bytes;
+    p->bytes = w.op == Op::Write || w.op == Op::Read ? w.bytes : (w.op == Op::Flush ? 0 : 8);
     p->remote_addr = w.remote_addr;
     p->user_reply = nullptr;
+    p->local = nullptr;
+    p->status = UCS_OK;
+    p->why = nullptr;
+    p->token = 0;
+    p->waits = 1;
+    if (peer.am) {
+      post_am(peer, p, w);
+    } else {
+      post_native(peer, p, w);
+    }
+    return PostResult::Ok;
+  }
 
+  void poll(std::vector<Completion>& out) override {
+    // Work that finished inline (shm puts, most small ops) is handed back without touching the
+    // worker; otherwise a few rounds of progress, as one call may advance a protocol by one step.
+    // The core polls again while it waits, so targets of emulated ops still progress.
+    if (done_.empty()) {
+      for (int i = 0; i < 4 && ucp_worker_progress(worker_.get()) != 0; ++i) {
+      }
+    }
+    if (am_work_) {
+      drain_backlogs();
+      send_replies();
+      fail_abandoned();
+      am_work_ = !replies_.empty() || backlog_count_ > 0;
+    }
+    if (!done_.empty()) {
+      for (auto& c : done_) out.push_back(std::move(c));
+      done_.clear();
+    }
+  }
+
+  std::string peer_error(int peer) const override {
+    if (peer < 0 || peer >= nranks_) return {};
+    return peers_[static_cast<size_t>(peer)].error;
+  }
+
+ private:
+  struct Peer {
+    ucp_ep_h ep = nullptr;
+    std::string error;
+    bool am = false;        // reached through the am protocol
+    uint64_t out_seq = 0;   // next request sequence number to this peer
+  };
+  // What the target tracks per sender (am mode).
+  struct Inbound {
+    uint64_t next_seq = 0;           // the next sequence number to admit
+    std::map<uint64_t, Held> early;  // arrived before their turn
+    std::deque<Held> backlog;        // admitted, waiting (behind pending rendezvous writes)
+    int rndv_pending = 0;            // rendezvous writes whose data has not landed yet
+    bool rejected = false;           // something was dropped since the sender's last Flush
+  };
+  struct ErrArg {
+    UcxTransport* self;
+    int peer;
+  };
+
+  void set_am_handler(uint16_t id, ucp_am_recv_callback_t cb) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = id;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    hp.cb = cb;
+    hp.arg = this;
+    const ucs_status_t s = ucp_worker_set_am_recv_handler(worker_.get(), &hp);
+    if (s != UCS_OK) throw TransportError("ucx: ucp_worker_set_am_recv_handler failed: " + status_text(s));
+  }
+
+  bool choose_am(int peer, ucp_ep_h ep, uint64_t probe_base, const uint8_t* probe_key, uint64_t probe_len) {
+    if (rma_mode_ == "native") return false;
+    if (rma_mode_ == "am") return true;
+    // No probe: the peer runs "native" or "am". Native RMA reaches both (an "am" rank still serves
+    // UCX's emulation); am messages would find no handler at a "native" rank.
+    if (probe_len == 0) return false;
+    ucp_rkey_h rkey = nullptr;
+    const ucs_status_t s = ucp_ep_rkey_unpack(ep, probe_key, &rkey);
+    if (s != UCS_OK) {
+      throw TransportError("ucx: rank " + std::to_string(rank_) + ": ucp_ep_rkey_unpack of the probe key of rank " +
+                           std::to_string(peer) + " failed: " + status_text(s));
+    }
+    void* ptr = nullptr;
+    const bool shared = ucp_rkey_ptr(rkey, probe_base, &ptr) == UCS_OK;
+    ucp_rkey_destroy(rkey);
+    if (shared) return false;
+    return !have_rdma_devices();
+  }
+
+  // ---- native path (unchanged protocol) ----
+  void post_native(Peer& peer, Pending* p, const Work& w) {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = &UcxTransport::on_done;
+    param.cb.send = &UcxTransport::on_send_done;
     param.user_data = p;
     ucp_rkey_h rkey = w.rkey ? static_cast<const UcxRemoteKey*>(w.rkey)->get() : nullptr;
     if (w.local_mr && (w.op == Op::Write || w.op == Op::Read)) {
@@ -304,46 +582,448 @@ class UcxTransport final : public Transport {
         req = ucp_ep_flush_nbx(peer.ep, &param);
         break;
     }
-    if (req == nullptr) {
-      finish(p, UCS_OK);
-    } else if (UCS_PTR_IS_ERR(req)) {
-      finish(p, UCS_PTR_STATUS(req));
-    } else {
-      in_flight_.push_back(p);
-      p->self = this;
-    }
-    return PostResult::Ok;
+    sent(p, req);
   }
 
-  void poll(std::vector<Completion>& out) override {
-    // Work that finished inline (shm puts, most small ops) is handed back without touching the
-    // worker; otherwise a few rounds of progress, as one call may advance a protocol by one step.
-    // The core polls again while it waits, so targets of emulated ops still progress.
-    if (done_.empty()) {
-      for (int i = 0; i < 4 && ucp_worker_progress(worker_.get()) != 0; ++i) {
+  // Accounts for the request a send-like call returned: immediate, failed or in flight.
+  void sent(Pending* p, ucs_status_ptr_t req) {
+    if (req == nullptr) {
+      step(p, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(req)) {
+      step(p, UCS_PTR_STATUS(req));
+    }
+    // else: on_send_done steps it.
+  }
+
+  // ---- am path: initiator ----
+  void post_am(Peer& peer, Pending* p, const Work& w) {
+    AmRequest& h = p->req;
+    h = AmRequest{};
+    h.op = static_cast<uint8_t>(w.op);
+    h.sender = rank_;
+    h.seq = peer.out_seq++;
+    h.addr = w.remote_addr;
+    h.len = p->bytes;
+    h.operand = w.operand;
+    h.compare = w.compare;
+    const void* payload = nullptr;
+    size_t count = 0;
+    switch (w.op) {
+      case Op::Write:
+        payload = w.local;
+        count = w.bytes;
+        break;
+      case Op::AtomicAdd:
+        break;
+      case Op::Read:
+        p->local = w.local;
+        break;
+      case Op::FetchAdd:
+      case Op::Swap:
+      case Op::CompareSwap:
+        p->user_reply = w.local;  // may be null for Swap
+        break;
+      case Op::Flush:
+        break;
+    }
+    if (w.op != Op::Write && w.op != Op::AtomicAdd) {
+      p->token = h.token = ++last_token_;
+      awaiting_.emplace(p->token, p);
+      p->waits = 2;  // send completion and reply
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.cb.send = &UcxTransport::on_send_done;
+    param.user_data = p;
+    param.flags = count <= eager_max_ ? UCP_AM_SEND_FLAG_EAGER : 0;
+    sent(p, ucp_am_send_nbx(peer.ep, kAmRequestId, &p->req, sizeof(AmRequest), payload, count, &param));
+  }
+
+  static ucs_status_t on_am_reply(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                  const ucp_am_recv_param_t* param) {
+    return static_cast<UcxTransport*>(arg)->handle_reply(header, header_length, data, length, param);
+  }
+
+  ucs_status_t handle_reply(const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param) {
+    if (closing_) return UCS_OK;
+    if (header_length != sizeof(AmReply)) {
+      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a reply with a %zu-byte header (expected %zu)\n", rank_,
+                   header_length, sizeof(AmReply));
+      return UCS_OK;
+    }
+    AmReply r;
+    std::memcpy(&r, header, sizeof r);
+    auto it = awaiting_.find(r.token);
+    // No entry: a reply to work already failed (peer error) or never posted; ignore it.
+    if (r.magic != kAmMagic || it == awaiting_.end()) return UCS_OK;
+    Pending* p = it->second;
+    if (r.sender != p->peer || r.op != static_cast<uint8_t>(p->op)) {
+      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a reply for token %llu claiming rank %d op %u\n", rank_,
+                   static_cast<unsigned long long>(r.token), r.sender, unsigned{r.op});
+      return UCS_OK;
+    }
+    awaiting_.erase(it);
+    if (r.status != static_cast<uint8_t>(AmStatus::Ok)) {
+      p->why = "rejected by the target: address range outside its windows";
+      step(p, UCS_ERR_INVALID_ADDR);
+      return UCS_OK;
+    }
+    const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    if (p->op == Op::Read) {
+      if (length != p->bytes) {
+        p->why = "reply length differs from the request";
+        step(p, UCS_ERR_MESSAGE_TRUNCATED);
+        return UCS_OK;  // a rendezvous descriptor we do not receive is dropped by UCX
+      }
+      if (rndv) {
+        ucp_request_param_t rp{};
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        rp.cb.recv_am = &UcxTransport::on_read_data;
+        rp.user_data = p;
+        ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_.get(), data, p->local, length, &rp);
+        if (req == nullptr) {
+          step(p, UCS_OK);
+        } else if (UCS_PTR_IS_ERR(req)) {
+          step(p, UCS_PTR_STATUS(req));
+        }
+        return UCS_INPROGRESS;  // UCX owns the descriptor now
+      }
+      if (length > 0) std::memcpy(p->local, data, length);
+    } else {
+      p->reply = r.value;
+    }
+    step(p, UCS_OK);
+    return UCS_OK;
+  }
+
+  static void on_read_data(void* request, ucs_status_t status, size_t, void* user_data) {
+    auto* p = static_cast<Pending*>(user_data);
+    ucp_request_free(request);
+    if (p->self->closing_) return;
+    p->self->step(p, status);
+  }
+
+  // Work waiting for a reply from a failed peer would wait forever: fail it.
+  void fail_abandoned() {
+    if (!peer_failed_) return;
+    peer_failed_ = false;
+    std::vector<Pending*> dead;
+    for (auto& [token, p] : awaiting_) {
+      if (!peers_[static_cast<size_t>(p->peer)].error.empty()) dead.push_back(p);
+    }
+    for (Pending* p : dead) {
+      awaiting_.erase(p->token);
+      p->why = "no reply: the peer failed";
+      p->waits--;  // the reply that will not come
+      if (p->status == UCS_OK) p->status = UCS_ERR_ENDPOINT_TIMEOUT;
+      if (p->waits == 0) finish(p);
+    }
+  }
+
+  // ---- am path: target ----
+  static ucs_status_t on_am_request(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                    const ucp_am_recv_param_t* param) {
+    return static_cast<UcxTransport*>(arg)->handle_request(header, header_length, data, length, param);
+  }
+
+  ucs_status_t handle_request(const void* header, size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param) {
+    if (closing_) return UCS_OK;
+    if (header_length != sizeof(AmRequest)) {
+      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a request with a %zu-byte header (expected %zu)\n", rank_,
+                   header_length, sizeof(AmRequest));
+      return UCS_OK;  // a rendezvous descriptor we neither keep nor receive is dropped by UCX
+    }
+    AmRequest h;
+    std::memcpy(&h, header, sizeof h);
+    if (h.magic != kAmMagic || h.version != 1 || h.sender < 0 || h.sender >= nranks_ || h.op > static_cast<uint8_t>(Op::Flush)) {
+      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a malformed request (magic 0x%x, version %u, sender %d, op %u)\n",
+                   rank_, h.magic, unsigned{h.version}, h.sender, unsigned{h.op});
+      return UCS_OK;
+    }
+    Inbound& in = inbound_[static_cast<size_t>(h.sender)];
+    const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    if (h.seq != in.next_seq) {
+      if (h.seq < in.next_seq || in.early.count(h.seq) != 0 || in.early.size() >= kMaxEarly) {
+        std::fprintf(stderr, "rwin: ucx am: rank %d: dropped %s from rank %d with sequence %llu (expected %llu, %zu held)\n",
+                     rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.seq),
+                     static_cast<unsigned long long>(in.next_seq), in.early.size());
+        return UCS_OK;
+      }
+      in.early.emplace(h.seq, hold(h, data, length, rndv));
+      return rndv ? UCS_INPROGRESS : UCS_OK;
+    }
+    ++in.next_seq;
+    ucs_status_t ret = UCS_OK;
+    const bool is_write = h.op == static_cast<uint8_t>(Op::Write);
+    if (!in.backlog.empty() || (!is_write && in.rndv_pending > 0)) {
+      in.backlog.push_back(hold(h, data, length, rndv));
+      ++backlog_count_;
+      am_work_ = true;
+      ret = rndv ? UCS_INPROGRESS : UCS_OK;
+    } else if (rndv) {
+      ret = receive_write(h, data, length, /*in_callback=*/true) ? UCS_INPROGRESS : UCS_OK;
+    } else {
+      apply(h, data, length);
+    }
+    // Messages that arrived early and are now in turn.
+    for (auto it = in.early.find(in.next_seq); it != in.early.end(); it = in.early.find(in.next_seq)) {
+      Held held = std::move(it->second);
+      in.early.erase(it);
+      ++in.next_seq;
+      in.backlog.push_back(std::move(held));
+      ++backlog_count_;
+      am_work_ = true;
+    }
+    // The backlog is drained from poll(), outside this callback.
+    return ret;
+  }
+
+  Held hold(const AmRequest& h, void* data, size_t length, bool rndv) {
+    Held x;
+    x.h = h;
+    if (rndv) {
+      x.desc = data;
+      x.rndv_len = length;
+    } else if (length > 0) {
+      const auto* d = static_cast<const uint8_t*>(data);
+      x.payload.assign(d, d + length);
+    }
+    return x;
+  }
+
+  void release_held(Held& h) {
+    if (h.desc) ucp_am_data_release(worker_.get(), h.desc);
+    h.desc = nullptr;
+  }
+
+  // Applies what waits in front of `sender`'s backlog: writes always, others once no rendezvous
+  // write from that sender is pending. Called from poll(), outside UCX callbacks.
+  void drain(int sender) {
+    Inbound& in = inbound_[static_cast<size_t>(sender)];
+    while (!in.backlog.empty()) {
+      Held& x = in.backlog.front();
+      const bool is_write = x.h.op == static_cast<uint8_t>(Op::Write);
+      if (!is_write && in.rndv_pending > 0) return;
+      Held cur = std::move(x);
+      in.backlog.pop_front();
+      --backlog_count_;
+      if (cur.desc) {
+        void* desc = cur.desc;
+        cur.desc = nullptr;  // receive_write takes it
+        receive_write(cur.h, desc, cur.rndv_len, /*in_callback=*/false);
+      } else {
+        apply(cur.h, cur.payload.data(), cur.payload.size());
       }
     }
-    if (!done_.empty()) {
-      for (auto& c : done_) out.push_back(std::move(c));
-      done_.clear();
+  }
+
+  void drain_backlogs() {
+    if (backlog_count_ == 0) return;
+    for (int s = 0; s < nranks_; ++s) {
+      if (!inbound_[static_cast<size_t>(s)].backlog.empty()) drain(s);
     }
   }
 
-  std::string peer_error(int peer) const override {
-    if (peer < 0 || peer >= nranks_) return {};
-    return peers_[static_cast<size_t>(peer)].error;
+  void reject(const AmRequest& h, uint64_t data_len, const char* why) {
+    std::fprintf(stderr,
+                 "rwin: ucx am: rank %d: dropped %s from rank %d at address 0x%llx length %llu (%llu data bytes): %s\n",
+                 rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.addr),
+                 static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(data_len), why);
+    inbound_[static_cast<size_t>(h.sender)].rejected = true;
   }
 
- private:
-  struct Peer {
-    ucp_ep_h ep = nullptr;
-    std::string error;
-  };
-  struct ErrArg {
-    UcxTransport* self;
-    int peer;
-  };
+  // Starts the rendezvous receive of a Write straight into the window. Returns whether UCX took
+  // the descriptor (the handler then returns UCS_INPROGRESS). A dropped descriptor is released
+  // here unless we are inside the handler, where returning UCS_OK drops it.
+  bool receive_write(const AmRequest& h, void* desc, uint64_t length, bool in_callback) {
+    if (length != h.len || !registry_->contains(h.addr, h.len)) {
+      reject(h, length, length != h.len ? "data length differs from the header" : "outside every window");
+      if (!in_callback) ucp_am_data_release(worker_.get(), desc);
+      return false;
+    }
+    auto* ctx = new RecvCtx{this, h.sender, h.addr, h.len};
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.recv_am = &UcxTransport::on_write_data;
+    rp.user_data = ctx;
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_.get(), desc, reinterpret_cast<void*>(h.addr), length, &rp);
+    if (req == nullptr) {
+      delete ctx;
+    } else if (UCS_PTR_IS_ERR(req)) {
+      delete ctx;
+      write_data_failed(h.sender, h.addr, h.len, UCS_PTR_STATUS(req));
+    } else {
+      recvs_.push_back(ctx);
+      ++inbound_[static_cast<size_t>(h.sender)].rndv_pending;
+    }
+    return true;
+  }
 
+  static void on_write_data(void* request, ucs_status_t status, size_t, void* user_data) {
+    auto* ctx = static_cast<RecvCtx*>(user_data);
+    UcxTransport* self = ctx->self;
+    ucp_request_free(request);
+    if (self->closing_) return;  // the destructor frees ctx
+    auto& v = self->recvs_;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] == ctx) {
+        v[i] = v.back();
+        v.pop_back();
+        break;
+      }
+    }
+    Inbound& in = self->inbound_[static_cast<size_t>(ctx->sender)];
+    --in.rndv_pending;
+    if (status != UCS_OK) self->write_data_failed(ctx->sender, ctx->addr, ctx->len, status);
+    if (in.rndv_pending == 0 && !in.backlog.empty()) self->am_work_ = true;  // poll() drains
+    delete ctx;
+  }
+
+  void write_data_failed(int sender, uint64_t addr, uint64_t len, ucs_status_t status) {
+    Peer& peer = peers_[static_cast<size_t>(sender)];
+    const std::string e = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " <- peer " + std::to_string(sender) +
+                          ": Write of " + std::to_string(len) + " bytes at address 0x" + hex(addr) +
+                          " (rendezvous receive) failed: " + status_text(status);
+    std::fprintf(stderr, "rwin: %s\n", e.c_str());
+    if (peer.error.empty()) peer.error = e;
+    peer_failed_ = true;
+    am_work_ = true;
+  }
+
+  // Applies an in-turn, non-rendezvous request.
+  void apply(const AmRequest& h, const void* data, size_t length) {
+    const Op op = static_cast<Op>(h.op);
+    Inbound& in = inbound_[static_cast<size_t>(h.sender)];
+    switch (op) {
+      case Op::Write:
+        if (length != h.len) return reject(h, length, "data length differs from the header");
+        if (!registry_->contains(h.addr, h.len)) return reject(h, length, "outside every window");
+        if (length > 0) std::memcpy(reinterpret_cast<void*>(h.addr), data, length);
+        return;
+      case Op::Read:
+        if (!registry_->contains(h.addr, h.len)) {
+          reject(h, length, "outside every window");
+          return queue_reply(h, AmStatus::Rejected, 0, nullptr, 0);
+        }
+        return queue_reply(h, AmStatus::Ok, 0, reinterpret_cast<const void*>(h.addr), h.len);
+      case Op::Flush: {
+        const AmStatus st = in.rejected ? AmStatus::Rejected : AmStatus::Ok;
+        in.rejected = false;
+        return queue_reply(h, st, 0, nullptr, 0);
+      }
+      case Op::AtomicAdd:
+      case Op::FetchAdd:
+      case Op::Swap:
+      case Op::CompareSwap:
+        break;
+    }
+    if (h.len != 8 || h.addr % 8 != 0 || !registry_->contains(h.addr, 8)) {
+      reject(h, length, h.addr % 8 != 0 ? "atomic address not 8-byte aligned" : "outside every window");
+      if (op != Op::AtomicAdd) queue_reply(h, AmStatus::Rejected, 0, nullptr, 0);
+      return;
+    }
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(h.addr));
+    uint64_t old = 0;
+    switch (op) {
+      case Op::AtomicAdd:
+        word.fetch_add(h.operand);
+        return;
+      case Op::FetchAdd:
+        old = word.fetch_add(h.operand);
+        break;
+      case Op::Swap:
+        old = word.exchange(h.operand);
+        break;
+      default: {  // CompareSwap
+        old = h.compare;
+        word.compare_exchange_strong(old, h.operand);
+        break;
+      }
+    }
+    queue_reply(h, AmStatus::Ok, old, nullptr, 0);
+  }
+
+  void queue_reply(const AmRequest& h, AmStatus st, uint64_t value, const void* data, size_t len) {
+    auto* r = new OutReply;
+    r->self = this;
+    r->to = h.sender;
+    r->hdr.op = h.op;
+    r->hdr.status = static_cast<uint8_t>(st);
+    r->hdr.sender = rank_;
+    r->hdr.token = h.token;
+    r->hdr.value = value;
+    r->data = data;
+    r->len = len;
+    replies_.push_back(r);
+    am_work_ = true;
+  }
+
+  // Sends queued replies (outside UCX callbacks). Keeps those UCX cannot take yet for next poll().
+  void send_replies() {
+    while (!replies_.empty()) {
+      OutReply* r = replies_.front();
+      Peer& peer = peers_[static_cast<size_t>(r->to)];
+      if (!peer.error.empty() || !peer.ep) {  // nobody to answer
+        replies_.pop_front();
+        delete r;
+        continue;
+      }
+      if (r->data && !registry_->contains(reinterpret_cast<uint64_t>(r->data), r->len)) {
+        // The window went away between the request and now: answer, but send nothing from it.
+        r->hdr.status = static_cast<uint8_t>(AmStatus::Rejected);
+        r->data = nullptr;
+        r->len = 0;
+      }
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+      param.cb.send = &UcxTransport::on_reply_sent;
+      param.user_data = r;
+      param.flags = r->len <= eager_max_ ? UCP_AM_SEND_FLAG_EAGER : 0;
+      ucs_status_ptr_t req = ucp_am_send_nbx(peer.ep, kAmReplyId, &r->hdr, sizeof(AmReply), r->data, r->len, &param);
+      if (UCS_PTR_IS_ERR(req) && UCS_PTR_STATUS(req) == UCS_ERR_NO_RESOURCE) return;  // retry at next poll()
+      replies_.pop_front();
+      if (req == nullptr) {
+        delete r;
+      } else if (UCS_PTR_IS_ERR(req)) {
+        reply_failed(r, UCS_PTR_STATUS(req));
+        delete r;
+      } else {
+        replies_sent_.push_back(r);
+      }
+    }
+  }
+
+  static void on_reply_sent(void* request, ucs_status_t status, void* user_data) {
+    auto* r = static_cast<OutReply*>(user_data);
+    UcxTransport* self = r->self;
+    ucp_request_free(request);
+    if (self->closing_) return;  // the destructor frees r
+    auto& v = self->replies_sent_;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] == r) {
+        v[i] = v.back();
+        v.pop_back();
+        break;
+      }
+    }
+    if (status != UCS_OK) self->reply_failed(r, status);
+    delete r;
+  }
+
+  void reply_failed(const OutReply* r, ucs_status_t status) {
+    Peer& peer = peers_[static_cast<size_t>(r->to)];
+    const std::string e = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " -> peer " + std::to_string(r->to) +
+                          ": reply to " + op_name(static_cast<Op>(r->hdr.op)) + " of " + std::to_string(r->len) +
+                          " bytes failed: " + status_text(status);
+    std::fprintf(stderr, "rwin: %s\n", e.c_str());
+    if (peer.error.empty()) peer.error = e;
+    peer_failed_ = true;
+    am_work_ = true;
+  }
+
+  // ---- shared ----
   ucp_ep_h create_ep(int peer, const uint8_t* address) {
     err_args_.push_back(ErrArg{this, peer});
     ucp_ep_params_t ep{};
@@ -369,53 +1049,59 @@ class UcxTransport final : public Transport {
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* a = static_cast<ErrArg*>(arg);
-    Peer& peer = a->self->peers_[static_cast<size_t>(a->peer)];
+    UcxTransport* self = a->self;
+    if (self->closing_) return;
+    Peer& peer = self->peers_[static_cast<size_t>(a->peer)];
     if (peer.error.empty()) {
-      peer.error = "ucx(" + a->self->tls_ + "): rank " + std::to_string(a->self->rank_) + " -> peer " +
+      peer.error = "ucx(" + self->tls_ + "): rank " + std::to_string(self->rank_) + " -> peer " +
                    std::to_string(a->peer) + ": endpoint failed: " + status_text(status);
     }
+    self->peer_failed_ = true;
+    self->am_work_ = true;
   }
 
-  static void on_done(void* request, ucs_status_t status, void* user_data) {
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) {
     auto* p = static_cast<Pending*>(user_data);
     UcxTransport* self = p->self;
     ucp_request_free(request);
-    auto& v = self->in_flight_;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == p) {
-        v[i] = v.back();
-        v.pop_back();
-        break;
-      }
-    }
-    self->finish(p, status);
+    if (self->closing_) return;
+    self->step(p, status);
   }
 
-  void finish(Pending* p, ucs_status_t status) {
+  // One awaited event of `p` happened; completes it after the last one. A failed send also
+  // gives up on the reply (it may never come), unless the reply's data is already arriving.
+  void step(Pending* p, ucs_status_t status) {
+    if (status != UCS_OK && p->status == UCS_OK) p->status = status;
+    if (status != UCS_OK && p->token != 0 && awaiting_.erase(p->token) != 0) p->waits--;
+    if (--p->waits == 0) finish(p);
+  }
+
+  void finish(Pending* p) {
     Completion c;
     c.cookie = p->cookie;
-    c.ok = status == UCS_OK;
+    c.ok = p->status == UCS_OK;
     if (c.ok) {
       if (p->user_reply) std::memcpy(p->user_reply, &p->reply, 8);
     } else {
       Peer& peer = peers_[static_cast<size_t>(p->peer)];
-      c.error = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " -> peer " + std::to_string(p->peer) + ": " +
-                op_name(p->op) + " of " + std::to_string(p->bytes) + " bytes at remote address 0x" + hex(p->remote_addr) +
-                " failed: " + status_text(status);
+      c.error = "ucx(" + tls_ + (peer.am ? ", am rma" : "") + "): rank " + std::to_string(rank_) + " -> peer " +
+                std::to_string(p->peer) + ": " + op_name(p->op) + " of " + std::to_string(p->bytes) +
+                " bytes at remote address 0x" + hex(p->remote_addr) + " failed: " +
+                (p->why ? std::string(p->why) + " (" + status_text(p->status) + ")" : status_text(p->status));
       if (peer.error.empty()) peer.error = c.error;
+      peer_failed_ = true;
+      am_work_ = true;
     }
+    p->token = 0;
     done_.push_back(std::move(c));
     pool_.push_back(p);
   }
 
-  static std::string hex(uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-
   Pending* take() {
-    if (pool_.empty()) return new Pending();
+    if (pool_.empty()) {
+      all_.push_back(std::make_unique<Pending>());
+      return all_.back().get();
+    }
     Pending* p = pool_.back();
     pool_.pop_back();
     return p;
@@ -447,16 +1133,31 @@ class UcxTransport final : public Transport {
 
   int rank_;
   int nranks_;
+  std::string rma_mode_;    // "auto" | "native" | "am"
   std::string tls_;
   std::string net_device_;  // the tcp interface we restricted UCX to, if any
+  bool closing_ = false;    // set in the destructor before the worker goes
+  bool am_work_ = false;    // poll() has am housekeeping to do
+  bool peer_failed_ = false;  // a peer failed since fail_abandoned() last looked
+  std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
+  std::vector<std::unique_ptr<Pending>> all_;  // every Pending ever made; outlives the worker
   // Declaration order is teardown order reversed: context outlives worker outlives endpoints.
   ContextPtr context_;
   WorkerPtr worker_;
+  std::unique_ptr<UcxMemory> probe_;
   std::vector<Peer> peers_;
   std::deque<ErrArg> err_args_;  // stable addresses for the error-handler argument
-  std::vector<Pending*> in_flight_;
   std::vector<Pending*> pool_;
   std::vector<Completion> done_;
+  // am mode
+  std::vector<Inbound> inbound_;                    // per sender, at this target
+  size_t eager_max_ = kEagerMax;  // am messages up to this size are sent eager (see kEagerMax)
+  size_t backlog_count_ = 0;                        // messages in all backlogs
+  uint64_t last_token_ = 0;
+  std::unordered_map<uint64_t, Pending*> awaiting_;  // token -> work waiting for its reply
+  std::deque<OutReply*> replies_;                   // queued, not yet handed to UCX
+  std::vector<OutReply*> replies_sent_;             // handed to UCX, send not complete
+  std::vector<RecvCtx*> recvs_;                     // rendezvous receives into windows in flight
 };
 
 }  // namespace

@@ -1,0 +1,165 @@
+// UCX am mode in one process (the rank talks to itself through the same protocol): every op
+// works, and an address outside the target's windows (a forged or stale key) is dropped by the
+// target, named on stderr and reported to the sender, with nothing written outside a window.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+
+namespace rb = rwin::bootstrap;
+namespace rt = rwin::transport;
+
+namespace {
+
+struct AmRank {
+  rb::Bootstrap bs{0, 1, rb::HostPort::parse("127.0.0.1:0"), std::chrono::milliseconds(10000)};
+  std::unique_ptr<rt::Transport> tp;
+  AmRank() {
+    rt::TransportConfig cfg;
+    cfg.name = "ucx";
+    cfg.ucx_rma = "am";
+    tp = rt::make_transport(cfg);
+    tp->connect(bs);
+  }
+  // Posts one Work to self and polls (bounded) for its single completion.
+  rt::Completion run(rt::Work w) {
+    w.peer = 0;
+    std::vector<rt::Completion> done;
+    EXPECT_EQ(tp->post(w), rt::PostResult::Ok);
+    for (int i = 0; i < 1000000 && done.empty(); ++i) tp->poll(done);
+    EXPECT_EQ(done.size(), 1u) << "exactly one completion per accepted work";
+    if (done.empty()) return rt::Completion{w.cookie, false, "no completion"};
+    EXPECT_EQ(done[0].cookie, w.cookie);
+    return done[0];
+  }
+};
+
+rt::Work work(rt::Op op, void* local, const rt::MemoryRegion* mr, uint64_t addr, const rt::RemoteKey* rkey, size_t bytes,
+              uint64_t operand = 0, uint64_t compare = 0) {
+  rt::Work w;
+  w.op = op;
+  w.peer = 0;  // the one rank talks to itself
+  w.local = local;
+  w.local_mr = mr;
+  w.remote_addr = addr;
+  w.rkey = rkey;
+  w.bytes = bytes;
+  w.operand = operand;
+  w.compare = compare;
+  w.cookie = 77;
+  return w;
+}
+
+bool all_zero(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(UcxAmTransport, EveryOpCompletesAndNotifyNeedsNoFlush) {
+  AmRank r;
+  EXPECT_NE(r.tp->describe().find("am rma"), std::string::npos) << r.tp->describe();
+  EXPECT_TRUE(r.tp->write_then_atomic_ordered(0));
+  auto mr = r.tp->allocate(1 << 22);
+  auto rkey = r.tp->unpack_key(0, mr->packed_key());
+  auto* mem = static_cast<uint8_t*>(mr->addr());
+  const size_t half = (1 << 22) / 2;
+  for (size_t i = 0; i < half; ++i) mem[i] = static_cast<uint8_t>(i * 7 + 1);
+  // A large (rendezvous-sized) write, a read back, then atomics on the word after.
+  EXPECT_TRUE(r.run(work(rt::Op::Write, mem, mr.get(), rkey->base() + half, rkey.get(), half - 64)).ok);
+  EXPECT_EQ(std::memcmp(mem, mem + half, half - 64), 0);
+  std::vector<uint8_t> back(half - 64);
+  EXPECT_TRUE(r.run(work(rt::Op::Read, back.data(), nullptr, rkey->base() + half, rkey.get(), back.size())).ok);
+  EXPECT_EQ(std::memcmp(back.data(), mem, back.size()), 0);
+  auto* word = reinterpret_cast<uint64_t*>(mem + (1 << 22) - 8);
+  uint64_t old = 1;
+  const uint64_t waddr = rkey->base() + (1 << 22) - 8;
+  EXPECT_TRUE(r.run(work(rt::Op::AtomicAdd, nullptr, nullptr, waddr, rkey.get(), 8, 5)).ok);
+  EXPECT_TRUE(r.run(work(rt::Op::FetchAdd, &old, nullptr, waddr, rkey.get(), 8, 2)).ok);
+  EXPECT_EQ(old, 5u);
+  EXPECT_TRUE(r.run(work(rt::Op::CompareSwap, &old, nullptr, waddr, rkey.get(), 8, 100, 7)).ok);
+  EXPECT_EQ(old, 7u);
+  EXPECT_TRUE(r.run(work(rt::Op::CompareSwap, &old, nullptr, waddr, rkey.get(), 8, 200, 7)).ok);
+  EXPECT_EQ(old, 100u) << "a failed CAS returns the current value";
+  EXPECT_TRUE(r.run(work(rt::Op::Swap, &old, nullptr, waddr, rkey.get(), 8, 9)).ok);
+  EXPECT_EQ(old, 100u);
+  EXPECT_EQ(*word, 9u);
+  EXPECT_TRUE(r.run(work(rt::Op::Swap, nullptr, nullptr, waddr, rkey.get(), 8, 10)).ok) << "swap without a result";
+  EXPECT_EQ(*word, 10u);
+  EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
+}
+
+// A write that runs past the end of a window (eager and rendezvous sized) and one through a key
+// whose window is gone: the target writes nothing, logs one line, and the next Flush fails.
+TEST(UcxAmTransport, OutOfWindowWritesAreDroppedAndReportedAtFlush) {
+  for (size_t bytes : {size_t{64}, size_t{1} << 21}) {
+    SCOPED_TRACE("write of " + std::to_string(bytes) + " bytes");
+    AmRank r;
+    auto a = r.tp->allocate(1 << 22);
+    auto b = r.tp->allocate(1 << 22);  // likely right after `a`: an overrun would land here
+    auto ka = r.tp->unpack_key(0, a->packed_key());
+    std::vector<uint8_t> src(bytes, 0xab);
+    testing::internal::CaptureStderr();
+    const uint64_t start = ka->base() + (1 << 22) - bytes / 2;  // straddles the end of `a`
+    EXPECT_TRUE(r.run(work(rt::Op::Write, src.data(), nullptr, start, ka.get(), bytes)).ok)
+        << "a Write completes when its source is reusable";
+    const rt::Completion flush = r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0));
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(flush.ok);
+    EXPECT_NE(flush.error.find("rejected by the target"), std::string::npos) << flush.error;
+    EXPECT_NE(err.find("dropped write from rank 0 at address 0x"), std::string::npos) << err;
+    EXPECT_NE(err.find("outside every window"), std::string::npos) << err;
+    EXPECT_TRUE(all_zero(a->addr(), a->bytes())) << "bytes written into the window that was overrun";
+    EXPECT_TRUE(all_zero(b->addr(), b->bytes())) << "bytes written past the window";
+    EXPECT_EQ(r.tp->post(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)), rt::PostResult::PeerFailed)
+        << "a failed completion makes the peer failed";
+  }
+  AmRank r;
+  std::unique_ptr<rt::RemoteKey> stale;
+  {
+    auto gone = r.tp->allocate(1 << 16);
+    stale = r.tp->unpack_key(0, gone->packed_key());
+  }
+  uint64_t v = 1;
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(r.run(work(rt::Op::Write, &v, nullptr, stale->base(), stale.get(), 8)).ok);
+  const rt::Completion flush = r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(flush.ok);
+  EXPECT_NE(err.find("dropped write from rank 0"), std::string::npos) << err;
+}
+
+// Reads and fetching atomics outside a window get a rejection reply: the op fails, naming it.
+TEST(UcxAmTransport, OutOfWindowReadsAndAtomicsFailNamingTheAddress) {
+  struct Case {
+    rt::Op op;
+    uint64_t offset;  // from the window's base
+    size_t bytes;
+  };
+  for (const Case& c : {Case{rt::Op::Read, 4096 - 8, 16}, Case{rt::Op::FetchAdd, 4096, 8},
+                        Case{rt::Op::CompareSwap, 4, 8}}) {  // the last: inside, but not 8-byte aligned
+    SCOPED_TRACE(rt::op_name(c.op));
+    AmRank r;
+    auto a = r.tp->allocate(4096);
+    auto ka = r.tp->unpack_key(0, a->packed_key());
+    std::vector<uint8_t> dst(c.bytes, 0);
+    testing::internal::CaptureStderr();
+    const rt::Completion done = r.run(work(c.op, dst.data(), nullptr, ka->base() + c.offset, ka.get(), c.bytes, 1, 0));
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(done.ok);
+    EXPECT_NE(done.error.find("rejected by the target"), std::string::npos) << done.error;
+    EXPECT_NE(done.error.find(rt::op_name(c.op)), std::string::npos) << done.error;
+    EXPECT_NE(done.error.find("peer 0"), std::string::npos) << done.error;
+    EXPECT_NE(err.find(std::string("dropped ") + rt::op_name(c.op)), std::string::npos) << err;
+    EXPECT_TRUE(all_zero(a->addr(), a->bytes()));
+  }
+}
+
+}  // namespace
