@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,75 @@ TEST(UcxAmTransport, EveryOpCompletesAndNotifyNeedsNoFlush) {
   EXPECT_EQ(*word, 9u);
   EXPECT_TRUE(r.run(work(rt::Op::Swap, nullptr, nullptr, waddr, rkey.get(), 8, 10)).ok) << "swap without a result";
   EXPECT_EQ(*word, 10u);
+  EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
+}
+
+// Writes of rendezvous size, atomics and reads posted back to back, before any poll: the second
+// write arrives while ops wait behind the first one's pending rendezvous, so it is held (as its
+// descriptor) and received later; everything completes, reads return the written data and the
+// atomics apply in posting order. (In one process a reply leaves only at the next poll, after
+// the rendezvous landed, so this cannot prove the hold-back itself; the cross-process proof is
+// UcxAmRanks.RendezvousPutThenNotifyIsOrdered, which fails when the hold-back is disabled.)
+// Over tcp loopback, where a rendezvous really is asynchronous (UCX's self transport finishes it
+// inline): the environment is set only for this transport's creation.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> kv) {
+    for (const auto& [k, v] : kv) {
+      const char* old = std::getenv(k);
+      saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+};
+
+TEST(UcxAmTransport, AtomicsWaitForEarlierLargeWritesInPostingOrder) {
+  std::optional<AmRank> made;
+  {
+    ScopedEnv env{{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}};
+    made.emplace();
+  }
+  AmRank& r = *made;
+  constexpr size_t kBig = size_t{2} << 20;  // above the eager bound: UCP's choice, rendezvous
+  auto mr = r.tp->allocate(4 * kBig);
+  auto rkey = r.tp->unpack_key(0, mr->packed_key());
+  auto* mem = static_cast<uint8_t*>(mr->addr());
+  for (size_t i = 0; i < kBig; ++i) mem[i] = static_cast<uint8_t>(i * 13 + 5);
+  for (size_t i = 0; i < kBig; ++i) mem[kBig + i] = static_cast<uint8_t>(i * 3 + 1);
+  const uint64_t word = rkey->base() + 4 * kBig - 8;
+  uint64_t old[3] = {99, 99, 99};
+  std::vector<uint8_t> back1(kBig), back2(kBig - 8);  // Reads right behind the writes see their data
+  std::vector<rt::Work> ws = {
+      work(rt::Op::Write, mem, mr.get(), rkey->base() + 2 * kBig, rkey.get(), kBig),
+      work(rt::Op::FetchAdd, &old[0], nullptr, word, rkey.get(), 8, 1),
+      work(rt::Op::Read, back1.data(), nullptr, rkey->base() + 2 * kBig, rkey.get(), kBig),
+      work(rt::Op::Write, mem + kBig, mr.get(), rkey->base() + 3 * kBig, rkey.get(), kBig - 8),
+      work(rt::Op::FetchAdd, &old[1], nullptr, word, rkey.get(), 8, 1),
+      work(rt::Op::AtomicAdd, nullptr, nullptr, word, rkey.get(), 8, 1),
+      work(rt::Op::Read, back2.data(), nullptr, rkey->base() + 3 * kBig, rkey.get(), kBig - 8),
+      work(rt::Op::FetchAdd, &old[2], nullptr, word, rkey.get(), 8, 1),
+  };
+  for (size_t i = 0; i < ws.size(); ++i) {
+    ws[i].cookie = i;
+    ASSERT_EQ(r.tp->post(ws[i]), rt::PostResult::Ok);
+  }
+  std::vector<rt::Completion> done;
+  for (int i = 0; i < 10000000 && done.size() < ws.size(); ++i) r.tp->poll(done);
+  ASSERT_EQ(done.size(), ws.size());
+  for (const auto& c : done) EXPECT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(old[0], 0u);
+  EXPECT_EQ(old[1], 1u);
+  EXPECT_EQ(old[2], 3u);
+  EXPECT_EQ(std::memcmp(mem, mem + 2 * kBig, kBig), 0);
+  EXPECT_EQ(std::memcmp(mem + kBig, mem + 3 * kBig, kBig - 8), 0);
+  EXPECT_EQ(std::memcmp(back1.data(), mem, kBig), 0) << "a Read overtook the write before it";
+  EXPECT_EQ(std::memcmp(back2.data(), mem + kBig, kBig - 8), 0) << "a Read overtook the write before it";
   EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
 }
 
