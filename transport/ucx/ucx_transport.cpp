@@ -410,6 +410,7 @@ class UcxTransport final : public Transport {
       Peer& peer = peers_[static_cast<size_t>(p)];
       peer.ep = create_ep(p, b.data() + 16);
       peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len);
+      any_am_ = any_am_ || peer.am;
     }
   }
 
@@ -463,8 +464,11 @@ class UcxTransport final : public Transport {
     // Work that finished inline (shm puts, most small ops) is handed back without touching the
     // worker; otherwise a few rounds of progress, as one call may advance a protocol by one step.
     // The core polls again while it waits, so targets of emulated ops still progress.
+    // With am peers, a round that queued a reply or completed work stops the loop: the reply
+    // leaves (and the completion returns) one progress syscall sooner.
     if (done_.empty()) {
       for (int i = 0; i < 4 && ucp_worker_progress(worker_.get()) != 0; ++i) {
+        if (any_am_ && (!replies_.empty() || !done_.empty())) break;
       }
     }
     if (am_work_) {
@@ -1138,6 +1142,7 @@ class UcxTransport final : public Transport {
   std::string net_device_;  // the tcp interface we restricted UCX to, if any
   bool closing_ = false;    // set in the destructor before the worker goes
   bool am_work_ = false;    // poll() has am housekeeping to do
+  bool any_am_ = false;     // some peer is reached in am mode
   bool peer_failed_ = false;  // a peer failed since fail_abandoned() last looked
   std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
   std::vector<std::unique_ptr<Pending>> all_;  // every Pending ever made; outlives the worker
