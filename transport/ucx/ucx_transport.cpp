@@ -15,7 +15,9 @@
 //    - am: rwin's own ordered protocol on UCP active messages (see "am mode" below). Used where
 //      UCX itself would emulate RMA with active messages (tcp): doing it ourselves lets the
 //      target order atomics after writes, so the core needs no round-trip flush before a notify,
-//      and a put is one message (eager or rendezvous, UCP's choice) instead of UCX's emulation.
+//      and a put is one message instead of UCX's emulation. Measured over tcp loopback (rwin-perf,
+//      p50): put+notify 8 B ~17 us vs ~45 native, 1 MiB put_bw ~2400-2800 vs ~600 MiB/s. The
+//      remaining put+notify cost is two messages (~7 us of sender CPU each on loopback).
 //  * "auto" picks am for a peer when its probe region's rkey gives no direct pointer
 //    (ucp_rkey_ptr fails: not shared memory) and the host has no RDMA device (so UCX could only
 //    use tcp, where RMA is emulated); native otherwise. Chosen over parsing ucp_ep_print_info for
@@ -30,7 +32,8 @@
 // am mode protocol (two AM ids: requests and replies):
 //  * Every request carries a fixed header {magic, op, sender rank, seq, target address, length,
 //    operand, compare, token}. seq counts requests per (sender -> target) from 0.
-//    Write: header + payload (UCP picks eager or rendezvous); completes at local send completion.
+//    Write: header + payload, eager up to kEagerMax, above it UCP's choice (rendezvous over tcp);
+//    completes at local send completion.
 //    AtomicAdd: header only; completes at local send completion.
 //    Read / FetchAdd / Swap / CompareSwap / Flush: header; the target answers with a reply
 //    {token, status, old value} (+ the data for Read). The token is a key in awaiting_, so a
