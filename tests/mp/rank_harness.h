@@ -72,6 +72,7 @@ inline std::vector<TransportParam> transports() {
       {"ucx_tcp", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}, true},
       {"ucx_tcp_native", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}, {"RWIN_UCX_RMA", "native"}}, true},
       {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false},
+      {"ucx_shm_native", "ucx", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_UCX_RMA", "native"}}, false},
       {"verbs", "verbs", {}, true},
   };
 }

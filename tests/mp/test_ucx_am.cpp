@@ -45,10 +45,17 @@ TEST(UcxAmRanks, TransportNameSaysWhichModeEachSettingPicks) {
   run(2, tcp("native"), [](Context& ctx) {
     MP_CHECK(ctx.transport_name().find("am rma") == std::string::npos, ctx.transport_name());
   });
-  // Shared memory: auto keeps UCX's native path (direct loads and stores).
+  // Shared memory: auto maps the peer's window (direct loads, stores and atomics); native keeps
+  // ucp_put/get/atomic_op_nbx.
   TransportParam shm{"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false};
   run(2, shm, [](Context& ctx) {
-    MP_CHECK(ctx.transport_name().find("am rma") == std::string::npos, "auto over shm: " << ctx.transport_name());
+    const std::string name = ctx.transport_name();
+    MP_CHECK(name.find("am rma") == std::string::npos && name.find("direct shm") != std::string::npos,
+             "auto over shm: " << name);
+  });
+  shm.env.push_back({"RWIN_UCX_RMA", "native"});
+  run(2, shm, [](Context& ctx) {
+    MP_CHECK(ctx.transport_name().find("direct") == std::string::npos, "native over shm: " << ctx.transport_name());
   });
 }
 

@@ -6,7 +6,13 @@
 //    UCP fall back to active-message emulation even on one node (see shared perf baselines).
 //  * One worker per process, one endpoint per rank (self included), created from worker
 //    addresses exchanged through the bootstrap.
-//  * Each peer is reached in one of two modes, chosen at connect() (TransportConfig::ucx_rma):
+//  * Each peer is reached in one of three modes, chosen at connect() (TransportConfig::ucx_rma):
+//    - direct (auto only): the peer's memory is mapped into this process by UCX (ucp_rkey_ptr on
+//      its probe region succeeds: posix/sysv on the same host). Put, get and atomics are CPU
+//      copies and __atomic operations on the mapping (ucx_direct.h), done before post() returns,
+//      as OpenSHMEM's shmem_ptr path does; UCX does the same copies underneath, so this only drops
+//      its request machinery (~40 ns of an 8-byte put). A later atomic is ordered after earlier
+//      stores, so write_then_atomic_ordered(peer) is true and a notify needs no flush.
 //    - native: ucp_put/get/atomic_op_nbx. Puts and atomics to the same endpoint are NOT ordered by
 //      UCX, so write_then_atomic_ordered(peer) is false and the core flushes the endpoint
 //      (ucp_ep_flush_nbx) before a notify that follows unflushed writes, and only then.
@@ -18,7 +24,7 @@
 //      and a put is one message instead of UCX's emulation. Measured over tcp loopback (rwin-perf,
 //      p50): put+notify 8 B ~17 us vs ~45 native, 1 MiB put_bw ~2400-2800 vs ~600 MiB/s. The
 //      remaining put+notify cost is two messages (~7 us of sender CPU each on loopback).
-//  * "auto" picks am for a peer when its probe region's rkey gives no direct pointer
+//  * "auto" picks direct where the probe maps, and am for a peer when its probe region's rkey gives no direct pointer
 //    (ucp_rkey_ptr fails: not shared memory) and the host has no RDMA device (so UCX could only
 //    use tcp, where RMA is emulated); native otherwise. Chosen over parsing ucp_ep_print_info for
 //    rma_am/amo_am lanes because that text is a debugging format with no stability promise,
@@ -69,6 +75,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/ucx/ucx_direct.h"
 
 namespace rwin::transport {
 namespace {
@@ -206,9 +213,13 @@ class UcxRemoteKey final : public RemoteKey {
   }
   ~UcxRemoteKey() override { ucp_rkey_destroy(rkey_); }
   ucp_rkey_h get() const noexcept { return rkey_; }
+  // Direct peers: this process's address of the peer's byte 0 (ucp_rkey_ptr), else null.
+  char* mapped() const noexcept { return mapped_; }
+  void set_mapped(void* p) noexcept { mapped_ = static_cast<char*>(p); }
 
  private:
   ucp_rkey_h rkey_;
+  char* mapped_ = nullptr;
 };
 
 // Wire headers of the am mode; trivially copyable, always moved with memcpy (no alignment trust).
@@ -354,8 +365,16 @@ class UcxTransport final : public Transport {
 
   std::string describe() const override {
     std::string s = "ucx(" + tls_ + (net_device_.empty() ? "" : " on " + net_device_);
-    int am = 0;
-    for (const auto& p : peers_) am += p.am ? 1 : 0;
+    int am = 0, direct = 0;
+    for (const auto& p : peers_) {
+      am += p.am ? 1 : 0;
+      direct += p.direct ? 1 : 0;
+    }
+    if (direct == nranks_) {
+      s += ", direct shm";
+    } else if (direct > 0) {
+      s += ", direct shm to " + std::to_string(direct) + " of " + std::to_string(nranks_) + " peers";
+    }
     if (am == nranks_ && am > 0) {
       s += ", am rma";
     } else if (am > 0) {
@@ -374,7 +393,7 @@ class UcxTransport final : public Transport {
   }
 
   bool write_then_atomic_ordered(int peer) const override {
-    return peer >= 0 && peer < nranks_ && peers_[static_cast<size_t>(peer)].am;
+    return peer >= 0 && peer < nranks_ && (peers_[static_cast<size_t>(peer)].am || peers_[static_cast<size_t>(peer)].direct);
   }
 
   void connect(bootstrap::Bootstrap& bs) override {
@@ -412,7 +431,7 @@ class UcxTransport final : public Transport {
       if (probe_len != b.size() - probe_at - 16) throw bad();
       Peer& peer = peers_[static_cast<size_t>(p)];
       peer.ep = create_ep(p, b.data() + 16);
-      peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len);
+      peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len, peer.direct);
       any_am_ = any_am_ || peer.am;
     }
   }
@@ -436,12 +455,29 @@ class UcxTransport final : public Transport {
       throw TransportError("ucx: rank " + std::to_string(rank_) + ": ucp_ep_rkey_unpack for rank " +
                            std::to_string(peer) + " failed: " + status_text(s));
     }
-    return std::make_unique<UcxRemoteKey>(rkey, get_pod<uint64_t>(b, 8), get_pod<uint64_t>(b, 16));
+    auto key = std::make_unique<UcxRemoteKey>(rkey, get_pod<uint64_t>(b, 8), get_pod<uint64_t>(b, 16));
+    if (peers_[static_cast<size_t>(peer)].direct) {
+      void* ptr = nullptr;
+      s = ucp_rkey_ptr(rkey, key->base(), &ptr);
+      if (s != UCS_OK) {  // the probe of this peer mapped; a window that does not is a UCX surprise
+        throw TransportError("ucx: rank " + std::to_string(rank_) + ": window of rank " + std::to_string(peer) +
+                             " is not mapped (ucp_rkey_ptr: " + status_text(s) +
+                             ") though the peer's probe region was; set RWIN_UCX_RMA=native");
+      }
+      key->set_mapped(ptr);
+    }
+    return key;
   }
 
   PostResult post(const Work& w) override {
     Peer& peer = peers_[static_cast<size_t>(w.peer)];
     if (!peer.error.empty()) return PostResult::PeerFailed;
+    if (peer.direct) {  // done before returning: loads, stores and atomics on the mapped window
+      const auto* rk = static_cast<const UcxRemoteKey*>(w.rkey);
+      ucx_direct::apply(w, rk ? rk->mapped() + (w.remote_addr - rk->base()) : nullptr);
+      done_.push_back(Completion{w.cookie, true, {}});
+      return PostResult::Ok;
+    }
     Pending* p = take();
     p->self = this;
     p->cookie = w.cookie;
@@ -496,6 +532,7 @@ class UcxTransport final : public Transport {
     ucp_ep_h ep = nullptr;
     std::string error;
     bool am = false;        // reached through the am protocol
+    bool direct = false;    // shared memory mapped here: plain loads, stores, atomics (ucx_direct.h)
     uint64_t out_seq = 0;   // next request sequence number to this peer
   };
   // What the target tracks per sender (am mode).
@@ -523,7 +560,10 @@ class UcxTransport final : public Transport {
     if (s != UCS_OK) throw TransportError("ucx: ucp_worker_set_am_recv_handler failed: " + status_text(s));
   }
 
-  bool choose_am(int peer, ucp_ep_h ep, uint64_t probe_base, const uint8_t* probe_key, uint64_t probe_len) {
+  // Also sets `direct` for a peer whose memory UCX maps into this process (auto only).
+  bool choose_am(int peer, ucp_ep_h ep, uint64_t probe_base, const uint8_t* probe_key, uint64_t probe_len,
+                 bool& direct) {
+    direct = false;
     if (rma_mode_ == "native") return false;
     if (rma_mode_ == "am") return true;
     // No probe: the peer runs "native" or "am". Native RMA reaches both (an "am" rank still serves
@@ -538,7 +578,10 @@ class UcxTransport final : public Transport {
     void* ptr = nullptr;
     const bool shared = ucp_rkey_ptr(rkey, probe_base, &ptr) == UCS_OK;
     ucp_rkey_destroy(rkey);
-    if (shared) return false;
+    if (shared) {
+      direct = true;
+      return false;
+    }
     return !have_rdma_devices();
   }
 
