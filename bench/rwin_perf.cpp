@@ -527,21 +527,18 @@ class Runner {
         if (test == "notify_rate") rate_sent_[m] += ops;
       }
     }
-    // Untimed close of the batch, in the same mode on both sides: quiet (rwin holds a notify that
-    // follows puts until a later call progresses the context, see RESULTS.md), then a "fin"
-    // exchange, so neither side leaves for the other mode while its peer still needs its progress
-    // (over tcp a flush completes only while the target progresses the same worker).
+    // Untimed close of the batch, in the same mode on both sides: quiet, then a "fin" exchange, so
+    // neither side leaves for the other mode while its peer still needs its progress (over tcp a
+    // flush completes only while the target progresses the same worker). No quiet after the fin:
+    // it would flush towards a peer that may already run the other mode and never progress this
+    // one (a hang over tcp). The fin notify itself is on its way when notify returns (rwin polls
+    // once before returning, transport.h), so nothing is left staged here.
     o.quiet();
     if (ring) {
       ctx_.barrier();
     } else {
       o.notify(kFin);
       o.wait(kFin, ++seen[kFin]);
-      // rwin over verbs stages a notify and posts it at the next call that progresses the
-      // context; a wait already satisfied at its first check does not, so without this the "fin"
-      // notify would sit in this rank while the next batch runs in the other mode, and the peer
-      // would wait for it forever (seen with the raw verbs baseline).
-      o.quiet();
     }
     return us;
   }
