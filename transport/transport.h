@@ -17,7 +17,11 @@
 //    PostResult::PeerFailed. Other peers keep working.
 //  * post() may stage work and hand it to the device at the next poll() (verbs chains WRs to
 //    save doorbells). A caller about to return control to the user polls once, so nothing it
-//    promised to send is left staged.
+//    promised to send is left staged. Exception: a Write (whose Completion only promises the
+//    source is reusable) may stay staged after poll() until the next non-Write op or Flush to
+//    the same peer (UCX am mode coalesces small writes with the notify after them). Remote
+//    visibility of a put is only promised after notify/fence/quiet/barrier (docs/CONTRACT.md),
+//    and each of those posts a non-Write op or a Flush to that peer.
 //  * peer == own rank is supported (loopback through the same mechanism).
 //
 // Thread safety: one thread at a time per Transport object.

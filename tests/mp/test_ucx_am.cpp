@@ -139,4 +139,121 @@ TEST(UcxAmRanks, ManyRanksManyPutThenNotify) {
   });
 }
 
+// ---- batching: small puts are staged per peer and leave with the next notify/get/flush ----
+
+// Many small blocking puts (each staged: one message with the notify after them), overlapping
+// so that a later put must win, then one notify: when the signal is seen, every byte is there.
+TEST(UcxAmRanks, ManySmallPutsThenOneNotify) {
+  run(2, tcp("am"), [](Context& ctx) {
+    constexpr int kRounds = 8;
+    constexpr int kPuts = 300;
+    constexpr int64_t kWords = 4096;
+    const int r = ctx.rank();
+    auto src = ctx.alloc_window("src", DType::U64, {1, kWords});
+    auto dst = ctx.alloc_window("dst", DType::U64, {1, kWords});
+    auto sig = ctx.alloc_signals("sig", 2);  // 0: data ready, 1: consumed
+    std::vector<uint64_t> expect(kWords);
+    for (int round = 1; round <= kRounds; ++round) {
+      // The same sequence on both ranks: the sender puts it, the target rebuilds what it must see.
+      std::fill(expect.begin(), expect.end(), 0);
+      for (int i = 0; i < kPuts; ++i) {
+        const int64_t at = (int64_t(i) * 37 + round) % (kWords - 64);
+        const int64_t n = 1 + (i * 7 + round) % 64;  // 8 B .. 512 B
+        for (int64_t k = 0; k < n; ++k) expect[size_t(at + k)] = pattern(round, i, uint64_t(k));
+      }
+      if (r == 0) {
+        auto* s = src.data_as<uint64_t>();
+        for (int i = 0; i < kPuts; ++i) {
+          const int64_t at = (int64_t(i) * 37 + round) % (kWords - 64);
+          const int64_t n = 1 + (i * 7 + round) % 64;
+          for (int64_t k = 0; k < n; ++k) s[k] = pattern(round, i, uint64_t(k));
+          ctx.put(dst.slice({0, at}, {1, n}), 1, src.slice({0, 0}, {1, n}));  // src reused right after
+        }
+        ctx.notify(sig.at(0), 1, 1);
+        ctx.wait(sig.at(1), round, WaitCmp::GE);
+      } else {
+        ctx.wait(sig.at(0), round, WaitCmp::GE);
+        const auto* d = dst.data_as<uint64_t>();
+        for (int64_t i = 0; i < kWords; ++i) {
+          MP_CHECK(d[i] == expect[size_t(i)], "round " << round << " word " << i);
+        }
+        std::fill(dst.data_as<uint64_t>(), dst.data_as<uint64_t>() + kWords, 0);
+        ctx.notify(sig.at(1), 0, 1);
+      }
+    }
+    ctx.barrier();
+  });
+}
+
+// quiet() and fence(peer) alone carry staged puts (no notify to the target): rank 0 puts to
+// rank 1, quiets (or fences), then tells rank 2, which tells rank 1; rank 1 must see the data.
+TEST(UcxAmRanks, StagedPutsLeaveAtQuietAndFence) {
+  for (bool use_fence : {false, true}) {
+    SCOPED_TRACE(use_fence ? "fence" : "quiet");
+    run(3, tcp("am"), [use_fence](Context& ctx) {
+      constexpr int64_t kWords = 512;
+      const int r = ctx.rank();
+      auto src = ctx.alloc_window("src", DType::U64, {1, kWords});
+      auto dst = ctx.alloc_window("dst", DType::U64, {1, kWords});
+      auto sig = ctx.alloc_signals("sig", 1);
+      for (int round = 1; round <= 4; ++round) {
+        if (r == 0) {
+          auto* s = src.data_as<uint64_t>();
+          for (int64_t i = 0; i < kWords; ++i) s[i] = pattern(0, round, uint64_t(i));
+          for (int64_t i = 0; i < kWords; i += 16) ctx.put(dst.slice({0, i}, {1, 16}), 1, src.slice({0, i}, {1, 16}));
+          if (use_fence) {
+            ctx.fence(1);
+          } else {
+            ctx.quiet();
+          }
+          ctx.notify(sig.at(0), 2, 1);
+        } else if (r == 2) {
+          ctx.wait(sig.at(0), round, WaitCmp::GE);
+          ctx.notify(sig.at(0), 1, 1);
+        } else {
+          ctx.wait(sig.at(0), round, WaitCmp::GE);
+          const auto* d = dst.data_as<uint64_t>();
+          for (int64_t i = 0; i < kWords; ++i) MP_CHECK(d[i] == pattern(0, round, uint64_t(i)), "round " << round << " word " << i);
+        }
+        ctx.barrier();
+      }
+    });
+  }
+}
+
+// A get of bytes this rank just put to the same peer returns the put's data (the staged put
+// leaves with the get's request, ahead of it); also for put_nbi/get_nbi.
+TEST(UcxAmRanks, GetAfterPutToTheSamePeerSeesThePut) {
+  run(2, tcp("am"), [](Context& ctx) {
+    constexpr int64_t kWords = 1024;
+    const int r = ctx.rank();
+    auto src = ctx.alloc_window("src", DType::U64, {1, kWords});
+    auto dst = ctx.alloc_window("dst", DType::U64, {1, kWords});
+    auto back = ctx.alloc_window("back", DType::U64, {1, kWords});
+    auto sig = ctx.alloc_signals("sig", 1);
+    if (r == 0) {
+      for (int round = 1; round <= 20; ++round) {
+        const int64_t n = 1 + round * 13 % 128;
+        const int64_t at = round * 29 % (kWords - n);
+        auto* s = src.data_as<uint64_t>();
+        for (int64_t i = 0; i < n; ++i) s[i] = pattern(0, round, uint64_t(i));
+        if (round % 2) {
+          ctx.put(dst.slice({0, at}, {1, n}), 1, src.slice({0, 0}, {1, n}));
+          ctx.get(back.slice({0, 0}, {1, n}), 1, dst.slice({0, at}, {1, n}));
+        } else {
+          ctx.put_nbi(dst.slice({0, at}, {1, n}), 1, src.slice({0, 0}, {1, n}));
+          ctx.get_nbi(back.slice({0, 0}, {1, n}), 1, dst.slice({0, at}, {1, n}));
+          ctx.quiet();
+        }
+        const auto* b = back.data_as<uint64_t>();
+        for (int64_t i = 0; i < n; ++i) MP_CHECK(b[i] == pattern(0, round, uint64_t(i)), "round " << round << " word " << i);
+      }
+      ctx.notify(sig.at(0), 1, 1);
+    } else {
+      ctx.wait(sig.at(0), 1, WaitCmp::GE);  // progresses, so the gets are answered
+    }
+    ctx.barrier();
+  });
+}
+
 }  // namespace

@@ -233,4 +233,160 @@ TEST(UcxAmTransport, OutOfWindowReadsAndAtomicsFailNamingTheAddress) {
   }
 }
 
+// ---- batching: small Writes are staged per peer and leave with the next non-Write op ----
+
+// Polls a while without posting anything: staged Writes must stay staged (poll() never sends
+// them, or a put and its notify would be two messages again).
+void idle_polls(AmRank& r) {
+  std::vector<rt::Completion> done;
+  for (int i = 0; i < 2000; ++i) r.tp->poll(done);
+  EXPECT_TRUE(done.empty());
+}
+
+// Many small Writes complete at post() (source copied), stay staged through polls, and land
+// with the atomic after them, every byte in place, the later of two overlapping writes winning.
+TEST(UcxAmBatching, SmallWritesLandWithTheNextAtomic) {
+  AmRank r;
+  auto mr = r.tp->allocate(1 << 20);
+  auto rkey = r.tp->unpack_key(0, mr->packed_key());
+  auto* mem = static_cast<uint8_t*>(mr->addr());
+  uint8_t* dst = mem + (1 << 19);
+  const uint64_t word = rkey->base() + 8;
+  std::vector<uint8_t> expect(4096, 0);
+  std::vector<uint8_t> src(64);
+  for (int i = 0; i < 200; ++i) {
+    const size_t at = static_cast<size_t>(i) * 17 % 4000;  // overlapping: later ones must win
+    const size_t n = 1 + static_cast<size_t>(i) % 64;
+    for (size_t k = 0; k < n; ++k) src[k] = static_cast<uint8_t>(i * 31 + static_cast<int>(k) + 1);
+    std::memcpy(expect.data() + at, src.data(), n);
+    EXPECT_TRUE(r.run(work(rt::Op::Write, src.data(), nullptr, rkey->base() + (1 << 19) + at, rkey.get(), n)).ok);
+    src.assign(src.size(), 0xee);  // reused at once: the Write copied it
+  }
+  idle_polls(r);
+  EXPECT_TRUE(all_zero(dst, 4096)) << "staged writes left without a non-Write op after them";
+  EXPECT_TRUE(r.run(work(rt::Op::AtomicAdd, nullptr, nullptr, word, rkey.get(), 8, 3)).ok);
+  // In one process the batch is delivered by the progress that completed the atomic's send.
+  for (int i = 0; i < 1000 && *reinterpret_cast<volatile uint64_t*>(mem + 8) != 3; ++i) idle_polls(r);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(mem + 8), 3u);
+  EXPECT_EQ(std::memcmp(dst, expect.data(), expect.size()), 0) << "the signal arrived before every byte";
+  EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
+}
+
+// A Flush alone (quiet/fence) carries staged Writes; a Read of the same address sees the Write
+// posted before it.
+TEST(UcxAmBatching, FlushAndReadCarryStagedWrites) {
+  AmRank r;
+  auto mr = r.tp->allocate(1 << 16);
+  auto rkey = r.tp->unpack_key(0, mr->packed_key());
+  auto* mem = static_cast<uint8_t*>(mr->addr());
+  uint64_t v = 0x1122334455667788u;
+  EXPECT_TRUE(r.run(work(rt::Op::Write, &v, nullptr, rkey->base() + 64, rkey.get(), 8)).ok);
+  idle_polls(r);
+  EXPECT_TRUE(all_zero(mem, 1 << 16));
+  EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
+  uint64_t got = 0;
+  std::memcpy(&got, mem + 64, 8);
+  EXPECT_EQ(got, v) << "a Flush completed before the write staged ahead of it";
+
+  std::vector<uint8_t> src(3000), back(3000, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 5 + 3);
+  EXPECT_TRUE(r.run(work(rt::Op::Write, src.data(), nullptr, rkey->base() + 1000, rkey.get(), src.size())).ok);
+  EXPECT_TRUE(r.run(work(rt::Op::Read, back.data(), nullptr, rkey->base() + 1000, rkey.get(), back.size())).ok);
+  EXPECT_EQ(back, src) << "a Read overtook the staged write before it";
+}
+
+// Staged bytes are bounded: a peer's batch leaves by itself once the next Write would not fit,
+// without a non-Write op, and what stays staged leaves with the Flush.
+TEST(UcxAmBatching, FullBatchLeavesByItself) {
+  AmRank r;
+  constexpr size_t kWrite = 8 << 10;  // the largest staged write
+  constexpr int kWrites = 20;         // 160 KiB: more than one batch (64 KiB)
+  auto mr = r.tp->allocate(kWrites * kWrite);
+  auto rkey = r.tp->unpack_key(0, mr->packed_key());
+  auto* mem = static_cast<uint8_t*>(mr->addr());
+  std::vector<uint8_t> src(kWrite);
+  for (int i = 0; i < kWrites; ++i) {
+    src.assign(kWrite, static_cast<uint8_t>(i + 1));
+    EXPECT_TRUE(r.run(work(rt::Op::Write, src.data(), nullptr, rkey->base() + i * kWrite, rkey.get(), kWrite)).ok);
+  }
+  idle_polls(r);
+  EXPECT_EQ(mem[0], 1) << "the first writes were still staged: the batch has no bound";
+  EXPECT_EQ(mem[kWrite * (kWrites - 1)], 0) << "the last write left before its batch was full";
+  EXPECT_TRUE(r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0)).ok);
+  for (int i = 0; i < kWrites; ++i) {
+    EXPECT_EQ(mem[i * kWrite], i + 1) << "write " << i;
+    EXPECT_EQ(mem[i * kWrite + kWrite - 1], i + 1) << "write " << i;
+  }
+}
+
+// Small (staged) and large (own message: eager and, over tcp, rendezvous) Writes to the same
+// bytes, posted back to back before any poll: the target ends with the last one's data.
+TEST(UcxAmBatching, InterleavedSmallAndLargeWritesKeepOrder) {
+  std::optional<AmRank> made;
+  {
+    ScopedEnv env{{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}};
+    made.emplace();
+  }
+  AmRank& r = *made;
+  for (size_t big : {size_t{64} << 10, size_t{2} << 20}) {
+    SCOPED_TRACE("large write of " + std::to_string(big) + " bytes");
+    auto mr = r.tp->allocate(2 * big);
+    auto rkey = r.tp->unpack_key(0, mr->packed_key());
+    auto* mem = static_cast<uint8_t*>(mr->addr());
+    uint8_t* large = mem + big;  // the large write's source, in the same window
+    std::memset(large, 0x22, big);
+    std::vector<uint8_t> a(4096, 0x11), c(4096, 0x33), d(16, 0x44);
+    std::vector<rt::Work> ws = {
+        work(rt::Op::Write, a.data(), nullptr, rkey->base(), rkey.get(), a.size()),          // staged
+        work(rt::Op::Write, large, mr.get(), rkey->base(), rkey.get(), big),                 // overwrites a
+        work(rt::Op::Write, c.data(), nullptr, rkey->base() + 100, rkey.get(), c.size()),   // over the large one
+        work(rt::Op::Write, d.data(), nullptr, rkey->base() + 50, rkey.get(), d.size()),     // over the large one
+        work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0),
+    };
+    for (size_t i = 0; i < ws.size(); ++i) {
+      ws[i].cookie = i;
+      ASSERT_EQ(r.tp->post(ws[i]), rt::PostResult::Ok);
+    }
+    std::vector<rt::Completion> done;
+    for (int i = 0; i < 10000000 && done.size() < ws.size(); ++i) r.tp->poll(done);
+    ASSERT_EQ(done.size(), ws.size());
+    for (const auto& comp : done) EXPECT_TRUE(comp.ok) << comp.error;
+    std::vector<uint8_t> expect(big, 0x22);
+    std::memset(expect.data() + 100, 0x33, c.size());
+    std::memset(expect.data() + 50, 0x44, d.size());
+    EXPECT_EQ(std::memcmp(mem, expect.data(), big), 0) << "an earlier write landed over a later one";
+  }
+}
+
+// Rule for a batch holding an out-of-window Write: every request in a batch is judged alone, as
+// if sent alone. The bad Write writes nothing (not even its in-window part), the requests before
+// and after it apply, the atomic that carried the batch succeeds, and the sender's next Flush
+// fails (as for an out-of-window Write sent alone).
+TEST(UcxAmBatching, OutOfWindowWriteInABatchIsDroppedAlone) {
+  AmRank r;
+  auto a = r.tp->allocate(1 << 16);
+  auto b = r.tp->allocate(1 << 16);  // likely right after `a`: an overrun would land here
+  auto ka = r.tp->unpack_key(0, a->packed_key());
+  auto* mem = static_cast<uint8_t*>(a->addr());
+  std::vector<uint8_t> first(256, 0x5a), bad(512, 0xab), last(256, 0xa5);
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(r.run(work(rt::Op::Write, first.data(), nullptr, ka->base(), ka.get(), first.size())).ok);
+  EXPECT_TRUE(r.run(work(rt::Op::Write, bad.data(), nullptr, ka->base() + (1 << 16) - 256, ka.get(), bad.size())).ok);
+  EXPECT_TRUE(r.run(work(rt::Op::Write, last.data(), nullptr, ka->base() + 1024, ka.get(), last.size())).ok);
+  uint64_t old = 99;
+  const rt::Completion fa = r.run(work(rt::Op::FetchAdd, &old, nullptr, ka->base() + 4096, ka.get(), 8, 1));
+  const rt::Completion flush = r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(fa.ok) << fa.error;
+  EXPECT_EQ(old, 0u);
+  EXPECT_EQ(std::memcmp(mem, first.data(), first.size()), 0) << "the write before the bad one was lost";
+  EXPECT_EQ(std::memcmp(mem + 1024, last.data(), last.size()), 0) << "the write after the bad one was lost";
+  EXPECT_TRUE(all_zero(mem + (1 << 16) - 256, 256)) << "the bad write wrote its in-window part";
+  EXPECT_TRUE(all_zero(b->addr(), b->bytes())) << "bytes written past the window";
+  EXPECT_FALSE(flush.ok);
+  EXPECT_NE(flush.error.find("rejected by the target"), std::string::npos) << flush.error;
+  EXPECT_NE(err.find("dropped write from rank 0 at address 0x"), std::string::npos) << err;
+  EXPECT_NE(err.find("outside every window"), std::string::npos) << err;
+}
+
 }  // namespace
