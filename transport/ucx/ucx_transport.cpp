@@ -535,7 +535,8 @@ class UcxTransport final : public Transport {
     if (!peer.error.empty()) return PostResult::PeerFailed;
     if (peer.direct) {  // done before returning: loads, stores and atomics on the mapped window
       const auto* rk = static_cast<const UcxRemoteKey*>(w.rkey);
-      ucx_direct::apply(w, rk ? rk->mapped() + (w.remote_addr - rk->base()) : nullptr);
+      // A Flush has no address (a caller may still pass a key): no pointer is formed for it.
+      ucx_direct::apply(w, rk && w.op != Op::Flush ? rk->mapped() + (w.remote_addr - rk->base()) : nullptr);
       done_.push_back(Completion{w.cookie, true, {}});
       return PostResult::Ok;
     }
