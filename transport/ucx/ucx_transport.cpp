@@ -495,6 +495,7 @@ class UcxTransport final : public Transport {
       peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len, peer.direct);
       any_am_ = any_am_ || peer.am;
     }
+    wire_up(bs);
   }
 
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override {
@@ -1390,6 +1391,73 @@ class UcxTransport final : public Transport {
     Pending* p = pool_.back();
     pool_.pop_back();
     return p;
+  }
+
+  // Finishes UCX's wire-up to every peer before connect() returns. Over tcp an endpoint is half
+  // made until the two workers exchange wire-up messages during progress; left to the first
+  // operation, a peer that dies before then leaves the endpoint mid-wire-up, and tearing that down
+  // trips an assertion inside UCX 1.13 (wireup_ep.c: pending_count == 0; seen in the dead-peer
+  // contract tests). A flush per endpoint completes its wire-up; a barrier through the store that
+  // keeps progressing lets every rank answer its peers' wire-up until all are done.
+  void wire_up(bootstrap::Bootstrap& bs) {
+    const auto deadline = std::chrono::steady_clock::now() + bs.timeout();
+    std::vector<ucs_status_ptr_t> reqs(static_cast<size_t>(nranks_), nullptr);
+    for (int p = 0; p < nranks_; ++p) {
+      ucp_request_param_t param{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(peers_[static_cast<size_t>(p)].ep, &param);
+      if (UCS_PTR_IS_ERR(r)) {
+        throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": wire-up flush to rank " +
+                             std::to_string(p) + " failed: " + status_text(UCS_PTR_STATUS(r)));
+      }
+      reqs[static_cast<size_t>(p)] = r;
+    }
+    auto release_all = [&] {
+      for (auto& r : reqs) {
+        if (r != nullptr) ucp_request_free(r);  // an unfinished one completes (or is purged) later
+        r = nullptr;
+      }
+    };
+    for (int p = 0; p < nranks_; ++p) {
+      ucs_status_ptr_t& r = reqs[static_cast<size_t>(p)];
+      while (r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS) {
+        ucp_worker_progress(worker_.get());
+        if (std::chrono::steady_clock::now() > deadline) {
+          release_all();
+          throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": wire-up to rank " +
+                               std::to_string(p) + " did not finish within " + std::to_string(bs.timeout().count()) +
+                               " ms");
+        }
+      }
+      if (r != nullptr) {
+        const ucs_status_t st = ucp_request_check_status(r);
+        ucp_request_free(r);
+        r = nullptr;
+        if (st != UCS_OK) {
+          release_all();
+          throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": wire-up flush to rank " +
+                               std::to_string(p) + " failed: " + status_text(st));
+        }
+      }
+    }
+    std::vector<std::string> keys;
+    for (int p = 0; p < nranks_; ++p) keys.push_back("rwin/ucx/wired/" + std::to_string(p));
+    const uint8_t one = 1;
+    bs.store().set(keys[static_cast<size_t>(rank_)], std::span<const uint8_t>(&one, 1));
+    for (uint64_t round = 0;; ++round) {
+      const auto present = bs.store().check(keys);
+      std::string missing;
+      for (int p = 0; p < nranks_; ++p) {
+        if (!present[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      if (missing.empty()) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": ranks " + missing +
+                             " did not finish wiring up within " + std::to_string(bs.timeout().count()) + " ms");
+      }
+      // Answer the others' wire-up often, ask the store (a TCP round trip) less often.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
+      while (std::chrono::steady_clock::now() < until) ucp_worker_progress(worker_.get());
+    }
   }
 
   // Flush-close every endpoint, bounded; force-close what does not finish (dead peers).
