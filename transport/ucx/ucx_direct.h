@@ -17,13 +17,15 @@
 
 namespace rwin::transport::ucx_direct {
 
-// glibc's memcpy switches to `rep movsb` from ~2 KiB, which some x86 cores (Zen 3 here before,
-// bench/RESULTS.md "Misaligned buffers") run ~20x slower when dst sits 1..63 bytes past src modulo
-// a page (4K aliasing). Copy such pairs in pieces below that threshold: the vector loop has no cliff.
+// glibc's memcpy switches to `rep movsb` from its threshold (4 KiB with AVX2, 8 KiB with AVX-512
+// in glibc 2.36), which some x86 cores (Zen 3, /work/shared/perf-baselines.md) run ~20x slower
+// when dst sits 1..63 bytes past src modulo a page (4K aliasing). Copy such pairs in pieces just
+// below the lowest threshold: the vector loop has no cliff, and pieces this large cost nothing
+// measurable where there is no cliff (bench/RESULTS.md, "Misaligned buffers").
 inline void copy(void* dst, const void* src, size_t n) noexcept {
-  constexpr size_t kPiece = 1024;
+  constexpr size_t kPiece = 4096 - 64;
   const uintptr_t skew = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
-  if (n < 2048 || skew == 0 || skew >= 64) {
+  if (n <= kPiece || skew == 0 || skew >= 64) {
     std::memcpy(dst, src, n);
     return;
   }
