@@ -21,7 +21,6 @@ using detail::PeerState;
 using detail::Slot;
 using detail::Transfer;
 using detail::WindowState;
-
 using transport::Op;
 using transport::PostResult;
 using transport::Work;
@@ -968,10 +967,10 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
     work.local = c.scratch->addr();
     work.local_mr = c.scratch.get();
   }
-  // Ordering: when the peer sees this notify, every earlier put to it must be visible. On verbs an
-  // atomic posted after writes on the peer's RC QP lands after them. UCX gives no such order, so a
-  // peer with unflushed writes is drained (flushed and waited for) first: one round trip over tcp,
-  // immediate on shared memory.
+  // Ordering: when the peer sees this notify, every earlier put to it must be visible. Where the
+  // transport orders an atomic after earlier writes to this peer (verbs: one RC QP; UCX direct and
+  // am modes), the atomic simply follows them. Otherwise (UCX native) a peer with unflushed writes
+  // is drained (flushed and waited for) first: one round trip over tcp, immediate on shared memory.
   if (!ps.ordered && ps.dirty) c.drain(peer, deadline, "notify");
   Slot s;
   s.kind = Slot::Async;
