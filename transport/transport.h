@@ -147,7 +147,8 @@ struct TransportConfig {
   std::string ifname;      // ucx: the network interface that reaches the root (RWIN_IFNAME or the
                            // route to the root); restricts UCX's tcp devices unless UCX_NET_DEVICES is set
   std::string ucx_rma = "auto";  // ucx: how RMA reaches a peer: "native" (ucp_put/get/atomic), "am" (rwin's
-                                 // ordered active-message protocol), "auto" (am where UCX would emulate)
+                                 // ordered active-message protocol), "auto" (direct loads/stores where UCX
+                                 // maps the peer's memory, am where UCX would emulate RMA, else native)
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.
