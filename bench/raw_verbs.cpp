@@ -1,8 +1,5 @@
 #include "raw_verbs.h"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +10,8 @@
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
+
+#include "backoff.h"
 
 namespace rwinperf {
 
@@ -103,29 +102,9 @@ int auto_gid(ibv_context* ctx, int port, int tbl_len, int nports, bool roce) {
   return v2 >= 0 ? v2 : any;
 }
 
-// The idle policy of rwin's own waits (core/src/context.cpp, Backoff): spin, then yield after
-// 200 us, then sleep 50 us per poll after 2 ms, so that raw and rwin waits compare like for like
-// (and a long wait does not hold a vCPU of the guest that also carries rxe's packet processing).
-class Backoff {
- public:
-  void idle() noexcept {
-    if (++polls_ < 64) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (polls_ == 64) start_ = now;
-    const auto waited = now - start_;
-    if (waited < std::chrono::microseconds(200)) return;
-    if (waited < std::chrono::milliseconds(2)) {
-      sched_yield();
-      return;
-    }
-    timespec ts{0, 50 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-
- private:
-  uint64_t polls_ = 0;
-  std::chrono::steady_clock::time_point start_;
-};
+// Raw waits idle exactly like rwin's (so the two compare like for like, and a long wait does not
+// hold a vCPU of the guest that also carries rxe's packet processing).
+using rwin::detail::Backoff;
 
 uint32_t random_psn() {
   std::random_device rd;

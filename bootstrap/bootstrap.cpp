@@ -237,6 +237,41 @@ void Bootstrap::barrier() {
   wait_ranks(prefix, what.c_str());
 }
 
+void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiting) {
+  const std::string prefix = "pbar/" + std::to_string(seq_++) + "/";
+  const std::string who = "rank " + std::to_string(rank_) + ": barrier (" + prefix + ")";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> keys;
+  for (int r = 0; r < nranks_; ++r) keys.push_back(prefix + std::to_string(r));
+  auto store_call = [&](auto&& call) {  // store failures name this barrier
+    try {
+      return call();
+    } catch (const BootstrapError& e) {
+      throw BootstrapError(e.kind(), who + ": " + e.what());
+    }
+  };
+  const uint8_t none = 0;
+  store_call([&] { store_->set(keys[static_cast<size_t>(rank_)], std::span<const uint8_t>(&none, 0)); });
+  for (uint64_t round = 0;; ++round) {
+    const auto present = store_call([&] { return store_->check(keys); });
+    std::string missing;
+    for (int r = 0; r < nranks_; ++r) {
+      if (!present[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw BootstrapError(BootstrapError::Kind::Timeout, who + " timed out after " + std::to_string(timeout.count()) +
+                                                              " ms waiting for ranks " + missing + " of " +
+                                                              std::to_string(nranks_));
+    }
+    // Serve the peers often, ask the store (a TCP round trip) less often.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
+    do {
+      while_waiting();
+    } while (std::chrono::steady_clock::now() < until);
+  }
+}
+
 namespace {
 void check_peer(int rank, int nranks, int peer, const char* op) {
   if (peer < 0 || peer >= nranks || peer == rank) {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -121,6 +122,11 @@ class Bootstrap {
   std::vector<Bytes> allgather(std::span<const uint8_t> mine);
   // Collective: returns when every rank has called it.
   void barrier();
+  // The same, for callers that must keep serving their peers while they wait (a transport whose
+  // remote operations land only while the target progresses): calls `while_waiting` between
+  // polls of the store (the store is asked every 50 us at first, then every 1 ms). Throws
+  // BootstrapError::Timeout naming the ranks that never came once `timeout` passes.
+  void barrier(Millis timeout, const std::function<void()>& while_waiting);
   // Point to point, for per-peer handshakes (e.g. one queue pair per peer): `tag` must be the
   // same on both sides and unique per exchange.
   void send(int peer, const std::string& tag, std::span<const uint8_t> data);

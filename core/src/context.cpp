@@ -1,6 +1,5 @@
 // rwin::Context: windows, the put/get pipeline, ordered notify, progress-driving waits.
 #include <sched.h>
-#include <time.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -41,26 +40,6 @@ int64_t load_word(const WindowState& s, uint64_t byte_offset) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Backoff
-
-void detail::Backoff::idle() noexcept {
-  if (++polls_ < 64) return;  // the first polls are pure spinning: no clock reads at all
-  const auto now = Clock::now();
-  if (!started_) {
-    started_ = true;
-    start_ = now;
-  }
-  const auto waited = now - start_;
-  if (waited < std::chrono::microseconds(200)) return;
-  if (waited < std::chrono::milliseconds(2)) {
-    sched_yield();
-    return;
-  }
-  timespec ts{0, 50 * 1000};
-  nanosleep(&ts, nullptr);
-}
 
 // ---------------------------------------------------------------------------------------------
 // WindowState
@@ -219,38 +198,14 @@ void ContextImpl::quiet(std::chrono::milliseconds timeout) {
 // towards us needs our progress to finish, so a blocking store wait here could deadlock.
 void ContextImpl::barrier(std::chrono::milliseconds timeout) {
   quiet(timeout);
-  const auto deadline = Clock::now() + timeout;
-  const std::string prefix = "rwin/barrier/" + std::to_string(barrier_seq++) + "/";
-  const uint8_t one = 1;
-  std::vector<std::string> keys;
-  for (int r = 0; r < nranks; ++r) keys.push_back(prefix + std::to_string(r));
-  auto store = [&](auto&& call) {  // the store speaks BootstrapError; callers get rwin::Error
-    try {
-      return call();
-    } catch (const bootstrap::BootstrapError& e) {
-      throw Error(ErrorCode::Bootstrap, who() + ": barrier: " + e.what());
-    }
-  };
-  store([&] { bs->store().set(keys[static_cast<size_t>(rank)], std::span<const uint8_t>(&one, 1)); });
-  for (uint64_t round = 0;; ++round) {
-    const auto present = store([&] { return bs->store().check(keys); });
-    bool all = true;
-    for (bool b : present) all = all && b;
-    if (all) return;
-    if (Clock::now() > deadline) {
-      std::string missing;
-      for (int r = 0; r < nranks; ++r) {
-        if (!present[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
-      throw Error(ErrorCode::Timeout, who() + ": barrier timed out after " + std::to_string(timeout.count()) +
-                                          " ms waiting for ranks " + missing);
-    }
-    // Poll the transport often and the store less often (each check is a TCP round trip).
-    const auto until = Clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
-    while (Clock::now() < until) {
+  try {
+    bs->barrier(timeout, [this] {
       progress();
-      sched_yield();  // the store round trip above already costs tens of microseconds
-    }
+      sched_yield();  // each store round trip already costs tens of microseconds
+    });
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(e.kind() == bootstrap::BootstrapError::Kind::Timeout ? ErrorCode::Timeout : ErrorCode::Bootstrap,
+                e.what());  // names this rank, the barrier and the missing ranks
   }
 }
 

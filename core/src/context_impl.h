@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backoff.h"
 #include "bootstrap/bootstrap.h"
 #include "rwin/rwin.h"
 #include "transport/transport.h"
@@ -31,23 +32,6 @@ struct WindowState {
   void* base() const noexcept { return mr->addr(); }
   std::string describe() const;  // "'y' f32[4x1024] (16384 bytes)"
   void release() noexcept;       // drops native resources; the state becomes "freed"
-};
-
-// Waiting politely while nothing happens: spin (lowest latency when ranks <= cores), then yield,
-// then sleep, by elapsed time rather than poll count, so a fast ping-pong never sleeps (a 50 us
-// sleep costs a whole 4 ms tick in a TCG guest) and 16 ranks on 2 cores still all progress.
-class Backoff {
- public:
-  void idle() noexcept;
-  void reset() noexcept {
-    polls_ = 0;
-    started_ = false;
-  }
-
- private:
-  uint32_t polls_ = 0;
-  bool started_ = false;
-  std::chrono::steady_clock::time_point start_{};
 };
 
 // The deadline of one operation, read from the clock only once somebody actually waits: an
@@ -116,7 +100,6 @@ struct ContextImpl {
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
   std::vector<transport::Completion> completions;
-  uint64_t barrier_seq = 0;
   // The one blocking single-chunk op in flight (see run_single): its cookie carries kSyncBit and a
   // sequence number, so a late completion of an abandoned one is never taken for the current one.
   static constexpr uint64_t kSyncBit = uint64_t{1} << 63;

@@ -517,6 +517,33 @@ TEST(Bootstrap, BarrierTimeoutNamesTheRankThatNeverCame) {
   }
 }
 
+// The progressing barrier keeps calling its callback while it waits (a transport serving its
+// peers), returns once all came, and names the rank that never came.
+TEST(Bootstrap, ProgressingBarrierServesWhileWaitingAndNamesTheMissingRank) {
+  constexpr int n = 3;
+  const auto root = local(free_port());
+  auto errors = run_ranks(n, [&](int r) {
+    rb::Bootstrap bs(r, n, root, 5s);
+    int calls = 0;
+    if (r == 2) std::this_thread::sleep_for(200ms);  // late: the others must serve meanwhile
+    bs.barrier(5s, [&] { ++calls; });
+    if (r != 2 && calls == 0) throw std::runtime_error("rank " + std::to_string(r) + " never served while waiting");
+    if (r == 1) return;  // skips the second barrier, then leaves
+    try {
+      bs.barrier(1s, [&] { ++calls; });
+    } catch (const rb::BootstrapError& e) {
+      EXPECT_EQ(e.kind(), Kind::Timeout);
+      throw;
+    }
+  });
+  EXPECT_EQ(errors[1], "");
+  for (int r : {0, 2}) {
+    const std::string& msg = errors[static_cast<size_t>(r)];
+    EXPECT_NE(msg.find("rank " + std::to_string(r) + ": barrier"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("waiting for ranks 1 of 3"), std::string::npos) << msg;
+  }
+}
+
 TEST(Bootstrap, RecvTimeoutNamesThePeerAndTag) {
   const auto root = local(free_port());
   auto errors = run_ranks(2, [&](int r) {

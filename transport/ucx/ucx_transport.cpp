@@ -1439,25 +1439,9 @@ class UcxTransport final : public Transport {
         }
       }
     }
-    std::vector<std::string> keys;
-    for (int p = 0; p < nranks_; ++p) keys.push_back("rwin/ucx/wired/" + std::to_string(p));
-    const uint8_t one = 1;
-    bs.store().set(keys[static_cast<size_t>(rank_)], std::span<const uint8_t>(&one, 1));
-    for (uint64_t round = 0;; ++round) {
-      const auto present = bs.store().check(keys);
-      std::string missing;
-      for (int p = 0; p < nranks_; ++p) {
-        if (!present[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-      }
-      if (missing.empty()) return;
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": ranks " + missing +
-                             " did not finish wiring up within " + std::to_string(bs.timeout().count()) + " ms");
-      }
-      // Answer the others' wire-up often, ask the store (a TCP round trip) less often.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
-      while (std::chrono::steady_clock::now() < until) ucp_worker_progress(worker_.get());
-    }
+    const auto left = deadline - std::chrono::steady_clock::now();
+    bs.barrier(std::chrono::duration_cast<bootstrap::Millis>(std::max(left, decltype(left)::zero())),
+               [this] { ucp_worker_progress(worker_.get()); });
   }
 
   // Flush-close every endpoint, bounded; force-close what does not finish (dead peers).
