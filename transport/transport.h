@@ -135,6 +135,16 @@ class Transport {
     (void)peer;
     return capabilities().write_then_atomic_ordered;
   }
+  // The core learned that `peer` is gone (its bootstrap lease closed, or it missed a deadline):
+  // stop talking to it now. Afterwards post() to it returns PeerFailed with peer_error(peer) ==
+  // `why` (unless the transport had its own failure first), nothing of this transport touches the
+  // peer's connection again, and work posted to it completes (failed) at a later poll() or
+  // never: the core no longer waits for it. Never blocks.
+  virtual void fail_peer(int peer, const std::string& why) noexcept = 0;
+  // Teardown, first step: when it returns, neither a peer nor this transport can write into any
+  // MemoryRegion it allocated, so the caller may release them. Closes every connection (bounded,
+  // a few seconds at most); afterwards post() returns PeerFailed and poll() finds nothing new.
+  virtual void quiesce() noexcept = 0;
 };
 
 struct TransportConfig {

@@ -32,6 +32,18 @@ constexpr size_t kScratchWords = 8192;          // atomic result slots (64 KiB);
                                                 // sink for notify(Set), the rest serve put(Add)
 constexpr int kAtomicsInFlight = 256;           // element atomics of one put(Add) in flight
 
+// How a bootstrap failure reaches the user: a peer that died is PeerFailed, as on the data path.
+ErrorCode error_code(const bootstrap::BootstrapError& e) {
+  switch (e.kind()) {
+    case bootstrap::BootstrapError::Kind::Timeout:
+      return ErrorCode::Timeout;
+    case bootstrap::BootstrapError::Kind::PeerFailed:
+      return ErrorCode::PeerFailed;
+    default:
+      return ErrorCode::Bootstrap;
+  }
+}
+
 std::string shape_str(Shape2 s) { return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]"; }
 
 int64_t load_word(const WindowState& s, uint64_t byte_offset) {
@@ -59,10 +71,59 @@ void WindowState::release() noexcept {
 // ContextImpl: data path
 
 ContextImpl::~ContextImpl() {
-  for (auto& w : windows) {
-    if (auto s = w.lock()) s->release();
-  }
+  // First make sure nothing can write into our memory any more (a dead or late peer's data
+  // still in a socket, a rendezvous receive, a queue pair), then release it.
+  // Remote keys belong to the transport's worker: they go while it still exists.
+  for (auto& w : windows) w->rkeys.clear();
+  if (tp) tp->quiesce();
+  for (auto& w : windows) w->release();
+  windows.clear();
+  graveyard.clear();
   scratch.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ContextImpl: peer liveness
+
+void ContextImpl::watch() {
+  // Two clock reads per call at most; the bootstrap is asked every 2 ms (one non-blocking recv).
+  const auto now = Clock::now();
+  if (now < next_watch) return;
+  next_watch = now + std::chrono::milliseconds(2);
+  watch_now();
+}
+
+void ContextImpl::watch_now() {
+  if (!bs) return;
+  for (auto& f : bs->poll_failures()) {
+    if (f.rank < 0 || f.rank >= nranks || f.rank == rank) continue;
+    known_failures.push_back(KnownFailure{f.rank, f.how, f.when});
+    degraded = true;
+    const std::string text = "peer " + std::to_string(f.rank) + " failed (" + f.how + ")";
+    if (static_cast<size_t>(f.rank) < peers.size()) {
+      PeerState& ps = peers[static_cast<size_t>(f.rank)];
+      if (ps.failed.empty()) ps.failed = text;
+    }
+    if (tp) tp->fail_peer(f.rank, text);
+  }
+}
+
+std::string ContextImpl::failure_text(int peer) const {
+  for (const auto& f : known_failures) {
+    if (f.rank != peer) continue;
+    const double ago = std::chrono::duration<double>(Clock::now() - f.when).count();
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", ago);
+    return "peer " + std::to_string(peer) + " failed (" + f.how + ", learned " + secs + " s ago)";
+  }
+  return {};
+}
+
+void ContextImpl::raise_new_failure(const std::string& what) {
+  if (failures_reported >= known_failures.size()) return;
+  const KnownFailure& f = known_failures[failures_reported];
+  failures_reported = known_failures.size();  // a wait reports each failure once (as ULFM does)
+  throw Error(ErrorCode::PeerFailed, who() + ": " + failure_text(f.rank) + what);
 }
 
 uint32_t ContextImpl::take_slot(const Slot& s) {
@@ -108,8 +169,10 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, cons
       throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
     }
     progress();
+    watch();  // a dead peer's post() then returns PeerFailed
     if (deadline.passed()) {
       free_slots.push_back(id);
+      degraded = true;
       throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
                                           ": transport stayed busy until the deadline (" + tp->describe() + ")");
     }
@@ -175,7 +238,10 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
   Backoff backoff;
   while (ps.outstanding > 0 && ps.failed.empty()) {
     progress();
+    watch();
+    if (!ps.failed.empty()) break;
     if (deadline.passed()) {
+      degraded = true;
       throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
                                           " did not complete its operations by the deadline; " + outstanding_summary());
     }
@@ -204,8 +270,9 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
       sched_yield();  // each store round trip already costs tens of microseconds
     });
   } catch (const bootstrap::BootstrapError& e) {
-    throw Error(e.kind() == bootstrap::BootstrapError::Kind::Timeout ? ErrorCode::Timeout : ErrorCode::Bootstrap,
-                e.what());  // names this rank, the barrier and the missing ranks
+    watch_now();  // learn the failure the barrier saw, so shutdown knows
+    degraded = true;
+    throw Error(error_code(e), e.what());  // names this rank, the barrier and the missing or failed ranks
   }
 }
 
@@ -293,9 +360,9 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root),
                                                   c.opt.startup_timeout);
   } catch (const bootstrap::BootstrapError& e) {
-    throw Error(e.kind() == bootstrap::BootstrapError::Kind::Timeout ? ErrorCode::Timeout : ErrorCode::Bootstrap,
-                e.what());
+    throw Error(error_code(e), e.what());
   }
+  c.peers.resize(static_cast<size_t>(c.nranks));
   transport::TransportConfig tc;
   tc.name = c.opt.transport;
   tc.ib_device = c.opt.ib_device;
@@ -324,9 +391,8 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
-    throw Error(ErrorCode::Bootstrap, c.who() + ": transport connect: " + e.what());
+    throw Error(error_code(e), c.who() + ": transport connect: " + e.what());
   }
-  c.peers.resize(static_cast<size_t>(c.nranks));
   for (int p = 0; p < c.nranks; ++p) c.peers[static_cast<size_t>(p)].ordered = c.tp->write_then_atomic_ordered(p);
 }
 
@@ -336,10 +402,17 @@ Context::~Context() {
   // Bounded: a dead peer must not keep us here; other ranks may still be reading our memory,
   // hence the barrier before anything is released.
   const auto bound = std::min<std::chrono::milliseconds>(c.opt.op_timeout, std::chrono::milliseconds(10000));
-  try {
-    c.barrier(bound);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+  c.watch_now();
+  bool healthy = !c.degraded;
+  for (const auto& p : c.peers) healthy = healthy && p.failed.empty();
+  // A job that already lost a peer or missed a deadline cannot complete a barrier (someone it
+  // waits for is gone or stuck): leave at once; ~ContextImpl still quiesces before unmapping.
+  if (healthy) {
+    try {
+      c.barrier(bound);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+    }
   }
 }
 
@@ -423,7 +496,8 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
-    throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+    c.watch_now();
+    throw Error(error_code(e), c.who() + ": " + what + " " + s->describe() + ": " + e.what());
   }
   // Every rank sees every descriptor, so a mismatch is reported on every rank.
   std::string mismatch;
@@ -452,8 +526,6 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
   }
   s->ctx = &c;
-  // Forget windows that were already dropped so the registry does not grow without bound.
-  std::erase_if(c.windows, [](const std::weak_ptr<WindowState>& w) { return w.expired(); });
   c.windows.push_back(s);
   return s;
 }
@@ -461,8 +533,18 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
 void free_region(ContextImpl& c, std::shared_ptr<WindowState>& s, const char* what) {
   WindowState& st = live(s, what);
   if (st.ctx != &c) throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + ": window belongs to another context");
-  c.barrier(c.opt.op_timeout);  // nobody may still write into it
+  try {
+    c.barrier(c.opt.op_timeout);  // nobody may still write into it
+  } catch (...) {
+    // Some rank did not arrive: it may still write into this window. The handle is freed for the
+    // caller, but the memory stays registered until the transport is quiesced at teardown.
+    c.graveyard.push_back(std::move(st.mr));
+    st.release();
+    std::erase(c.windows, s);
+    throw;
+  }
   st.release();
+  std::erase(c.windows, s);
 }
 
 }  // namespace
@@ -573,16 +655,25 @@ static void run_single(ContextImpl& c, Work& w, const char* what) {
       throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
     }
     c.progress();
+    c.watch();
     if (deadline.passed()) {
+      c.degraded = true;
       throw Error(ErrorCode::Timeout, c.who() + ": " + what + " to peer " + std::to_string(w.peer) +
                                           ": transport stayed busy until the deadline (" + c.tp->describe() + ")");
     }
     backoff.idle();
   }
   backoff.reset();
+  PeerState& ps = c.peers[static_cast<size_t>(w.peer)];
   for (;;) {
     c.progress();
     if (c.sync_done) break;
+    c.watch();
+    if (!ps.failed.empty()) {
+      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
+                                             std::to_string(w.bytes) + " bytes): " + ps.failed);
+    }
     if (deadline.passed()) {
       const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
                               std::to_string(w.bytes) + " bytes) unfinished after " +
@@ -640,6 +731,13 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
     if (tr.inflight == 0) break;
     c.progress();
     if (tr.inflight == 0) continue;  // finished in this poll: no clock read on the fast path
+    c.watch();
+    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty() && tr.error.empty()) {
+      c.abandon(tr);  // chunks still in flight complete into nothing
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
+                                             std::to_string(planner.total_bytes()) + " bytes, " +
+                                             std::to_string(tr.inflight) + " chunks in flight): " + f);
+    }
     if (deadline.passed()) {
       const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
                               std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
@@ -669,6 +767,11 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, c
   while (tr.inflight > limit) {
     c.progress();
     if (tr.inflight <= limit) break;
+    c.watch();
+    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
+      c.abandon(tr);
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + f);
+    }
     if (deadline.passed()) {
       c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
       c.abandon(tr);
@@ -953,8 +1056,18 @@ void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
     }
     if (word == signal.count) return;
     c.progress();
+    if ((round & 63) == 0) {
+      c.watch();
+      if (c.failures_reported < c.known_failures.size()) {
+        const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
+        c.raise_new_failure(" while waiting on signal '" + w.name + "' word " + std::to_string(idx) + " for " +
+                            to_string(cmp) + " " + std::to_string(expected) + " (last value seen " +
+                            std::to_string(load_word(w, idx * 8)) + ")");
+      }
+    }
     if ((round & 63) == 0 && deadline.passed()) {
       const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
+      c.degraded = true;
       throw Error(ErrorCode::Timeout,
                   c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" + w.name +
                       "' word " + std::to_string(idx) + " (slice of " + std::to_string(signal.count) +
@@ -970,7 +1083,15 @@ bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
   const WindowState& w = check_signal(c, "test", -1, signal);
   c.progress();
   for (int64_t i = 0; i < signal.count; ++i) {
-    if (!compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(i) * 8), cmp, expected)) return false;
+    const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(i);
+    if (compare(load_word(w, idx * 8), cmp, expected)) continue;
+    // Not satisfied: a caller polling test() in a loop must learn of a dead peer as a wait would.
+    if ((++c.test_calls & 63) == 0) c.watch();
+    if (c.failures_reported < c.known_failures.size()) {
+      c.raise_new_failure(" while testing signal '" + w.name + "' word " + std::to_string(idx) + " for " +
+                          to_string(cmp) + " " + std::to_string(expected));
+    }
+    return false;
   }
   return true;
 }
@@ -990,7 +1111,8 @@ std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>&
   try {
     return impl_->bs->allgather(mine);
   } catch (const bootstrap::BootstrapError& e) {
-    throw Error(ErrorCode::Bootstrap, impl_->who() + ": allgather: " + e.what());
+    impl_->watch_now();
+    throw Error(error_code(e), impl_->who() + ": allgather: " + e.what());
   }
 }
 

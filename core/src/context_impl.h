@@ -85,6 +85,14 @@ struct PeerState {
   std::string failed;          // sticky failure
 };
 
+// What the bootstrap told us about a rank that died, for messages ("peer 2 failed (its bootstrap
+// connection closed 1.2 s ago)").
+struct KnownFailure {
+  int rank = -1;
+  std::string how;
+  std::chrono::steady_clock::time_point when;
+};
+
 struct ContextImpl {
   Options opt;
   int rank = 0;
@@ -94,7 +102,13 @@ struct ContextImpl {
   std::unique_ptr<bootstrap::Bootstrap> bs;
   std::unique_ptr<transport::Transport> tp;
   transport::Capabilities caps;
-  std::vector<std::weak_ptr<WindowState>> windows;  // every live window, for release at teardown
+  // Every window not yet freed, held here (not only by the user's handles): its memory is
+  // released at free() after a barrier, or at teardown after the transport is quiesced, never
+  // when the last handle happens to go (a peer may still be writing into it).
+  std::vector<std::shared_ptr<WindowState>> windows;
+  // Regions freed while a peer might still write into them (free() whose barrier failed): kept
+  // registered until the transport is quiesced at teardown.
+  std::vector<std::unique_ptr<transport::MemoryRegion>> graveyard;
   std::unique_ptr<transport::MemoryRegion> scratch;  // registered 8-byte result slots for atomics
   std::vector<PeerState> peers;
   std::vector<Slot> slots;
@@ -108,7 +122,26 @@ struct ContextImpl {
   bool sync_done = false;
   std::string sync_error;
 
+  // Peer liveness (see watch()).
+  std::vector<KnownFailure> known_failures;  // every failed peer learned, in order
+  size_t failures_reported = 0;  // how many of them a wait/test has already raised (each once)
+  std::chrono::steady_clock::time_point next_watch{};
+  uint32_t test_calls = 0;
+  // Set once an operation timed out or a peer failed: shutdown then skips its barrier (it could
+  // only wait for a rank that is gone or stuck) and leaves within a short, fixed time.
+  bool degraded = false;
+
   ~ContextImpl();
+
+  // Asks the bootstrap (at most every few ms; cheap otherwise) whether a peer died, and marks each
+  // new one failed in the core and the transport. Called from every loop that waits.
+  void watch();
+  void watch_now();
+  // "peer 2 failed (its bootstrap connection closed 1.2 s ago)", or "" when `peer` is not known dead.
+  std::string failure_text(int peer) const;
+  // Throws PeerFailed naming a peer failure no wait/test has raised yet; `what` says what was
+  // waiting (" while waiting on signal 'x' word 0 for >= 1").
+  void raise_new_failure(const std::string& what);
 
   // Data path helpers.
   uint32_t take_slot(const Slot& s);

@@ -402,23 +402,7 @@ class UcxTransport final : public Transport {
   }
 
   ~UcxTransport() override {
-    // Staged writes completed to the caller: they leave before the endpoints close (the core's
-    // shutdown barrier flushes them already; this covers a barrier that failed).
-    for (auto& peer : peers_) {
-      if (peer.stage && peer.error.empty() && peer.ep) send_stage(peer, nullptr);
-    }
-    // Descriptors we still hold go back to UCX while their endpoints exist.
-    for (auto& in : inbound_) {
-      for (auto& [seq, h] : in.early) release_held(h);
-      for (auto& h : in.backlog) release_held(h);
-      in.early.clear();
-      in.backlog.clear();
-    }
-    close_endpoints();
-    // Callbacks UCX runs while the worker is destroyed must touch nothing but their request.
-    closing_ = true;
-    probe_.reset();
-    worker_.reset();
+    quiesce();
     for (OutReply* r : replies_) delete r;
     for (OutReply* r : replies_sent_) delete r;
     for (RecvCtx* r : recvs_) delete r;
@@ -563,6 +547,11 @@ class UcxTransport final : public Transport {
   }
 
   void poll(std::vector<Completion>& out) override {
+    if (quiesced_) {
+      for (auto& c : done_) out.push_back(std::move(c));
+      done_.clear();
+      return;
+    }
     // Work that finished inline (shm puts, most small ops) is handed back without touching the
     // worker; otherwise a few rounds of progress, as one call may advance a protocol by one step.
     // The core polls again while it waits, so targets of emulated ops still progress.
@@ -573,6 +562,7 @@ class UcxTransport final : public Transport {
         if (any_am_ && (!replies_.empty() || !done_.empty())) break;
       }
     }
+    if (!closing_reqs_.empty()) reap_closes();
     if (am_work_) {
       drain_backlogs();
       send_replies();
@@ -588,6 +578,59 @@ class UcxTransport final : public Transport {
   std::string peer_error(int peer) const override {
     if (peer < 0 || peer >= nranks_) return {};
     return peers_[static_cast<size_t>(peer)].error;
+  }
+
+  void fail_peer(int p, const std::string& why) noexcept override {
+    if (p < 0 || p >= nranks_ || quiesced_) return;
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (peer.error.empty()) peer.error = why;
+    peer_failed_ = true;  // poll() fails the work still waiting for this peer's replies
+    am_work_ = true;
+    if (peer.stage) {  // its writes already completed to the caller; nobody will receive them
+      batch_pool_.push_back(peer.stage);
+      peer.stage = nullptr;
+    }
+    release_inbound(p);
+    if (peer.ep && !peer.direct) {
+      // Force: a dead peer acknowledges nothing. UCX cancels the endpoint's requests (their
+      // callbacks run from later progress) and closes its sockets, so nothing more arrives from it.
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &param);
+      if (r && UCS_PTR_IS_PTR(r)) closing_reqs_.push_back(r);
+      peer.ep = nullptr;
+    }
+    // A direct (shared-memory) peer keeps its endpoint until quiesce(): no request of ours waits
+    // on it (every direct op completes inside post()), and its mapping of our memory stays valid
+    // for as long as it lives, whatever we do.
+  }
+
+  void quiesce() noexcept override {
+    if (quiesced_) return;
+    // Staged writes completed to the caller: they leave before the endpoints close (the core's
+    // shutdown barrier flushes them already; this covers a barrier that failed).
+    for (auto& peer : peers_) {
+      if (peer.stage && peer.error.empty() && peer.ep) send_stage(peer, nullptr);
+    }
+    // Descriptors we still hold go back to UCX while the worker exists.
+    for (int p = 0; p < nranks_; ++p) release_inbound(p);
+    close_endpoints();
+    // Callbacks UCX runs while the worker is destroyed must touch nothing but their request.
+    closing_ = true;
+    probe_.reset();
+    // With the worker gone no socket, shared-memory queue or rendezvous receive is left that
+    // could write into a window: the core may now unmap them (ucp_mem_unmap needs the context
+    // only, which lives on).
+    worker_.reset();
+    quiesced_ = true;
+    for (int p = 0; p < nranks_; ++p) {
+      Peer& peer = peers_[static_cast<size_t>(p)];
+      if (peer.error.empty()) {
+        peer.error = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " -> peer " + std::to_string(p) +
+                     ": transport closed (context shutting down)";
+      }
+    }
   }
 
  private:
@@ -1085,6 +1128,25 @@ class UcxTransport final : public Transport {
     h.desc = nullptr;
   }
 
+  // Frees the force-close requests of failed peers' endpoints that have finished.
+  void reap_closes() noexcept {
+    std::erase_if(closing_reqs_, [](ucs_status_ptr_t r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+    });
+  }
+
+  // Gives back every rendezvous descriptor held for `sender` and forgets its queued requests.
+  void release_inbound(int sender) noexcept {
+    Inbound& in = inbound_[static_cast<size_t>(sender)];
+    for (auto& [seq, h] : in.early) release_held(h);
+    for (auto& h : in.backlog) release_held(h);
+    backlog_count_ -= std::min(backlog_count_, in.backlog.size());
+    in.early.clear();
+    in.backlog.clear();
+  }
+
   // Applies what waits in front of `sender`'s backlog: writes always, others once no rendezvous
   // write from that sender is pending. Called from poll(), outside UCX callbacks.
   void drain(int sender) {
@@ -1446,7 +1508,8 @@ class UcxTransport final : public Transport {
 
   // Flush-close every endpoint, bounded; force-close what does not finish (dead peers).
   void close_endpoints() noexcept {
-    std::vector<ucs_status_ptr_t> reqs;
+    std::vector<ucs_status_ptr_t> reqs = std::move(closing_reqs_);
+    closing_reqs_.clear();
     for (auto& peer : peers_) {
       if (!peer.ep) continue;
       ucp_request_param_t param{};
@@ -1473,7 +1536,8 @@ class UcxTransport final : public Transport {
   std::string rma_mode_;    // "auto" | "native" | "am"
   std::string tls_;
   std::string net_device_;  // the tcp interface we restricted UCX to, if any
-  bool closing_ = false;    // set in the destructor before the worker goes
+  bool closing_ = false;    // set in quiesce() before the worker goes
+  bool quiesced_ = false;   // quiesce() ran: no worker, no endpoints
   bool am_work_ = false;    // poll() has am housekeeping to do
   bool any_am_ = false;     // some peer is reached in am mode
   bool peer_failed_ = false;  // a peer failed since fail_abandoned() last looked
@@ -1487,6 +1551,7 @@ class UcxTransport final : public Transport {
   std::vector<Peer> peers_;
   std::deque<ErrArg> err_args_;  // stable addresses for the error-handler argument
   std::vector<Pending*> pool_;
+  std::vector<ucs_status_ptr_t> closing_reqs_;  // force-closes of failed peers' endpoints in flight
   std::vector<Batch*> batch_pool_;  // batches not staged and not in flight
   std::vector<Completion> done_;
   // am mode

@@ -329,7 +329,8 @@ void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
   fail_peer(peer, op_text(peer, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail);
 }
 
-void VerbsTransport::fail_peer(int peer, const std::string& msg) {
+void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
+  if (peer < 0 || peer >= cfg_.nranks) return;
   Peer& pr = peers_[peer];
   if (pr.error.empty()) pr.error = msg;
   if (pr.qp) {
@@ -347,6 +348,13 @@ void VerbsTransport::fail_peer(int peer, const std::string& msg) {
   pr.pending.clear();
   pr.staged.clear();
   pr.swap.active = false;
+}
+
+void VerbsTransport::quiesce() noexcept {
+  for (int p = 0; p < cfg_.nranks; ++p) {
+    fail_peer(p, "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(p) + ": " + describe_ +
+                     ": transport closed (context shutting down)");
+  }
 }
 
 void VerbsTransport::poll(std::vector<Completion>& out) {

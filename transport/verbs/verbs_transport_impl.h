@@ -73,6 +73,11 @@ class VerbsTransport final : public Transport {
   PostResult post(const Work& w) override;
   void poll(std::vector<Completion>& out) override;
   std::string peer_error(int peer) const override;
+  // Moves the peer's QP to the error state: the device flushes its WRs and the peer's RDMA
+  // operations through it are refused from then on; pending work completes failed.
+  void fail_peer(int peer, const std::string& msg) noexcept override;
+  // Every QP to the error state (the MRs can then be deregistered: nothing reaches them).
+  void quiesce() noexcept override;
 
  private:
   // One posted (or staged, not yet posted) work request, oldest first per peer.
@@ -121,7 +126,6 @@ class VerbsTransport final : public Transport {
   void flush_staged(int peer);
   void on_success(int peer, uint32_t seq);
   void on_error(int peer, const ibv_wc& wc);
-  void fail_peer(int peer, const std::string& msg);
   void stage_swap_cas(int peer);
   std::string op_text(int peer, const Pending& p) const;
 
