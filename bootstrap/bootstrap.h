@@ -28,12 +28,19 @@ using Millis = std::chrono::milliseconds;
 // The core converts it into rwin::Error(ErrorCode::Bootstrap) at its boundary.
 class BootstrapError : public std::runtime_error {
  public:
-  enum class Kind { Timeout, Connection, Protocol, Config };
+  enum class Kind { Timeout, Connection, Protocol, Config, PeerFailed };
   BootstrapError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const noexcept { return kind_; }
 
  private:
   Kind kind_;
+};
+
+// STUB until the lease lands (helper H1).
+struct PeerFailure {
+  int rank = -1;
+  std::string how;
+  std::chrono::steady_clock::time_point when;
 };
 
 // A key-value store with blocking reads. Keys are short strings, values are bytes.
@@ -133,6 +140,7 @@ class Bootstrap {
   Bytes recv(int peer, const std::string& tag);
 
   Store& store() noexcept { return *store_; }
+  std::vector<PeerFailure> poll_failures() { return {}; }  // STUB
 
  private:
   // Waits for one key per rank under `prefix`; on timeout names the ranks that are missing.
