@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <thread>
 
 namespace rwin::bootstrap {
 
@@ -181,6 +182,11 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
   } catch (const BootstrapError& e) {
     // Leaving without a goodbye would report this rank failed; it never really joined.
     leave_after_failed_start(lease_.get(), nullptr, rank, timeout_);
+    if (e.kind() == BootstrapError::Kind::Timeout) {
+      throw BootstrapError(e.kind(), head + ": timed out after " + std::to_string(startup_timeout_.count()) +
+                                         " ms (start-up timeout) joining the job, before any rank could be "
+                                         "counted: " + e.what());
+    }
     throw BootstrapError(e.kind(), head + ": " + e.what());
   }
   // The budget is what connecting left of the start-up timeout, but the message reports the
@@ -188,7 +194,7 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
   try {
     wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), startup_timeout_, " (never arrived)");
   } catch (const BootstrapError& e) {
-    if (e.kind() == BootstrapError::Kind::PeerFailed) poll_failures();
+    if (e.kind() == BootstrapError::Kind::PeerFailed) await_failure_event();
     leave_after_failed_start(lease_.get(), server_.get(), rank, timeout_);
     if (e.kind() == BootstrapError::Kind::PeerFailed && !failures_.empty()) {
       throw BootstrapError(BootstrapError::Kind::PeerFailed, head + ": " + failure_summary());
@@ -227,7 +233,9 @@ std::vector<PeerFailure> Bootstrap::learn(std::vector<PeerFailure> news) {
   std::vector<PeerFailure> fresh;
   for (auto& f : news) {
     const bool known = std::any_of(failures_.begin(), failures_.end(), [&](const PeerFailure& k) { return k.rank == f.rank; });
-    if (known || f.rank == rank_) continue;
+    // (A failure naming this rank itself can only be "the store is gone" on a rank 0 that does
+    // not serve: kept, it is news.)
+    if (known) continue;
     failures_.push_back(f);
     fresh.push_back(std::move(f));
   }
@@ -250,11 +258,20 @@ std::string Bootstrap::failure_summary() const {
   return s;
 }
 
-void Bootstrap::rethrow(const BootstrapError& e, const std::string& head) {
-  if (e.kind() == BootstrapError::Kind::PeerFailed) {
-    // The lease's event was sent before the store's reply: it is normally here already.
+// The store sends a failure event to the leases before it fails the parked requests, so the
+// event is normally here already; a short wait covers scheduling between the two sockets.
+bool Bootstrap::await_failure_event() {
+  const auto until = Clock::now() + 200ms;
+  for (;;) {
     poll_failures();
-    if (!failures_.empty()) throw BootstrapError(e.kind(), head + ": " + failure_summary());
+    if (!failures_.empty() || Clock::now() >= until) return !failures_.empty();
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+void Bootstrap::rethrow(const BootstrapError& e, const std::string& head) {
+  if (e.kind() == BootstrapError::Kind::PeerFailed && await_failure_event()) {
+    throw BootstrapError(e.kind(), head + ": " + failure_summary());
   }
   throw BootstrapError(e.kind(), head + ": " + e.what());
 }
@@ -263,8 +280,9 @@ void Bootstrap::wait_ranks(const std::string& prefix, const char* what) {
   try {
     wait_for_ranks(static_cast<JobStore&>(*store_), rank_, nranks_, prefix, what, timeout_, timeout_, "");
   } catch (const BootstrapError& e) {
-    if (e.kind() != BootstrapError::Kind::PeerFailed) throw;
-    rethrow(e, "rank " + std::to_string(rank_) + ": " + what);
+    // wait_for_ranks already named this rank, the collective and the store.
+    if (e.kind() != BootstrapError::Kind::PeerFailed || !await_failure_event()) throw;
+    throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + ": " + failure_summary());
   }
 }
 

@@ -229,6 +229,7 @@ class Bootstrap {
   std::string failure_summary() const;
   // Rethrows a store error under `head`; a PeerFailed one names the failed ranks as this rank
   // knows them (the lease's report includes when it learned them).
+  bool await_failure_event();
   [[noreturn]] void rethrow(const BootstrapError& e, const std::string& head);
 
   int rank_;

@@ -838,13 +838,17 @@ void TcpStoreServer::Impl::rank_failed(Conn& c, const std::string& how) {
   wire::Writer w;
   w.u32(static_cast<uint32_t>(c.rank));
   w.str(how);
+  // Leases first (they are flushed first from `ready`): a rank whose parked request fails
+  // finds the event, with its details, already on its lease.
   for (auto& [id, o] : conns) {
     if (o->dead || o.get() == &c) continue;
     if (o->state == wire::ConnState::Lease && !o->said_goodbye) {
       respond(*o, wire::Status::Event, w.buf().data(), w.buf().size());
-    } else if (o->parked) {
-      unpark_failed(*o);
+      ready.push_back(o->id);
     }
+  }
+  for (auto& [id, o] : conns) {
+    if (!o->dead && o.get() != &c && o->parked) unpark_failed(*o);
   }
   {
     std::lock_guard<std::mutex> lk(m);
@@ -1136,7 +1140,7 @@ Fd open_authenticated(const HostPort& server, const std::string& label, Clock::t
         Io r = send_all(connected.get(), w.buf().data(), w.buf().size(), deadline, err);
         if (r != Io::Ok) io_fail(r, "sending hello");
         r = recv_frame(connected.get(), deadline, 4096, f, err, why);
-        if (r != Io::Ok) io_fail(r, "waiting for the challenge");
+        if (r != Io::Ok) io_fail(r, "reading the challenge");
         if (f.status == static_cast<uint16_t>(wire::Status::Error)) {
           throw BootstrapError(BootstrapError::Kind::Config,
                                what + " refused: " + std::string(f.body.begin(), f.body.end()));
@@ -1159,7 +1163,7 @@ Fd open_authenticated(const HostPort& server, const std::string& label, Clock::t
         r = send_all(connected.get(), a.buf().data(), a.buf().size(), deadline, err);
         if (r != Io::Ok) io_fail(r, "sending the proof");
         r = recv_frame(connected.get(), deadline, 4096, f, err, why);
-        if (r != Io::Ok) io_fail(r, "waiting for the verdict");
+        if (r != Io::Ok) io_fail(r, "reading the verdict");
         if (f.status == static_cast<uint16_t>(wire::Status::Error)) {
           throw BootstrapError(BootstrapError::Kind::Config,
                                what + " refused: " + std::string(f.body.begin(), f.body.end()));
