@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
-          googletest libgtest-dev libbenchmark-dev
+          googletest libgtest-dev libbenchmark-dev libssl-dev
           openmpi-bin libopenmpi-dev iproute2 gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,8 @@
 //   ag/<seq>/<rank>             allgather contributions
 //   bar/<seq>/<rank>            barrier arrivals
 //   p2p/<tag>/<from>/<to>       send/recv payloads
-//   exit/<rank>                 set in ~Bootstrap so rank 0 knows when the store may go
+// Liveness is not a key: each rank's lease (StoreLease) says goodbye in ~Bootstrap, and rank 0
+// keeps serving until every other rank left or failed (TcpStoreServer::wait_until_ranks_left).
 // Keys are never deleted: a bootstrap moves kilobytes per rank, and keeping them means a late
 // reader can never miss a value.
 #include "bootstrap/bootstrap.h"
@@ -16,6 +17,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <thread>
 
 namespace rwin::bootstrap {
 
@@ -27,7 +30,8 @@ namespace {
 // The job's store client plus the address it talks to, so collective errors can name it.
 class JobStore final : public Store {
  public:
-  JobStore(const HostPort& root, Millis connect_timeout) : root_(root), store_(root, connect_timeout) {}
+  JobStore(const HostPort& root, Millis connect_timeout, const StoreClientConfig& cfg)
+      : root_(root), store_(root, connect_timeout, cfg) {}
   void set(const std::string& key, std::span<const uint8_t> value) override { store_.set(key, value); }
   Bytes get(const std::string& key, Millis timeout) override { return store_.get(key, timeout); }
   int64_t add(const std::string& key, int64_t delta) override { return store_.add(key, delta); }
@@ -56,7 +60,8 @@ std::vector<std::string> rank_keys(const std::string& prefix, int nranks) {
 }
 
 // Waits for `prefix<r>` for every rank r. On timeout, asks the store (over a fresh connection,
-// the timed-out one is closed) which ranks are missing and throws a message naming them.
+// the timed-out one is closed) which ranks are missing and throws a message naming them; if by
+// then none is missing the wait simply succeeded at its deadline.
 void wait_for_ranks(JobStore& store, int rank, int nranks, const std::string& prefix, const std::string& what,
                     Millis budget, Millis reported, const char* missing_note) {
   const auto keys = rank_keys(prefix, nranks);
@@ -72,57 +77,52 @@ void wait_for_ranks(JobStore& store, int rank, int nranks, const std::string& pr
       for (int r = 0; r < nranks; ++r) {
         if (!present[static_cast<size_t>(r)]) absent.push_back(r);
       }
+      if (absent.empty()) return;  // the last ones came just as the deadline passed
       missing = rank_list(absent) + " of " + std::to_string(nranks) + missing_note;
     } catch (const BootstrapError& e2) {
-      missing = "ranks of " + std::to_string(nranks) + " (which ones is unknown: " + e2.what() + ")";
+      missing = "ranks of " + std::to_string(nranks) + " (which ones is unknown: asking the store failed: " +
+                e2.what() + ")";
     }
     throw BootstrapError(BootstrapError::Kind::Timeout,
                          head + " timed out after " + std::to_string(reported.count()) + " ms waiting for " + missing);
   }
 }
 
-// Loopback roots serve on the loopback address only; anything else must be reachable from other
-// hosts, so serve on every interface (the root host may be a name that maps to one of several).
-std::string bind_host_for(const HostPort& root) {
+// True when every address `host` resolves to is a loopback address (127.0.0.0/8, ::1).
+bool is_loopback_host(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (getaddrinfo(root.host.c_str(), nullptr, &hints, &res) == 0) {
-    bool all_loopback = res != nullptr;
-    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-      if (ai->ai_family == AF_INET) {
-        const auto* in = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
-        all_loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-      } else if (ai->ai_family == AF_INET6) {
-        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(ai->ai_addr);
-        all_loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
-      } else {
-        all_loopback = false;
-      }
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool all_loopback = res != nullptr;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(ai->ai_addr);
+      all_loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (ai->ai_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(ai->ai_addr);
+      all_loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+    } else {
+      all_loopback = false;
     }
-    freeaddrinfo(res);
-    if (all_loopback) return root.host;
   }
-  return root.host.find(':') != std::string::npos ? "::" : "0.0.0.0";
+  freeaddrinfo(res);
+  return all_loopback;
 }
 
-// A failed start still says goodbye like ~Bootstrap does: the ranks that did arrive ask the
-// store which ranks are missing after their own timeout, so rank 0 keeps serving until each of
-// them has set exit/<rank> (bounded), instead of pulling the store from under their diagnosis.
-void leave_after_failed_start(JobStore& store, int rank, int nranks, bool serving, Millis timeout) {
-  try {
-    const uint8_t none = 0;
-    store.set("exit/" + std::to_string(rank), std::span<const uint8_t>(&none, 0));
-    if (!serving) return;
-    const auto arrived = store.check(rank_keys("arrive/", nranks));
-    std::vector<std::string> exits;
-    for (int r = 0; r < nranks; ++r) {
-      if (arrived[static_cast<size_t>(r)]) exits.push_back("exit/" + std::to_string(r));
-    }
-    store.wait(exits, std::min<Millis>(timeout, 10s));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rwin bootstrap: rank %d: leaving after a failed start: %s\n", rank, e.what());
-  }
+// Leaving after a failed start: say goodbye like ~Bootstrap does, and on rank 0 keep serving
+// (bounded) until the ranks that did arrive have left, so their own diagnosis (which ranks are
+// missing) still reaches the store.
+void leave_after_failed_start(StoreLease* lease, TcpStoreServer* server, int rank, Millis timeout) {
+  if (lease) lease->goodbye(std::min<Millis>(timeout, 2s));
+  if (server) server->wait_until_ranks_left(rank, Clock::now() + std::min<Millis>(timeout, 10s));
+}
+
+std::string ago(Clock::time_point when) {
+  const auto ms = std::chrono::duration_cast<Millis>(Clock::now() - when).count();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s ago", static_cast<double>(std::max<int64_t>(ms, 0)) / 1000.0);
+  return buf;
 }
 
 Millis left(Clock::time_point deadline) {
@@ -132,58 +132,91 @@ Millis left(Clock::time_point deadline) {
 }  // namespace
 
 Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout, bool serve)
-    : rank_(rank), nranks_(nranks), timeout_(timeout) {
+    : Bootstrap(rank, nranks, root, BootstrapConfig{timeout, timeout, std::string(), serve}) {}
+
+Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg)
+    : rank_(rank),
+      nranks_(nranks),
+      timeout_(std::max(Millis(0), cfg.op_timeout)),
+      startup_timeout_(std::max(Millis(0), cfg.startup_timeout)),
+      uncaught_at_start_(std::uncaught_exceptions()) {
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     throw BootstrapError(BootstrapError::Kind::Config,
                          "bootstrap: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(nranks) + ")");
   }
   const std::string head = "rank " + std::to_string(rank) + ": bootstrap at " + root.str();
-  if (root.port == 0 && !(nranks == 1 && serve)) {
+  if (root.port == 0 && !(nranks == 1 && cfg.serve)) {
     throw BootstrapError(BootstrapError::Kind::Config,
                          head + ": port 0 (any free port) only works for a job of one rank; give the root a port");
   }
-  const auto deadline = Clock::now() + timeout;
-  if (rank == 0 && serve) {
-    const std::string bind_host = bind_host_for(root);
+  if (cfg.job_key.empty() && !is_loopback_host(root.host)) {
+    throw BootstrapError(
+        BootstrapError::Kind::Config,
+        head + ": the root '" + root.host +
+            "' is not a loopback address, so the store would be reachable from the network, and this job has no "
+            "key: set RWIN_JOB_KEY to the same secret on every rank (rwinrun does it itself; mpirun: "
+            "mpirun -x RWIN_JOB_KEY=$(openssl rand -hex 32) ...; srun: export RWIN_JOB_KEY=$(openssl rand -hex 32) "
+            "before srun)");
+  }
+  const auto deadline = Clock::now() + startup_timeout_;
+  if (rank == 0 && cfg.serve) {
     try {
-      server_ = std::make_unique<TcpStoreServer>(bind_host, root.port);
+      server_ = std::make_unique<TcpStoreServer>(root.host, root.port, StoreServerConfig{cfg.job_key, nranks});
     } catch (const BootstrapError& e) {
       throw BootstrapError(e.kind(), head + ": cannot serve the store: " + e.what());
     }
   }
   JobStore* job = nullptr;
+  HostPort connect_to = root;
+  if (connect_to.port == 0) connect_to.port = server_->port();  // a job of one: our own server
+  const StoreClientConfig ccfg{cfg.job_key, rank, nranks, timeout_};
   try {
-    HostPort connect_to = root;
-    if (connect_to.port == 0) connect_to.port = server_->port();  // a job of one: our own server
-    auto s = std::make_unique<JobStore>(connect_to, left(deadline));
+    // The lease first: a second process claiming this rank is refused here, before it can
+    // touch any key.
+    lease_ = std::make_unique<StoreLease>(connect_to, left(deadline), ccfg);
+    auto s = std::make_unique<JobStore>(connect_to, left(deadline), ccfg);
     job = s.get();
     store_ = std::move(s);
     const uint8_t none = 0;
     store_->set("arrive/" + std::to_string(rank), std::span<const uint8_t>(&none, 0));
   } catch (const BootstrapError& e) {
+    // Leaving without a goodbye would report this rank failed; it never really joined.
+    leave_after_failed_start(lease_.get(), nullptr, rank, timeout_);
+    if (e.kind() == BootstrapError::Kind::Timeout) {
+      throw BootstrapError(e.kind(), head + ": timed out after " + std::to_string(startup_timeout_.count()) +
+                                         " ms (start-up timeout) joining the job, before any rank could be "
+                                         "counted: " + e.what());
+    }
     throw BootstrapError(e.kind(), head + ": " + e.what());
   }
-  // The budget is what connecting left of `timeout`, but the message reports the whole timeout:
-  // that is the number the user configured.
+  // The budget is what connecting left of the start-up timeout, but the message reports the
+  // whole timeout: that is the number the user configured.
   try {
-    wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), timeout, " (never arrived)");
-  } catch (const BootstrapError&) {
-    leave_after_failed_start(*job, rank, nranks, server_ != nullptr, timeout);
+    wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), startup_timeout_, " (never arrived)");
+  } catch (const BootstrapError& e) {
+    if (e.kind() == BootstrapError::Kind::PeerFailed) await_failure_event();
+    leave_after_failed_start(lease_.get(), server_.get(), rank, timeout_);
+    if (e.kind() == BootstrapError::Kind::PeerFailed && !failures_.empty()) {
+      throw BootstrapError(BootstrapError::Kind::PeerFailed, head + ": " + failure_summary());
+    }
     throw;
   }
 }
 
 Bootstrap::~Bootstrap() {
+  // A rank unwinding from an error leaves without a goodbye: the others learn it failed.
+  const bool unwinding = std::uncaught_exceptions() > uncaught_at_start_;
   try {
-    if (store_) {
-      const uint8_t none = 0;
-      store_->set("exit/" + std::to_string(rank_), std::span<const uint8_t>(&none, 0));
-      if (server_) {
-        // Others may still be reading keys (e.g. the last allgather): keep serving until every
-        // rank has said goodbye, but never hold a finished job hostage for long.
-        const Millis grace = std::min<Millis>(timeout_, 10s);
-        wait_for_ranks(static_cast<JobStore&>(*store_), rank_, nranks_, "exit/", "shutdown", grace, grace,
-                       " (still running or gone)");
+    if (lease_ && !unwinding) lease_->goodbye(std::min<Millis>(timeout_, 2s));
+    if (server_) {
+      // Others may still be reading keys (e.g. the last allgather): keep serving until every
+      // live rank has said goodbye or failed, but never hold a finished job hostage for long.
+      const Millis grace = std::min<Millis>(timeout_, 10s);
+      if (!server_->wait_until_ranks_left(rank_, Clock::now() + grace)) {
+        std::fprintf(stderr,
+                     "rwin bootstrap: rank %d: shutdown: some ranks neither left nor failed within %lld ms; "
+                     "closing the store anyway\n",
+                     rank_, static_cast<long long>(grace.count()));
       }
     }
   } catch (const std::exception& e) {
@@ -192,11 +225,65 @@ Bootstrap::~Bootstrap() {
     std::fprintf(stderr, "rwin bootstrap: rank %d: unknown error at shutdown; closing anyway\n", rank_);
   }
   store_.reset();
+  lease_.reset();
   server_.reset();
 }
 
+std::vector<PeerFailure> Bootstrap::learn(std::vector<PeerFailure> news) {
+  std::vector<PeerFailure> fresh;
+  for (auto& f : news) {
+    const bool known = std::any_of(failures_.begin(), failures_.end(), [&](const PeerFailure& k) { return k.rank == f.rank; });
+    // (A failure naming this rank itself can only be "the store is gone" on a rank 0 that does
+    // not serve: kept, it is news.)
+    if (known) continue;
+    failures_.push_back(f);
+    fresh.push_back(std::move(f));
+  }
+  return fresh;
+}
+
+std::vector<PeerFailure> Bootstrap::poll_failures() {
+  if (!lease_) return {};
+  return learn(lease_->poll());
+}
+
+std::string Bootstrap::failure_summary() const {
+  std::string s;
+  for (size_t i = 0; i < failures_.size() && i < 8; ++i) {
+    const auto& f = failures_[i];
+    s += (i ? "; " : "") + std::string("peer ") + std::to_string(f.rank) + " failed (" + f.how + ", learned " +
+         ago(f.when) + ")";
+  }
+  if (failures_.size() > 8) s += " and " + std::to_string(failures_.size() - 8) + " more";
+  return s;
+}
+
+// The store sends a failure event to the leases before it fails the parked requests, so the
+// event is normally here already; a short wait covers scheduling between the two sockets.
+bool Bootstrap::await_failure_event() {
+  const auto until = Clock::now() + 200ms;
+  for (;;) {
+    poll_failures();
+    if (!failures_.empty() || Clock::now() >= until) return !failures_.empty();
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+void Bootstrap::rethrow(const BootstrapError& e, const std::string& head) {
+  if (e.kind() == BootstrapError::Kind::PeerFailed && await_failure_event()) {
+    throw BootstrapError(e.kind(), head + ": " + failure_summary());
+  }
+  throw BootstrapError(e.kind(), head + ": " + e.what());
+}
+
 void Bootstrap::wait_ranks(const std::string& prefix, const char* what) {
-  wait_for_ranks(static_cast<JobStore&>(*store_), rank_, nranks_, prefix, what, timeout_, timeout_, "");
+  try {
+    wait_for_ranks(static_cast<JobStore&>(*store_), rank_, nranks_, prefix, what, timeout_, timeout_, "");
+  } catch (const BootstrapError& e) {
+    // wait_for_ranks already named this rank, the collective and the store.
+    if (e.kind() != BootstrapError::Kind::PeerFailed || !await_failure_event()) throw;
+    throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + ": " + failure_summary());
+  }
 }
 
 std::vector<Bytes> Bootstrap::allgather(std::span<const uint8_t> mine) {
@@ -206,7 +293,7 @@ std::vector<Bytes> Bootstrap::allgather(std::span<const uint8_t> mine) {
   try {
     store_->set(prefix + std::to_string(rank_), mine);
   } catch (const BootstrapError& e) {
-    throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + ": " + e.what());
+    rethrow(e, "rank " + std::to_string(rank_) + ": " + what);
   }
   wait_ranks(prefix, what.c_str());
   std::vector<Bytes> all(static_cast<size_t>(nranks_));
@@ -218,8 +305,8 @@ std::vector<Bytes> Bootstrap::allgather(std::span<const uint8_t> mine) {
     try {
       all[static_cast<size_t>(r)] = store_->get(prefix + std::to_string(r), timeout_);
     } catch (const BootstrapError& e) {
-      throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + " at " + job.root().str() +
-                                         " reading rank " + std::to_string(r) + ": " + e.what());
+      rethrow(e, "rank " + std::to_string(rank_) + ": " + what + " at " + job.root().str() + " reading rank " +
+                     std::to_string(r));
     }
   }
   return all;
@@ -232,7 +319,7 @@ void Bootstrap::barrier() {
     const uint8_t none = 0;
     store_->set(prefix + std::to_string(rank_), std::span<const uint8_t>(&none, 0));
   } catch (const BootstrapError& e) {
-    throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": " + what + ": " + e.what());
+    rethrow(e, "rank " + std::to_string(rank_) + ": " + what);
   }
   wait_ranks(prefix, what.c_str());
 }
@@ -247,7 +334,7 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
     try {
       return call();
     } catch (const BootstrapError& e) {
-      throw BootstrapError(e.kind(), who + ": " + e.what());
+      rethrow(e, who);
     }
   };
   const uint8_t none = 0;
@@ -255,14 +342,27 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
   for (uint64_t round = 0;; ++round) {
     const auto present = store_call([&] { return store_->check(keys); });
     std::string missing;
+    int n_missing = 0;
     for (int r = 0; r < nranks_; ++r) {
-      if (!present[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (!present[static_cast<size_t>(r)]) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++n_missing;
+      }
     }
     if (missing.empty()) return;
+    // A failed rank may be the one missing; it will not come (the rule the store applies to
+    // parked waits).
+    poll_failures();
+    if (!failures_.empty()) {
+      throw BootstrapError(BootstrapError::Kind::PeerFailed, who + " waiting for " +
+                                                                 std::string(n_missing == 1 ? "rank " : "ranks ") +
+                                                                 missing + ": " + failure_summary());
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       throw BootstrapError(BootstrapError::Kind::Timeout, who + " timed out after " + std::to_string(timeout.count()) +
-                                                              " ms waiting for ranks " + missing + " of " +
-                                                              std::to_string(nranks_));
+                                                              " ms waiting for " +
+                                                              std::string(n_missing == 1 ? "rank " : "ranks ") +
+                                                              missing + " of " + std::to_string(nranks_));
     }
     // Serve the peers often, ask the store (a TCP round trip) less often.
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(round < 100 ? 50 : 1000);
@@ -288,8 +388,7 @@ void Bootstrap::send(int peer, const std::string& tag, std::span<const uint8_t> 
   try {
     store_->set(key, data);
   } catch (const BootstrapError& e) {
-    throw BootstrapError(e.kind(), "rank " + std::to_string(rank_) + ": send to rank " + std::to_string(peer) +
-                                       " tag '" + tag + "': " + e.what());
+    rethrow(e, "rank " + std::to_string(rank_) + ": send to rank " + std::to_string(peer) + " tag '" + tag + "'");
   }
 }
 
@@ -305,7 +404,7 @@ Bytes Bootstrap::recv(int peer, const std::string& tag) {
       throw BootstrapError(e.kind(), head + " timed out after " + std::to_string(timeout_.count()) + " ms (rank " +
                                          std::to_string(peer) + " never sent)");
     }
-    throw BootstrapError(e.kind(), head + ": " + e.what());
+    rethrow(e, head);
   }
 }
 

@@ -28,6 +28,8 @@ using Millis = std::chrono::milliseconds;
 // The core converts it into rwin::Error(ErrorCode::Bootstrap) at its boundary.
 class BootstrapError : public std::runtime_error {
  public:
+  // PeerFailed: a collective or p2p recv could not finish because a rank failed (its lease to
+  // the store closed without a goodbye); the message names the rank and how it was learned.
   enum class Kind { Timeout, Connection, Protocol, Config, PeerFailed };
   BootstrapError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const noexcept { return kind_; }
@@ -36,11 +38,12 @@ class BootstrapError : public std::runtime_error {
   Kind kind_;
 };
 
-// STUB until the lease lands (helper H1).
+// A rank that failed, as the store reported it (or as this process found the store gone).
 struct PeerFailure {
-  int rank = -1;
-  std::string how;
-  std::chrono::steady_clock::time_point when;
+  int rank = -1;    // the rank that failed
+  std::string how;  // e.g. "its bootstrap connection closed" or "the store at 127.0.0.1:4000 (served by
+                    // rank 0) closed the connection"
+  std::chrono::steady_clock::time_point when;  // when this process learned it
 };
 
 // A key-value store with blocking reads. Keys are short strings, values are bytes.
@@ -66,33 +69,85 @@ struct HostPort {
   std::string str() const;
 };
 
-// The store server: one thread, poll()-driven, serves any number of clients. Garbage on the
-// port (bad magic, oversized lengths, unknown op) closes that one connection with a log line and
-// never disturbs the stored data or other clients.
+struct StoreServerConfig {
+  std::string job_key;  // empty: no key (clients must have none either); see docs/CONTRACT.md
+  int nranks = 0;       // > 0: hellos must name this job size and a rank below it
+};
+
+// The store server: one thread, poll()-driven, serves any number of clients. A client is served
+// only after a mutual HMAC-SHA256 challenge-response on the job key (wire.h). Before that only
+// the hello exchange is accepted (small frames), an unauthenticated connection is dropped after
+// kAuthDeadline, and at most kMaxUnauthenticated of them are kept (the oldest goes when another
+// arrives), so strangers hold no memory and cannot crowd out the ranks. Each rank holds one
+// lease connection; a second lease for the same rank is refused and logged. A lease that closes
+// without a goodbye marks its rank failed: every other lease is told at once, and GET/WAIT
+// requests that cannot be satisfied are answered with PeerFailed. Garbage on the port closes
+// that one connection with a log line and never disturbs the stored data or other clients.
 class TcpStoreServer {
  public:
-  // Binds `bind_host:port` (port 0 = ephemeral; bind_host "" or "0.0.0.0" = all interfaces).
-  TcpStoreServer(const std::string& bind_host, uint16_t port);
+  static constexpr std::chrono::seconds kAuthDeadline{5};
+  static constexpr size_t kMaxUnauthenticated = 256;
+  static constexpr size_t kMaxAuthenticated = 4096;
+  // Per job, whoever writes them: a buggy rank cannot exhaust the root's memory.
+  static constexpr uint64_t kMaxStoredBytes = 1ull << 30;
+  static constexpr size_t kMaxStoredKeys = 1u << 22;
+
+  // Binds `bind_host:port` (port 0 = ephemeral). `bind_host` must be a specific address or name
+  // of this machine: a wildcard ("", 0.0.0.0, ::) is refused (Config).
+  TcpStoreServer(const std::string& bind_host, uint16_t port, const StoreServerConfig& cfg = {});
   ~TcpStoreServer();  // stops the thread; never throws
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   uint16_t port() const noexcept;
+  // Blocks until every rank that ever held a lease, except `except_rank`, has said goodbye or
+  // failed, or `deadline` passes (then false). Thread-safe.
+  bool wait_until_ranks_left(int except_rank, std::chrono::steady_clock::time_point deadline) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The client side. Connects with retries until `connect_timeout` (the server may start later).
+struct StoreClientConfig {
+  std::string job_key;  // must match the server's (both empty: an unauthenticated loopback job)
+  int rank = -1;        // -1: a data client that is not a rank (tools, tests); a lease needs one
+  int nranks = 0;
+  Millis op_timeout{0};  // deadline of set/add/check; 0: the connect timeout
+};
+
+// The client side. Connects (and authenticates) with retries until `connect_timeout` (the
+// server may start later). A server that cannot prove it knows the key is refused before the
+// client sends anything that depends on the key. Every call is bounded by its deadline,
+// reconnects included.
 class TcpStore final : public Store {
  public:
-  TcpStore(const HostPort& server, Millis connect_timeout);
+  TcpStore(const HostPort& server, Millis connect_timeout, const StoreClientConfig& cfg = {});
   ~TcpStore() override;
   void set(const std::string& key, std::span<const uint8_t> value) override;
   Bytes get(const std::string& key, Millis timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   std::vector<bool> check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, Millis timeout) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A rank's liveness lease: a dedicated, authenticated connection to the store bound to the rank,
+// used for nothing but failure events. Constructing it joins the rank (throws Config if the rank
+// already holds a lease, naming both addresses).
+class StoreLease {
+ public:
+  StoreLease(const HostPort& server, Millis connect_timeout, const StoreClientConfig& cfg);
+  ~StoreLease();  // closes without a goodbye: the store counts that as a failure
+  StoreLease(const StoreLease&) = delete;
+  StoreLease& operator=(const StoreLease&) = delete;
+  // Non-blocking (one recv(MSG_DONTWAIT)): failures reported since the last call. A lease that
+  // reaches EOF or an error reports rank 0 (which serves the store) once.
+  std::vector<PeerFailure> poll();
+  // Tells the store this rank leaves normally and waits (at most `bound`) for the ack. Never throws.
+  void goodbye(Millis bound) noexcept;
 
  private:
   struct Impl;
@@ -110,20 +165,43 @@ struct LaunchEnv {
   static std::optional<LaunchEnv> detect();
 };
 
+struct BootstrapConfig {
+  Millis startup_timeout{60000};  // constructor (arrival of every rank)
+  Millis op_timeout{60000};       // every later store call (allgather, barrier, send/recv, shutdown steps)
+  std::string job_key;            // empty = no authentication: only a loopback root may run without one
+  bool serve = true;              // rank 0 serves the store
+};
+
 // Collectives over a Store for one job. Rank 0 serves the store when `serve` is true (the
-// default: rwinrun/mpirun jobs); otherwise the store at `root` is run by someone else.
+// default: rwinrun/mpirun jobs); otherwise the store at `root` is run by someone else. Each rank
+// holds a liveness lease (StoreLease): a rank whose lease closes without a goodbye is reported
+// failed to the others within a socket close (no timers), and collectives waiting for it end
+// with Kind::PeerFailed.
 class Bootstrap {
  public:
   // Collective. Returns when all `nranks` ranks have arrived; throws BootstrapError naming
-  // the ranks that never arrived when `timeout` passes.
+  // the ranks that never arrived when cfg.startup_timeout passes. Rank 0 (serving) binds the
+  // address RWIN_ROOT names (a local address, never a wildcard). Without a job key only a
+  // loopback root is accepted (Config error naming RWIN_JOB_KEY otherwise).
+  Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg);
+  // The same with startup_timeout = op_timeout = `timeout` and no key (loopback jobs, tests).
   Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout, bool serve = true);
+  // Says goodbye (unless unwinding from an exception: then this rank counts as failed); rank 0
+  // keeps serving until every other live rank left or failed, at most min(op_timeout, 10 s).
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
   int rank() const noexcept { return rank_; }
   int nranks() const noexcept { return nranks_; }
-  Millis timeout() const noexcept { return timeout_; }
+  Millis timeout() const noexcept { return timeout_; }  // op_timeout
+  Millis startup_timeout() const noexcept { return startup_timeout_; }
+
+  // Non-blocking, cheap (at most one recv(MSG_DONTWAIT) on the lease socket): failures the store
+  // has reported since the last call, each failed rank reported once.
+  std::vector<PeerFailure> poll_failures();
+  // Every failure learned so far (also those already returned by poll_failures()).
+  const std::vector<PeerFailure>& failures() const noexcept { return failures_; }
 
   // Collective: every rank contributes one blob, every rank gets all of them in rank order.
   std::vector<Bytes> allgather(std::span<const uint8_t> mine);
@@ -132,7 +210,8 @@ class Bootstrap {
   // The same, for callers that must keep serving their peers while they wait (a transport whose
   // remote operations land only while the target progresses): calls `while_waiting` between
   // polls of the store (the store is asked every 50 us at first, then every 1 ms). Throws
-  // BootstrapError::Timeout naming the ranks that never came once `timeout` passes.
+  // BootstrapError::Timeout naming the ranks that never came once `timeout` passes, and
+  // Kind::PeerFailed as soon as a rank failed while some rank is still missing.
   void barrier(Millis timeout, const std::function<void()>& while_waiting);
   // Point to point, for per-peer handshakes (e.g. one queue pair per peer): `tag` must be the
   // same on both sides and unique per exchange.
@@ -140,15 +219,26 @@ class Bootstrap {
   Bytes recv(int peer, const std::string& tag);
 
   Store& store() noexcept { return *store_; }
-  std::vector<PeerFailure> poll_failures() { return {}; }  // STUB
 
  private:
   // Waits for one key per rank under `prefix`; on timeout names the ranks that are missing.
   void wait_ranks(const std::string& prefix, const char* what);
+  // Adds failures not known yet to failures_ and returns them.
+  std::vector<PeerFailure> learn(std::vector<PeerFailure> news);
+  // "peer 2 failed (its bootstrap connection closed, learned 0.3 s ago)" for every known failure.
+  std::string failure_summary() const;
+  // Rethrows a store error under `head`; a PeerFailed one names the failed ranks as this rank
+  // knows them (the lease's report includes when it learned them).
+  bool await_failure_event();
+  [[noreturn]] void rethrow(const BootstrapError& e, const std::string& head);
 
   int rank_;
   int nranks_;
   Millis timeout_;
+  Millis startup_timeout_;
+  int uncaught_at_start_ = 0;  // std::uncaught_exceptions() at construction
+  std::vector<PeerFailure> failures_;
+  std::unique_ptr<StoreLease> lease_;
   uint64_t seq_ = 0;  // collective sequence number: keys of one collective never collide with another's
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> store_;

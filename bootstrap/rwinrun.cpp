@@ -2,7 +2,8 @@
 //
 //   rwinrun -n N [--timeout S] [--root host:port] [--] PROGRAM ARGS...
 //
-// Each rank gets RWIN_RANK, RWIN_NRANKS and RWIN_ROOT on top of the inherited environment, runs
+// Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (a fresh random key per job
+// unless RWIN_JOB_KEY is already set) on top of the inherited environment, runs
 // in its own process group (so signals reach whatever it spawned), and has its stdout/stderr
 // lines prefixed with "[rank] ". The first rank to fail (non-zero exit or signal) or the deadline
 // ends the job: the others get SIGTERM, then SIGKILL after a grace period.
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 
 namespace {
@@ -55,7 +57,8 @@ void usage(FILE* f) {
                "  --timeout SECONDS  end the job after this long (default 600); exit status 124\n"
                "  --root HOST:PORT   rendezvous address given to the ranks as RWIN_ROOT\n"
                "                     (default: a free port on 127.0.0.1)\n"
-               "Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT; output lines are prefixed \"[rank] \".\n"
+               "Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (fresh per job unless\n"
+               "already set); output lines are prefixed \"[rank] \".\n"
                "If a rank fails the others are terminated. Exit: 0 ok, 1 rank failed, 124 timeout, 2 usage.\n");
 }
 
@@ -176,6 +179,21 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
   // the reaping loop below collects them instead of leaving zombies behind.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+  // One secret per job, so nothing but this job's ranks can use its store (docs/CONTRACT.md,
+  // security model). An RWIN_JOB_KEY already set is passed on unchanged (a job that spans
+  // several rwinrun invocations, or a test that wants a known key).
+  std::string job_key;
+  if (const char* k = std::getenv("RWIN_JOB_KEY"); k && *k) {
+    job_key = k;
+  } else {
+    try {
+      job_key = rwin::bootstrap::auth::new_job_key();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rwinrun: cannot create a job key: %s\n", e.what());
+      return 127;
+    }
+  }
+
   std::vector<Rank> ranks(static_cast<size_t>(nranks));
   const std::string nranks_text = std::to_string(nranks);
   int failed_start = 0;
@@ -212,6 +230,7 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
       ::setenv("RWIN_RANK", std::to_string(i).c_str(), 1);
       ::setenv("RWIN_NRANKS", nranks_text.c_str(), 1);
       ::setenv("RWIN_ROOT", root.c_str(), 1);
+      ::setenv("RWIN_JOB_KEY", job_key.c_str(), 1);
       ::execvp(argv[0], argv);
       const int e = errno;
       std::fprintf(stderr, "rwinrun: cannot execute '%s': %s\n", argv[0], std::strerror(e));

@@ -13,12 +13,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 
@@ -132,14 +136,17 @@ std::string HostPort::str() const {
 
 namespace {
 
-constexpr size_t kMaxConnections = 4096;
 constexpr size_t kReadChunk = 64 << 10;
+// Before authentication a connection may hold at most one hello-sized frame.
+constexpr size_t kPreAuthBuffer = wire::kHeaderSize + wire::kHelloBody;
 // A connection whose request has started but stalls this long is a truncated frame or a
-// slowloris; a connection that has sent nothing at all is indistinguishable from an idle client
-// between operations and is kept.
+// slowloris; an authenticated connection that has sent nothing at all is indistinguishable from
+// an idle rank between operations and is kept.
 constexpr auto kStalledFrame = 60s;
 // A parked (blocked get/wait) client may not pipeline more than this behind its request.
 constexpr size_t kMaxBufferedWhileParked = 1 << 20;
+// Lines about strangers (failed handshakes, garbage) per second; the rest are counted.
+constexpr int kStrangerLinesPerSecond = 10;
 
 struct Conn {
   uint64_t id = 0;
@@ -148,14 +155,30 @@ struct Conn {
   std::vector<uint8_t> in;
   std::vector<uint8_t> out;
   size_t out_off = 0;
+  Clock::time_point accepted;
   Clock::time_point last_input;
   bool dead = false;
+  bool close_after_write = false;  // a refusal is sent, then the connection closes
+  wire::ConnState state = wire::ConnState::ExpectHello;
+  wire::Hello hello;
+  uint8_t server_nonce[wire::kNonce] = {};
+  int rank = -1;  // bound rank of an authenticated lease (or the rank a data client named)
+  bool said_goodbye = false;
   // Parked request (blocking get or wait): keys still missing.
   bool parked = false;
   wire::Op parked_op = wire::Op::Get;
   std::string get_key;
   std::vector<std::string> waiting;  // unique keys this connection is registered under
   size_t missing = 0;
+
+  bool authenticated() const {
+    return state == wire::ConnState::Data || state == wire::ConnState::Lease;
+  }
+};
+
+struct RankSlot {
+  enum class State { Live, Left, Failed } state = State::Live;
+  std::string peer;  // address its lease came from
 };
 
 }  // namespace
@@ -164,49 +187,101 @@ struct TcpStoreServer::Impl {
   Fd listen_fd;
   Fd wake_fd;
   uint16_t port = 0;
+  std::string label;
+  StoreServerConfig cfg;
   std::thread thread;
 
   // Touched only by the server thread.
   std::unordered_map<std::string, std::vector<uint8_t>> data;
+  uint64_t stored_bytes = 0;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked conn ids
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
+  std::deque<uint64_t> unauth_order;  // ids in accept order; stale ids are skipped
+  size_t n_unauth = 0;
+  size_t n_auth = 0;
+  std::map<int, RankSlot> ranks;
+  std::vector<std::pair<int, std::string>> failed;  // (rank, how), in order of failure
   std::vector<uint64_t> ready;  // conns unparked this round whose buffered input must be processed
   uint64_t next_id = 1;
   Clock::time_point accept_paused_until{};
+  Clock::time_point log_window{};
+  int log_lines = 0;
+  uint64_t log_suppressed = 0;
+
+  // Shared with wait_until_ranks_left().
+  mutable std::mutex m;
+  mutable std::condition_variable cv;
+  std::set<int> live_ranks;
 
   void run();
   void accept_all();
   void on_readable(Conn& c);
   void on_writable(Conn& c);
   void process(Conn& c);
-  bool handle(Conn& c, wire::Op op, const uint8_t* body, size_t len);
+  bool handle(Conn& c, wire::Request& rq);
+  bool handle_hello(Conn& c, const wire::Request& rq);
+  bool handle_auth(Conn& c, const wire::Request& rq);
   void respond(Conn& c, wire::Status st, const void* body, size_t len);
   void respond_error(Conn& c, const std::string& msg) { respond(c, wire::Status::Error, msg.data(), msg.size()); }
+  void refuse(Conn& c, const std::string& msg) {
+    respond_error(c, msg);
+    c.close_after_write = true;
+  }
+  void respond_peer_failed(Conn& c);
   void park(Conn& c, wire::Op op, std::vector<std::string> missing_keys);
   void key_created(const std::string& key);
   void unpark_complete(Conn& c);
+  void unpark_failed(Conn& c);
+  void rank_failed(Conn& c, const std::string& how);
   void drop(Conn& c, const std::string& why);
+  void drop_quietly(Conn& c);
   void reap();
+  void log_stranger(const std::string& line);
+  bool account(size_t old_size, size_t new_size, bool created, Conn& c, const std::string& key);
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : impl_(std::make_unique<Impl>()) {
-  const std::string label = (bind_host.empty() ? std::string("0.0.0.0") : bind_host) + ":" + std::to_string(port);
+namespace {
+bool is_wildcard(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (sa->sa_family == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr) != 0;
+  }
+  return false;
+}
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port, const StoreServerConfig& cfg)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = cfg;
+  const std::string label = HostPort{bind_host, port}.str();
+  impl_->label = label;
+  if (bind_host.empty()) {
+    throw BootstrapError(BootstrapError::Kind::Config,
+                         "store server: no bind address (the store listens on the root's address only)");
+  }
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_flags = AI_NUMERICSERV;
   hints.ai_family = AF_UNSPEC;
-  const bool any = bind_host.empty() || bind_host == "0.0.0.0";
-  if (any) hints.ai_family = AF_INET;
   addrinfo* res = nullptr;
   const std::string port_text = std::to_string(port);
-  const int gai = getaddrinfo(any ? nullptr : bind_host.c_str(), port_text.c_str(), &hints, &res);
+  const int gai = getaddrinfo(bind_host.c_str(), port_text.c_str(), &hints, &res);
   if (gai != 0) {
     throw BootstrapError(BootstrapError::Kind::Config,
                          "store server: cannot resolve bind address " + label + ": " + gai_strerror(gai));
   }
   int last_errno = 0;
   const char* last_call = "socket";
+  std::string last_addr;
+  bool wildcard = false;
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (is_wildcard(ai->ai_addr)) {
+      wildcard = true;
+      continue;
+    }
+    last_addr = sockaddr_text(ai->ai_addr);
     Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd) {
       last_errno = errno, last_call = "socket";
@@ -215,10 +290,6 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : im
     // A restarted job must be able to reuse the root port while old connections sit in TIME_WAIT.
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ai->ai_family == AF_INET6) {
-      int zero = 0;  // "::" should also accept IPv4 clients
-      setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    }
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       last_errno = errno, last_call = "bind";
       continue;
@@ -232,8 +303,19 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : im
   }
   freeaddrinfo(res);
   if (!impl_->listen_fd) {
-    throw BootstrapError(BootstrapError::Kind::Connection,
-                         "store server: " + std::string(last_call) + " " + label + " failed: " + err_text(last_errno));
+    if (wildcard && last_addr.empty()) {
+      throw BootstrapError(BootstrapError::Kind::Config,
+                           "store server: " + label +
+                               " is a wildcard address; the store listens only on the address RWIN_ROOT names");
+    }
+    if (last_errno == EADDRNOTAVAIL) {
+      throw BootstrapError(BootstrapError::Kind::Config,
+                           "store server: " + label + " (" + last_addr +
+                               ") is not an address of this machine: RWIN_ROOT must name the host of rank 0, "
+                               "which serves the store there");
+    }
+    throw BootstrapError(BootstrapError::Kind::Connection, "store server: " + std::string(last_call) + " " + label +
+                                                               " failed: " + err_text(last_errno));
   }
   sockaddr_storage ss{};
   socklen_t sl = sizeof ss;
@@ -259,6 +341,34 @@ TcpStoreServer::~TcpStoreServer() {
 
 uint16_t TcpStoreServer::port() const noexcept { return impl_->port; }
 
+bool TcpStoreServer::wait_until_ranks_left(int except_rank, Clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lk(impl_->m);
+  return impl_->cv.wait_until(lk, deadline, [&] {
+    for (int r : impl_->live_ranks) {
+      if (r != except_rank) return false;
+    }
+    return true;
+  });
+}
+
+void TcpStoreServer::Impl::log_stranger(const std::string& line) {
+  const auto now = Clock::now();
+  if (now - log_window >= 1s) {
+    if (log_suppressed > 0) {
+      std::fprintf(stderr, "rwin store: (%llu more lines about unauthenticated connections suppressed)\n",
+                   static_cast<unsigned long long>(log_suppressed));
+    }
+    log_window = now;
+    log_lines = 0;
+    log_suppressed = 0;
+  }
+  if (log_lines++ < kStrangerLinesPerSecond) {
+    std::fprintf(stderr, "rwin store: %s\n", line.c_str());
+  } else {
+    ++log_suppressed;
+  }
+}
+
 void TcpStoreServer::Impl::run() {
   std::vector<pollfd> fds;
   std::vector<Conn*> order;
@@ -278,36 +388,43 @@ void TcpStoreServer::Impl::run() {
       fds.push_back({c->fd.get(), ev, 0});
       order.push_back(c.get());
     }
-    // Wake once a second to expire stalled frames; otherwise poll() only returns on activity.
+    // Wake once a second to expire handshakes and stalled frames; otherwise poll() only returns
+    // on activity.
     const int rc = ::poll(fds.data(), fds.size(), 1000);
     if (rc < 0 && errno != EINTR) {
       std::fprintf(stderr, "rwin store: poll failed: %s; server stops\n", std::strerror(errno));
       return;
     }
     if (fds[0].revents != 0) return;
-    if (fds[1].revents & POLLIN) accept_all();
     for (size_t i = 0; i < order.size(); ++i) {
       Conn& c = *order[i];
       const short re = fds[i + 2].revents;
       if (c.dead || re == 0) continue;
-      if (re & (POLLERR | POLLNVAL)) {
-        drop(c, "socket error");
-        continue;
-      }
       if (re & POLLOUT) on_writable(c);
-      if (!c.dead && (re & (POLLIN | POLLRDHUP | POLLHUP))) on_readable(c);
+      if (!c.dead && (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))) on_readable(c);
+      if (!c.dead && (re & POLLNVAL)) drop(c, "socket error");
     }
+    // Accept after serving the ranks: a flood of strangers must not delay the ranks' replies.
+    if (fds[1].revents & POLLIN) accept_all();
     while (!ready.empty()) {
       auto ids = std::move(ready);
       ready.clear();
       for (uint64_t id : ids) {
         auto it = conns.find(id);
-        if (it != conns.end() && !it->second->dead) process(*it->second);
+        if (it == conns.end() || it->second->dead) continue;
+        process(*it->second);
+        // Pushed events and failure replies go out now, not at the next wake-up.
+        if (!it->second->dead && it->second->out_off < it->second->out.size()) on_writable(*it->second);
       }
     }
     const auto now = Clock::now();
     for (auto& [id, c] : conns) {
-      if (!c->dead && !c->parked && !c->in.empty() && now - c->last_input > kStalledFrame) {
+      if (c->dead) continue;
+      if (!c->authenticated() && now - c->accepted > kAuthDeadline) {
+        log_stranger("closing connection from " + c->peer + ": not authenticated within " +
+                     std::to_string(kAuthDeadline.count()) + " s");
+        drop_quietly(*c);
+      } else if (!c->parked && !c->in.empty() && now - c->last_input > kStalledFrame) {
         drop(*c, "incomplete request stalled for " + std::to_string(kStalledFrame.count()) + " s");
       }
     }
@@ -330,37 +447,50 @@ void TcpStoreServer::Impl::accept_all() {
     auto c = std::make_unique<Conn>();
     c->fd.reset(fd);
     c->peer = sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
-    if (conns.size() >= kMaxConnections) {
-      std::fprintf(stderr, "rwin store: refusing connection from %s: %zu connections open\n", c->peer.c_str(),
-                   conns.size());
-      continue;
+    // Strangers compete only with strangers: the oldest unauthenticated connection makes room,
+    // so a flood of idle connections delays a rank's handshake by at most one round.
+    while (n_unauth >= kMaxUnauthenticated && !unauth_order.empty()) {
+      const uint64_t oldest = unauth_order.front();
+      unauth_order.pop_front();
+      auto it = conns.find(oldest);
+      if (it == conns.end() || it->second->dead || it->second->authenticated()) continue;
+      log_stranger("closing connection from " + it->second->peer + ": " + std::to_string(kMaxUnauthenticated) +
+                   " unauthenticated connections open, the oldest goes");
+      drop_quietly(*it->second);
     }
     set_nodelay(fd);
     c->id = next_id++;
-    c->last_input = Clock::now();
+    c->accepted = c->last_input = Clock::now();
+    ++n_unauth;
+    unauth_order.push_back(c->id);
     conns.emplace(c->id, std::move(c));
   }
 }
 
 void TcpStoreServer::Impl::on_readable(Conn& c) {
+  bool eof = false;
   // Bounded per round so one fast sender cannot starve the others.
   for (size_t total = 0; total < (4u << 20);) {
     const size_t old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    const ssize_t n = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+    // A stranger's buffer never grows beyond one hello frame.
+    const size_t want = c.authenticated() ? kReadChunk : kPreAuthBuffer - std::min(old, kPreAuthBuffer);
+    if (want == 0) break;
+    c.in.resize(old + want);
+    const ssize_t n = ::recv(c.fd.get(), c.in.data() + old, want, 0);
     if (n <= 0) {
       c.in.resize(old);
       if (n == 0) {
-        // Orderly close. A client that closes mid-frame sent a truncated request: say so.
-        if (!c.in.empty() && !c.parked) {
-          drop(c, "connection closed inside a request (" + std::to_string(c.in.size()) + " bytes buffered)");
-        } else {
-          drop(c, "");
-        }
-        return;
+        eof = true;
+        break;
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-      drop(c, "recv failed: " + err_text(errno));
+      const std::string why = "recv failed: " + err_text(errno);
+      if (c.authenticated()) {
+        drop(c, why);
+      } else {
+        log_stranger("closing connection from " + c.peer + ": " + why);
+        drop_quietly(c);
+      }
       return;
     }
     c.in.resize(old + static_cast<size_t>(n));
@@ -368,127 +498,255 @@ void TcpStoreServer::Impl::on_readable(Conn& c) {
     total += static_cast<size_t>(n);
   }
   if (c.parked) {
-    if (c.in.size() > kMaxBufferedWhileParked) drop(c, "sent more than 1 MiB while its request was blocked");
+    if (eof) {
+      drop(c, "");
+    } else if (c.in.size() > kMaxBufferedWhileParked) {
+      drop(c, "sent more than 1 MiB while its request was blocked");
+    }
     return;
   }
   process(c);
+  if (eof && !c.dead) {
+    // Orderly close. A client that closes mid-frame sent a truncated request: say so.
+    if (!c.in.empty()) {
+      const std::string why =
+          "connection closed inside a request (" + std::to_string(c.in.size()) + " bytes buffered)";
+      if (c.authenticated()) {
+        drop(c, why);
+      } else {
+        log_stranger("closing connection from " + c.peer + ": " + why);
+        drop_quietly(c);
+      }
+    } else {
+      drop(c, "");
+    }
+  }
 }
 
 void TcpStoreServer::Impl::process(Conn& c) {
   size_t off = 0;
   // Stops while a reply is still queued: a client pipelining requests without reading replies
   // must not make the server buffer unbounded output; on_writable resumes once the reply is out.
-  while (!c.dead && !c.parked && c.out_off == c.out.size() && c.in.size() - off >= wire::kHeaderSize) {
-    const uint8_t* h = c.in.data() + off;
-    const uint32_t magic = wire::load_u32(h);
-    const uint16_t version = wire::load_u16(h + 4);
-    const uint16_t op = wire::load_u16(h + 6);
-    const uint32_t len = wire::load_u32(h + 8);
-    char why[160];
-    if (magic != wire::kMagic) {
-      std::snprintf(why, sizeof why, "bad magic 0x%08x (not an rwin store client?)", magic);
-      drop(c, why);
+  while (!c.dead && !c.parked && !c.close_after_write && c.out_off == c.out.size() &&
+         c.in.size() - off >= wire::kHeaderSize) {
+    wire::Header h;
+    std::string why;
+    const auto hr = wire::decode_header(c.in.data() + off, c.in.size() - off, c.state, h, why);
+    if (hr == wire::HeaderResult::NeedMore) break;
+    if (hr != wire::HeaderResult::Ok) {
+      if (c.authenticated()) {
+        drop(c, why);
+      } else {
+        log_stranger("closing connection from " + c.peer + ": " + why);
+        drop_quietly(c);
+      }
       return;
     }
-    if (version != wire::kVersion) {
-      std::snprintf(why, sizeof why, "protocol version %u, server speaks %u", version, wire::kVersion);
-      drop(c, why);
-      return;
-    }
-    const uint32_t cap = wire::max_body(op);
-    if (cap == 0) {
-      std::snprintf(why, sizeof why, "unknown op %u", op);
-      drop(c, why);
-      return;
-    }
-    if (len > cap) {
-      std::snprintf(why, sizeof why, "%s body of %u bytes exceeds the %u-byte limit",
-                    wire::op_name(static_cast<wire::Op>(op)), len, cap);
-      drop(c, why);
-      return;
-    }
-    if (c.in.size() - off - wire::kHeaderSize < len) break;  // wait for the rest of the frame
-    const bool ok = handle(c, static_cast<wire::Op>(op), h + wire::kHeaderSize, len);
+    if (c.in.size() - off - wire::kHeaderSize < h.body_len) break;  // wait for the rest of the frame
+    const auto op = static_cast<wire::Op>(h.op);
+    wire::Request rq;
+    bool ok = wire::decode_request(op, c.in.data() + off + wire::kHeaderSize, h.body_len, rq);
+    if (ok) ok = handle(c, rq);
     if (!ok) {
-      drop(c, std::string("malformed ") + wire::op_name(static_cast<wire::Op>(op)) + " body of " + std::to_string(len) +
-                  " bytes");
+      const std::string why2 =
+          std::string("malformed ") + wire::op_name(op) + " body of " + std::to_string(h.body_len) + " bytes";
+      if (c.authenticated()) {
+        drop(c, why2);
+      } else {
+        log_stranger("closing connection from " + c.peer + ": " + why2);
+        drop_quietly(c);
+      }
       return;
     }
-    off += wire::kHeaderSize + len;
+    off += wire::kHeaderSize + h.body_len;
   }
+  if (c.dead) return;
   if (off > 0) c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
-  if (!c.dead && c.out_off < c.out.size()) on_writable(c);
+  if (c.out_off < c.out.size()) on_writable(c);
 }
 
-bool TcpStoreServer::Impl::handle(Conn& c, wire::Op op, const uint8_t* body, size_t len) {
-  wire::Reader r(body, len);
-  switch (op) {
+bool TcpStoreServer::Impl::handle_hello(Conn& c, const wire::Request& rq) {
+  const bool client_has_key = (rq.hello.flags & wire::kFlagHasKey) != 0;
+  if (client_has_key != !cfg.job_key.empty()) {
+    log_stranger("closing connection from " + c.peer + ": " +
+                 (client_has_key ? "client has a job key, this store has none" : "client has no job key"));
+    refuse(c, client_has_key ? "this store runs without a job key but the client has one (RWIN_JOB_KEY differs "
+                               "between ranks?)"
+                             : "this store requires the job key: set RWIN_JOB_KEY to the job's key");
+    return true;
+  }
+  c.hello = rq.hello;
+  auth::random_bytes(c.server_nonce, sizeof c.server_nonce);
+  const auto t = wire::transcript(c.hello.nonce, c.server_nonce, c.hello);
+  const auto mac = auth::hmac(cfg.job_key, "rwin-store-server", t);
+  uint8_t reply[wire::kHelloReplyBody];
+  std::memcpy(reply, c.server_nonce, wire::kNonce);
+  std::memcpy(reply + wire::kNonce, mac.data(), wire::kMac);
+  respond(c, wire::Status::Ok, reply, sizeof reply);
+  c.state = wire::ConnState::ExpectAuth;
+  return true;
+}
+
+bool TcpStoreServer::Impl::handle_auth(Conn& c, const wire::Request& rq) {
+  const auto t = wire::transcript(c.hello.nonce, c.server_nonce, c.hello);
+  const auto want = auth::hmac(cfg.job_key, "rwin-store-client", t);
+  if (!auth::equal(want.data(), rq.mac, wire::kMac)) {
+    log_stranger("closing connection from " + c.peer + ": authentication failed (wrong job key)");
+    refuse(c, "authentication failed: wrong job key (RWIN_JOB_KEY)");
+    return true;
+  }
+  // From here on the client proved it knows the key: its claims deserve precise answers.
+  const bool lease = c.hello.role == static_cast<uint16_t>(wire::Role::Lease);
+  const bool has_rank = c.hello.rank != wire::kNoRank;
+  const std::string who = has_rank ? "rank " + std::to_string(c.hello.rank) : std::string("a client");
+  if (cfg.nranks > 0 && has_rank &&
+      (c.hello.nranks != static_cast<uint32_t>(cfg.nranks) || c.hello.rank >= static_cast<uint32_t>(cfg.nranks))) {
+    const std::string msg = who + " of " + std::to_string(c.hello.nranks) + " from " + c.peer +
+                            " does not fit this job of " + std::to_string(cfg.nranks) + " ranks; refused";
+    std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+    refuse(c, msg);
+    return true;
+  }
+  if ((lease && !has_rank) || (has_rank && c.hello.rank > 0x7FFFFFFFu)) {
+    refuse(c, "a lease needs a rank");
+    return true;
+  }
+  if (n_auth >= kMaxAuthenticated) {
+    const std::string msg = "refusing " + who + " from " + c.peer + ": " + std::to_string(n_auth) +
+                            " authenticated connections open";
+    std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+    refuse(c, msg);
+    return true;
+  }
+  const int rank = has_rank ? static_cast<int>(c.hello.rank) : -1;
+  if (lease) {
+    auto it = ranks.find(rank);
+    if (it != ranks.end()) {
+      const char* state = it->second.state == RankSlot::State::Live   ? ""
+                          : it->second.state == RankSlot::State::Left ? " (and has left)"
+                                                                      : " (and has failed)";
+      const std::string msg = "rank " + std::to_string(rank) + " already joined from " + it->second.peer + state +
+                              "; refusing " + c.peer;
+      std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+      refuse(c, msg);
+      return true;
+    }
+    ranks[rank] = RankSlot{RankSlot::State::Live, c.peer};
+    {
+      std::lock_guard<std::mutex> lk(m);
+      live_ranks.insert(rank);
+    }
+  }
+  --n_unauth;
+  ++n_auth;
+  c.rank = rank;
+  c.state = lease ? wire::ConnState::Lease : wire::ConnState::Data;
+  respond(c, wire::Status::Ok, nullptr, 0);
+  if (lease) {
+    // A late joiner learns of earlier failures at once.
+    for (const auto& [r, how] : failed) {
+      wire::Writer w;
+      w.u32(static_cast<uint32_t>(r));
+      w.str(how);
+      respond(c, wire::Status::Event, w.buf().data(), w.buf().size());
+    }
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::account(size_t old_size, size_t new_size, bool created, Conn& c, const std::string& key) {
+  const uint64_t after = stored_bytes - old_size + new_size + (created ? key.size() : 0);
+  if ((created && data.size() >= kMaxStoredKeys) || after > kMaxStoredBytes) {
+    respond_error(c, "store full: " + std::to_string(data.size()) + " keys, " + std::to_string(stored_bytes) +
+                         " bytes stored (limits " + std::to_string(kMaxStoredKeys) + " keys, " +
+                         std::to_string(kMaxStoredBytes) + " bytes per job); key " + wire::quote_key(key) +
+                         " not stored");
+    return false;
+  }
+  stored_bytes = after;
+  return true;
+}
+
+bool TcpStoreServer::Impl::handle(Conn& c, wire::Request& rq) {
+  switch (rq.op) {
+    case wire::Op::Hello:
+      return handle_hello(c, rq);
+    case wire::Op::Auth:
+      return handle_auth(c, rq);
+    case wire::Op::Goodbye: {
+      c.said_goodbye = true;
+      auto it = ranks.find(c.rank);
+      if (it != ranks.end() && it->second.state == RankSlot::State::Live) it->second.state = RankSlot::State::Left;
+      {
+        std::lock_guard<std::mutex> lk(m);
+        live_ranks.erase(c.rank);
+      }
+      cv.notify_all();
+      respond(c, wire::Status::Ok, nullptr, 0);
+      return true;
+    }
     case wire::Op::Set: {
-      std::string key;
-      std::vector<uint8_t> value;
-      if (!r.str(key, wire::kMaxKey) || !r.blob(value, wire::kMaxValue) || !r.done()) return false;
-      auto [it, created] = data.insert_or_assign(std::move(key), std::move(value));
+      auto it = data.find(rq.key);
+      const bool created = it == data.end();
+      if (!account(created ? 0 : it->second.size(), rq.value.size(), created, c, rq.key)) return true;
+      if (created) {
+        it = data.emplace(std::move(rq.key), std::move(rq.value)).first;
+      } else {
+        it->second = std::move(rq.value);
+      }
       respond(c, wire::Status::Ok, nullptr, 0);
       if (created) key_created(it->first);
       return true;
     }
     case wire::Op::Get: {
-      std::string key;
-      if (!r.str(key, wire::kMaxKey) || !r.done()) return false;
-      auto it = data.find(key);
+      auto it = data.find(rq.key);
       if (it != data.end()) {
         respond(c, wire::Status::Ok, it->second.data(), it->second.size());
+      } else if (!failed.empty()) {
+        respond_peer_failed(c);  // the key may never come: say why instead of parking
       } else {
-        c.get_key = key;
-        park(c, op, {std::move(key)});
+        c.get_key = rq.key;
+        park(c, rq.op, {std::move(rq.key)});
       }
       return true;
     }
     case wire::Op::Add: {
-      std::string key;
-      uint64_t delta = 0;
-      if (!r.str(key, wire::kMaxKey) || !r.u64(delta) || !r.done()) return false;
-      auto it = data.find(key);
+      auto it = data.find(rq.key);
       if (it != data.end() && it->second.size() != 8) {
-        respond_error(c, "key " + wire::quote_key(key) + " holds " + std::to_string(it->second.size()) +
+        respond_error(c, "key " + wire::quote_key(rq.key) + " holds " + std::to_string(it->second.size()) +
                              " bytes, not a 64-bit counter");
         return true;
       }
+      const bool created = it == data.end();
+      if (created && !account(0, 8, true, c, rq.key)) return true;
       uint64_t value = 0;
-      if (it != data.end()) wire::Reader(it->second.data(), 8).u64(value);
-      value += delta;  // unsigned wrap-around = two's complement add, no signed overflow UB
+      if (!created) wire::Reader(it->second.data(), 8).u64(value);
+      value += rq.delta;  // unsigned wrap-around = two's complement add, no signed overflow UB
       wire::Writer w;
       w.u64(value);
-      const bool created = it == data.end();
-      auto& slot = data[key];
+      auto& slot = data[rq.key];
       slot = w.buf();
       respond(c, wire::Status::Ok, slot.data(), slot.size());
-      if (created) key_created(key);
+      if (created) key_created(rq.key);
       return true;
     }
-    case wire::Op::Check:
+    case wire::Op::Check: {
+      std::vector<uint8_t> out(rq.keys.size());
+      for (size_t i = 0; i < rq.keys.size(); ++i) out[i] = data.count(rq.keys[i]) ? 1 : 0;
+      respond(c, wire::Status::Ok, out.data(), out.size());
+      return true;
+    }
     case wire::Op::Wait: {
-      uint32_t count = 0;
-      if (!r.u32(count) || count > wire::kMaxKeysPerRequest) return false;
-      std::vector<std::string> keys(count);
-      for (auto& k : keys) {
-        if (!r.str(k, wire::kMaxKey)) return false;
-      }
-      if (!r.done()) return false;
-      if (op == wire::Op::Check) {
-        std::vector<uint8_t> out(count);
-        for (uint32_t i = 0; i < count; ++i) out[i] = data.count(keys[i]) ? 1 : 0;
-        respond(c, wire::Status::Ok, out.data(), out.size());
-        return true;
-      }
       std::set<std::string> missing;
-      for (auto& k : keys) {
+      for (auto& k : rq.keys) {
         if (!data.count(k)) missing.insert(std::move(k));
       }
       if (missing.empty()) {
         respond(c, wire::Status::Ok, nullptr, 0);
+      } else if (!failed.empty()) {
+        respond_peer_failed(c);
       } else {
-        park(c, op, std::vector<std::string>(missing.begin(), missing.end()));
+        park(c, rq.op, std::vector<std::string>(missing.begin(), missing.end()));
       }
       return true;
     }
@@ -507,6 +765,16 @@ void TcpStoreServer::Impl::respond(Conn& c, wire::Status st, const void* body, s
   } else {
     c.out.insert(c.out.end(), w.buf().begin(), w.buf().end());
   }
+}
+
+void TcpStoreServer::Impl::respond_peer_failed(Conn& c) {
+  wire::Writer w;
+  w.u32(static_cast<uint32_t>(failed.size()));
+  for (const auto& [r, how] : failed) {
+    w.u32(static_cast<uint32_t>(r));
+    w.str(how);
+  }
+  respond(c, wire::Status::PeerFailed, w.buf().data(), w.buf().size());
 }
 
 void TcpStoreServer::Impl::park(Conn& c, wire::Op op, std::vector<std::string> missing_keys) {
@@ -543,28 +811,7 @@ void TcpStoreServer::Impl::unpark_complete(Conn& c) {
   ready.push_back(c.id);  // sends the reply and serves any request queued behind it
 }
 
-void TcpStoreServer::Impl::on_writable(Conn& c) {
-  while (c.out_off < c.out.size()) {
-    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (errno == EINTR) continue;
-      drop(c, "send failed: " + err_text(errno));
-      return;
-    }
-    c.out_off += static_cast<size_t>(n);
-  }
-  c.out.clear();
-  c.out.shrink_to_fit();  // a 256 MiB reply should not pin its buffer for the life of the conn
-  c.out_off = 0;
-  if (!c.parked && !c.in.empty()) ready.push_back(c.id);
-}
-
-void TcpStoreServer::Impl::drop(Conn& c, const std::string& why) {
-  if (c.dead) return;
-  c.dead = true;
-  // An orderly close of a healthy connection is not news; everything else is one log line.
-  if (!why.empty()) std::fprintf(stderr, "rwin store: closing connection from %s: %s\n", c.peer.c_str(), why.c_str());
+void TcpStoreServer::Impl::unpark_failed(Conn& c) {
   for (const auto& k : c.waiting) {
     auto it = waiters.find(k);
     if (it == waiters.end()) continue;
@@ -573,6 +820,101 @@ void TcpStoreServer::Impl::drop(Conn& c, const std::string& why) {
     if (v.empty()) waiters.erase(it);
   }
   c.waiting.clear();
+  c.parked = false;
+  c.get_key.clear();
+  respond_peer_failed(c);
+  ready.push_back(c.id);
+}
+
+// A lease closed without a goodbye: the rank is gone. Tell every other lease and end every
+// parked request now; only queue the frames here (the poll loop sends them), so a failing send
+// to one lease cannot recurse into another failure while this one is being reported.
+void TcpStoreServer::Impl::rank_failed(Conn& c, const std::string& how) {
+  auto it = ranks.find(c.rank);
+  if (it == ranks.end() || it->second.state != RankSlot::State::Live) return;
+  it->second.state = RankSlot::State::Failed;
+  failed.emplace_back(c.rank, how);
+  std::fprintf(stderr, "rwin store: rank %d failed: %s (lease from %s)\n", c.rank, how.c_str(), c.peer.c_str());
+  wire::Writer w;
+  w.u32(static_cast<uint32_t>(c.rank));
+  w.str(how);
+  // Leases first (they are flushed first from `ready`): a rank whose parked request fails
+  // finds the event, with its details, already on its lease.
+  for (auto& [id, o] : conns) {
+    if (o->dead || o.get() == &c) continue;
+    if (o->state == wire::ConnState::Lease && !o->said_goodbye) {
+      respond(*o, wire::Status::Event, w.buf().data(), w.buf().size());
+      ready.push_back(o->id);
+    }
+  }
+  for (auto& [id, o] : conns) {
+    if (!o->dead && o.get() != &c && o->parked) unpark_failed(*o);
+  }
+  {
+    std::lock_guard<std::mutex> lk(m);
+    live_ranks.erase(c.rank);
+  }
+  cv.notify_all();
+}
+
+void TcpStoreServer::Impl::on_writable(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR) continue;
+      if (c.authenticated()) {
+        drop(c, "send failed: " + err_text(errno));
+      } else {
+        drop_quietly(c);
+      }
+      return;
+    }
+    c.out_off += static_cast<size_t>(n);
+  }
+  c.out.clear();
+  c.out.shrink_to_fit();  // a 256 MiB reply should not pin its buffer for the life of the conn
+  c.out_off = 0;
+  if (c.close_after_write) {
+    drop_quietly(c);
+    return;
+  }
+  if (!c.parked && !c.in.empty()) ready.push_back(c.id);
+}
+
+void TcpStoreServer::Impl::drop(Conn& c, const std::string& why) {
+  if (c.dead) return;
+  // An orderly close of a healthy connection is not news; everything else is one log line.
+  if (!why.empty()) std::fprintf(stderr, "rwin store: closing connection from %s: %s\n", c.peer.c_str(), why.c_str());
+  if (c.state == wire::ConnState::Lease && !c.said_goodbye) {
+    rank_failed(c, why.empty() ? "its bootstrap connection closed" : "its bootstrap connection failed: " + why);
+  }
+  drop_quietly(c);
+}
+
+void TcpStoreServer::Impl::drop_quietly(Conn& c) {
+  if (c.dead) return;
+  if (c.state == wire::ConnState::Lease && !c.said_goodbye) {
+    rank_failed(c, "its bootstrap connection closed");
+  }
+  c.dead = true;
+  if (c.authenticated()) {
+    --n_auth;
+  } else {
+    --n_unauth;
+  }
+  for (const auto& k : c.waiting) {
+    auto it = waiters.find(k);
+    if (it == waiters.end()) continue;
+    auto& v = it->second;
+    v.erase(std::remove(v.begin(), v.end(), c.id), v.end());
+    if (v.empty()) waiters.erase(it);
+  }
+  c.waiting.clear();
+  c.in.clear();
+  c.in.shrink_to_fit();
+  c.out.clear();
+  c.out.shrink_to_fit();
   c.fd.reset();
 }
 
@@ -584,46 +926,137 @@ void TcpStoreServer::Impl::reap() {
       ++it;
     }
   }
+  // Stale ids (authenticated or dropped connections) must not accumulate.
+  while (!unauth_order.empty()) {
+    auto it = conns.find(unauth_order.front());
+    if (it != conns.end() && !it->second->authenticated()) break;
+    unauth_order.pop_front();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Client
 
 namespace {
-// set/add/check never block on other ranks, but the socket still needs a deadline (a wedged or
-// unreachable server must not hang the caller forever).
-constexpr Millis kMinIoTimeout = 30s;
-// A reconnect after a timed-out get/wait: the server was up moments ago, so a long retry only
-// delays the report of a server that has gone.
-constexpr Millis kReconnectCap = 5s;
-}  // namespace
 
-struct TcpStore::Impl {
-  HostPort server;
-  std::string label;
-  Millis connect_timeout;
-  Fd fd;
-  // Sticky: once the connection failed (not merely timed out) every later call reports it.
-  std::string broken;
+// Sends all of `buf` before `deadline`. Returns "" or what went wrong (timeout_msg on timeout).
+enum class Io { Ok, Timeout, Closed, Failed };
 
-  void connect(Millis budget);
-  void ensure_connected();
-  [[noreturn]] void fail(BootstrapError::Kind kind, const std::string& msg) {
-    fd.reset();
-    if (kind != BootstrapError::Kind::Timeout) broken = msg;
-    throw BootstrapError(kind, msg);
+Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline, int& err) {
+  size_t sent = 0;
+  while (sent < n) {
+    pollfd pf{fd, POLLOUT, 0};
+    const int rc = ::poll(&pf, 1, wire::ms_left(deadline));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      return Io::Failed;
+    }
+    if (rc == 0) return Io::Timeout;
+    const ssize_t k = ::send(fd, p + sent, n - sent, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      err = errno;
+      return err == EPIPE || err == ECONNRESET ? Io::Closed : Io::Failed;
+    }
+    sent += static_cast<size_t>(k);
   }
-  // Sends one request and returns the response body. `what` describes the call for messages.
-  std::vector<uint8_t> call(wire::Writer& frame, Clock::time_point deadline, const std::string& what,
-                            const std::string& timeout_msg);
-  Millis io_timeout() const { return std::max(connect_timeout, kMinIoTimeout); }
+  return Io::Ok;
+}
+
+// Receives exactly `n` bytes before `deadline`.
+Io recv_exact(int fd, uint8_t* p, size_t n, Clock::time_point deadline, int& err) {
+  size_t got = 0;
+  while (got < n) {
+    pollfd pf{fd, POLLIN, 0};
+    const int rc = ::poll(&pf, 1, wire::ms_left(deadline));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      return Io::Failed;
+    }
+    if (rc == 0) return Io::Timeout;
+    const ssize_t k = ::recv(fd, p + got, n - got, 0);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      err = errno;
+      return err == ECONNRESET ? Io::Closed : Io::Failed;
+    }
+    if (k == 0) return Io::Closed;
+    got += static_cast<size_t>(k);
+  }
+  return Io::Ok;
+}
+
+struct Frame {
+  uint16_t status = 0;
+  std::vector<uint8_t> body;
 };
 
-void TcpStore::Impl::connect(Millis budget) {
-  const auto deadline = Clock::now() + budget;
+// Reads one response frame. Returns Io::Ok with `f` filled, or the failure; `why` is set for a
+// frame that is not an rwin store's (Io::Failed with err 0).
+Io recv_frame(int fd, Clock::time_point deadline, uint32_t max_body, Frame& f, int& err, std::string& why) {
+  uint8_t h[wire::kHeaderSize];
+  Io r = recv_exact(fd, h, sizeof h, deadline, err);
+  if (r != Io::Ok) return r;
+  const uint32_t magic = wire::load_u32(h);
+  const uint16_t version = wire::load_u16(h + 4);
+  const uint32_t len = wire::load_u32(h + 8);
+  if (magic != wire::kMagic || version != wire::kVersion) {
+    err = 0;
+    why = "reply has bad magic/version (not an rwin store of this version?)";
+    return Io::Failed;
+  }
+  if (len > max_body) {
+    err = 0;
+    why = "reply length " + std::to_string(len) + " exceeds the limit of " + std::to_string(max_body);
+    return Io::Failed;
+  }
+  f.status = wire::load_u16(h + 6);
+  f.body.resize(len);
+  return len ? recv_exact(fd, f.body.data(), len, deadline, err) : Io::Ok;
+}
+
+std::string failures_text(const std::vector<std::pair<int, std::string>>& fs) {
+  std::string s;
+  for (size_t i = 0; i < fs.size() && i < 8; ++i) {
+    s += (i ? "; " : "") + std::string("rank ") + std::to_string(fs[i].first) + " failed (" + fs[i].second + ")";
+  }
+  if (fs.size() > 8) s += " and " + std::to_string(fs.size() - 8) + " more";
+  return s;
+}
+
+// Parses a PeerFailed body; false if malformed.
+bool parse_failures(const std::vector<uint8_t>& body, std::vector<std::pair<int, std::string>>& out) {
+  wire::Reader r(body.data(), body.size());
+  uint32_t count = 0;
+  if (!r.u32(count) || count > body.size() / 8) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t rank = 0;
+    std::string how;
+    if (!r.u32(rank) || !r.str(how, 4096)) return false;
+    out.emplace_back(static_cast<int>(rank), how);
+  }
+  return r.done();
+}
+
+const char* role_name(wire::Role role) { return role == wire::Role::Lease ? "lease" : "store connection"; }
+
+struct HandshakeRetry {};  // connection closed during the handshake: worth another try
+
+// One authenticated connection: TCP connect with retries (the server may start later), then the
+// mutual challenge-response. A refusal (wrong key, duplicate rank, a server that cannot prove the
+// key) throws Config at once; a connection the server closed mid-handshake (e.g. it was busy
+// shedding strangers) is retried until `deadline`.
+Fd open_authenticated(const HostPort& server, const std::string& label, Clock::time_point deadline,
+                      const StoreClientConfig& cfg, wire::Role role) {
+  const auto started = Clock::now();
   auto backoff = 10ms;
   int last_errno = ECONNREFUSED;
   std::string last_what = "connect";
+  auto budget_text = [&] {
+    return std::to_string(std::chrono::duration_cast<Millis>(deadline - started).count()) + " ms";
+  };
   for (;;) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
@@ -640,7 +1073,8 @@ void TcpStore::Impl::connect(Millis budget) {
       last_what = std::string("resolve: ") + gai_strerror(gai);
       last_errno = 0;
     }
-    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    Fd connected;
+    for (addrinfo* ai = res; ai != nullptr && !connected; ai = ai->ai_next) {
       Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
       if (!s) {
         last_errno = errno, last_what = "socket";
@@ -664,101 +1098,167 @@ void TcpStore::Impl::connect(Millis budget) {
       }
       if (rc == 0) {
         set_nodelay(s.get());
-        fd = std::move(s);
-        freeaddrinfo(res);
-        return;
+        connected = std::move(s);
+      } else {
+        last_errno = errno, last_what = "connect";
       }
-      last_errno = errno, last_what = "connect";
     }
     if (res) freeaddrinfo(res);
+    if (connected) {
+      // Handshake (wire.h). Only the hello goes out before the server proved it knows the key.
+      const std::string what = std::string(role_name(role)) + " handshake with " + label;
+      wire::Hello hello;
+      auth::random_bytes(hello.nonce, sizeof hello.nonce);
+      hello.rank = cfg.rank < 0 ? wire::kNoRank : static_cast<uint32_t>(cfg.rank);
+      hello.nranks = static_cast<uint32_t>(std::max(0, cfg.nranks));
+      hello.role = static_cast<uint16_t>(role);
+      hello.flags = cfg.job_key.empty() ? 0 : wire::kFlagHasKey;
+      auto w = wire::start_frame(static_cast<uint16_t>(wire::Op::Hello));
+      w.bytes(hello.nonce, sizeof hello.nonce);
+      w.u32(hello.rank);
+      w.u32(hello.nranks);
+      w.u16(hello.role);
+      w.u16(hello.flags);
+      wire::finish_frame(w);
+      int err = 0;
+      std::string why;
+      Frame f;
+      auto io_fail = [&](Io r, const char* step) {
+        if (r == Io::Timeout) {
+          throw BootstrapError(BootstrapError::Kind::Timeout,
+                               what + " timed out (" + step + ") within " + budget_text() + " (server not answering)");
+        }
+        if (r == Io::Closed) {
+          last_what = what + ": server closed the connection (" + step + ")";
+          last_errno = 0;
+          throw HandshakeRetry{};
+        }
+        throw BootstrapError(why.empty() ? BootstrapError::Kind::Connection : BootstrapError::Kind::Protocol,
+                             what + " (" + step + "): " + (why.empty() ? err_text(err) : why));
+      };
+      try {
+        Io r = send_all(connected.get(), w.buf().data(), w.buf().size(), deadline, err);
+        if (r != Io::Ok) io_fail(r, "sending hello");
+        r = recv_frame(connected.get(), deadline, 4096, f, err, why);
+        if (r != Io::Ok) io_fail(r, "reading the challenge");
+        if (f.status == static_cast<uint16_t>(wire::Status::Error)) {
+          throw BootstrapError(BootstrapError::Kind::Config,
+                               what + " refused: " + std::string(f.body.begin(), f.body.end()));
+        }
+        if (f.status != static_cast<uint16_t>(wire::Status::Ok) || f.body.size() != wire::kHelloReplyBody) {
+          throw BootstrapError(BootstrapError::Kind::Protocol, what + ": malformed challenge (not an rwin store?)");
+        }
+        const uint8_t* server_nonce = f.body.data();
+        const auto t = wire::transcript(hello.nonce, server_nonce, hello);
+        const auto expect = auth::hmac(cfg.job_key, "rwin-store-server", t);
+        if (!auth::equal(expect.data(), f.body.data() + wire::kNonce, wire::kMac)) {
+          throw BootstrapError(BootstrapError::Kind::Config,
+                               what + ": the server did not prove it knows the job key (RWIN_JOB_KEY differs from "
+                                      "rank 0's, or this is not the job's store); nothing else was sent to it");
+        }
+        const auto mac = auth::hmac(cfg.job_key, "rwin-store-client", t);
+        auto a = wire::start_frame(static_cast<uint16_t>(wire::Op::Auth));
+        a.bytes(mac.data(), mac.size());
+        wire::finish_frame(a);
+        r = send_all(connected.get(), a.buf().data(), a.buf().size(), deadline, err);
+        if (r != Io::Ok) io_fail(r, "sending the proof");
+        r = recv_frame(connected.get(), deadline, 4096, f, err, why);
+        if (r != Io::Ok) io_fail(r, "reading the verdict");
+        if (f.status == static_cast<uint16_t>(wire::Status::Error)) {
+          throw BootstrapError(BootstrapError::Kind::Config,
+                               what + " refused: " + std::string(f.body.begin(), f.body.end()));
+        }
+        if (f.status != static_cast<uint16_t>(wire::Status::Ok) || !f.body.empty()) {
+          throw BootstrapError(BootstrapError::Kind::Protocol, what + ": malformed verdict");
+        }
+        return connected;
+      } catch (const HandshakeRetry&) {
+        // fall through to the retry below
+      }
+    }
     if (Clock::now() >= deadline) break;
     // The server may not be listening yet (rank 0 starts it while others already dial): retry.
     std::this_thread::sleep_for(std::min<Millis>(backoff, Millis(wire::ms_left(deadline))));
     backoff = std::min<Millis>(backoff * 2, 500ms);
   }
   throw BootstrapError(BootstrapError::Kind::Connection,
-                       "cannot connect to store at " + label + " within " + std::to_string(budget.count()) +
-                           " ms: " + last_what + (last_errno ? ": " + err_text(last_errno) : std::string()));
+                       "cannot connect to store at " + label + " within " + budget_text() + ": " + last_what +
+                           (last_errno ? ": " + err_text(last_errno) : std::string()));
 }
 
-void TcpStore::Impl::ensure_connected() {
+}  // namespace
+
+struct TcpStore::Impl {
+  HostPort server;
+  std::string label;
+  Millis connect_timeout;
+  StoreClientConfig cfg;
+  Fd fd;
+  // Sticky: once the connection failed (not merely timed out) every later call reports it.
+  std::string broken;
+
+  void connect(Clock::time_point deadline) {
+    fd = open_authenticated(server, label, deadline, cfg, wire::Role::Data);
+  }
+  void ensure_connected(Clock::time_point deadline);
+  [[noreturn]] void fail(BootstrapError::Kind kind, const std::string& msg) {
+    fd.reset();
+    if (kind != BootstrapError::Kind::Timeout) broken = msg;
+    throw BootstrapError(kind, msg);
+  }
+  // Sends one request and returns the response body. `what` describes the call for messages.
+  std::vector<uint8_t> call(wire::Writer& frame, Clock::time_point deadline, const std::string& what,
+                            const std::string& timeout_msg);
+  Millis io_timeout() const { return cfg.op_timeout.count() > 0 ? cfg.op_timeout : connect_timeout; }
+};
+
+void TcpStore::Impl::ensure_connected(Clock::time_point deadline) {
   if (!broken.empty()) {
     throw BootstrapError(BootstrapError::Kind::Connection,
                          "store connection to " + label + " is unusable after an earlier failure: " + broken);
   }
   // After a timed-out get/wait the old connection was closed (the server may still answer it
-  // later, which would desynchronise the stream); open a fresh one.
-  if (!fd) connect(std::min(connect_timeout, kReconnectCap));
+  // later, which would desynchronise the stream); open a fresh one within what is left.
+  if (!fd) connect(deadline);
 }
 
 std::vector<uint8_t> TcpStore::Impl::call(wire::Writer& frame, Clock::time_point deadline, const std::string& what,
                                           const std::string& timeout_msg) {
-  ensure_connected();
-  wire::finish_frame(frame);
-  const auto& out = frame.buf();
-  size_t sent = 0;
-  std::vector<uint8_t> in(wire::kHeaderSize);
-  size_t got = 0;
-  bool have_header = false;
-  for (;;) {
-    const bool sending = sent < out.size();
-    pollfd p{fd.get(), static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    const int rc = ::poll(&p, 1, wire::ms_left(deadline));
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      fail(BootstrapError::Kind::Connection, what + " at " + label + ": poll failed: " + err_text(errno));
-    }
-    if (rc == 0) fail(BootstrapError::Kind::Timeout, timeout_msg);
-    if (sending) {
-      const ssize_t n = ::send(fd.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EINTR) continue;
-        fail(BootstrapError::Kind::Connection, what + " at " + label + ": send failed: " + err_text(errno));
-      }
-      sent += static_cast<size_t>(n);
-      continue;
-    }
-    const ssize_t n = ::recv(fd.get(), in.data() + got, in.size() - got, 0);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      fail(BootstrapError::Kind::Connection, what + " at " + label + ": recv failed: " + err_text(errno));
-    }
-    if (n == 0) {
-      fail(BootstrapError::Kind::Connection,
-           what + " at " + label + ": server closed the connection (store server gone or rejected the request)");
-    }
-    got += static_cast<size_t>(n);
-    if (got < in.size()) continue;
-    if (!have_header) {
-      const uint32_t magic = wire::load_u32(in.data());
-      const uint16_t version = wire::load_u16(in.data() + 4);
-      const uint32_t len = wire::load_u32(in.data() + 8);
-      if (magic != wire::kMagic || version != wire::kVersion) {
-        fail(BootstrapError::Kind::Protocol,
-             what + " at " + label + ": reply has bad magic/version (not an rwin store?)");
-      }
-      if (len > wire::kMaxValue + 64u) {
-        fail(BootstrapError::Kind::Protocol,
-             what + " at " + label + ": reply length " + std::to_string(len) + " exceeds the limit");
-      }
-      have_header = true;
-      in.resize(wire::kHeaderSize + len);
-      if (got < in.size()) continue;
-    }
-    const auto status = static_cast<wire::Status>(wire::load_u16(in.data() + 6));
-    std::vector<uint8_t> body(in.begin() + wire::kHeaderSize, in.end());
-    if (status == wire::Status::Error) {
-      // The request was well-formed but refused (e.g. add on a non-counter); the stream is fine.
-      throw BootstrapError(BootstrapError::Kind::Protocol,
-                           what + " at " + label + " refused by server: " + std::string(body.begin(), body.end()));
-    }
-    if (status != wire::Status::Ok) {
-      fail(BootstrapError::Kind::Protocol, what + " at " + label + ": unknown reply status");
-    }
-    return body;
+  try {
+    ensure_connected(deadline);
+  } catch (const BootstrapError& e) {
+    if (e.kind() == BootstrapError::Kind::Timeout) throw BootstrapError(e.kind(), timeout_msg + " (reconnecting: " + e.what() + ")");
+    throw;
   }
+  wire::finish_frame(frame);
+  int err = 0;
+  Io r = send_all(fd.get(), frame.buf().data(), frame.buf().size(), deadline, err);
+  Frame f;
+  std::string why;
+  if (r == Io::Ok) r = recv_frame(fd.get(), deadline, wire::kMaxReplyBody, f, err, why);
+  if (r == Io::Timeout) fail(BootstrapError::Kind::Timeout, timeout_msg);
+  if (r == Io::Closed) {
+    fail(BootstrapError::Kind::Connection,
+         what + " at " + label + ": server closed the connection (store server gone or rejected the request)");
+  }
+  if (r == Io::Failed) {
+    if (!why.empty()) fail(BootstrapError::Kind::Protocol, what + " at " + label + ": " + why);
+    fail(BootstrapError::Kind::Connection, what + " at " + label + ": " + err_text(err));
+  }
+  const auto status = static_cast<wire::Status>(f.status);
+  if (status == wire::Status::Error) {
+    // The request was well-formed but refused (e.g. add on a non-counter); the stream is fine.
+    throw BootstrapError(BootstrapError::Kind::Protocol,
+                         what + " at " + label + " refused by server: " + std::string(f.body.begin(), f.body.end()));
+  }
+  if (status == wire::Status::PeerFailed) {
+    std::vector<std::pair<int, std::string>> fs;
+    if (!parse_failures(f.body, fs)) fail(BootstrapError::Kind::Protocol, what + " at " + label + ": malformed failure reply");
+    throw BootstrapError(BootstrapError::Kind::PeerFailed, what + " at " + label + " cannot finish: " + failures_text(fs));
+  }
+  if (status != wire::Status::Ok) fail(BootstrapError::Kind::Protocol, what + " at " + label + ": unknown reply status");
+  return std::move(f.body);
 }
-
 namespace {
 void check_key(const std::string& key) {
   if (key.size() > wire::kMaxKey) {
@@ -779,11 +1279,14 @@ std::string key_list(const std::vector<std::string>& keys) {
 Millis non_negative(Millis t) { return t.count() < 0 ? Millis(0) : t; }
 }  // namespace
 
-TcpStore::TcpStore(const HostPort& server, Millis connect_timeout) : impl_(std::make_unique<Impl>()) {
+TcpStore::TcpStore(const HostPort& server, Millis connect_timeout, const StoreClientConfig& cfg)
+    : impl_(std::make_unique<Impl>()) {
   impl_->server = server;
   impl_->label = server.str();
   impl_->connect_timeout = non_negative(connect_timeout);
-  impl_->connect(impl_->connect_timeout);
+  impl_->cfg = cfg;
+  impl_->cfg.op_timeout = non_negative(cfg.op_timeout);
+  impl_->connect(Clock::now() + impl_->connect_timeout);
 }
 
 TcpStore::~TcpStore() = default;
@@ -881,6 +1384,106 @@ void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   impl_->call(w, Clock::now() + timeout, what,
               "store wait at " + impl_->label + " timed out after " + std::to_string(timeout.count()) +
                   " ms for keys " + key_list(keys));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease
+
+struct StoreLease::Impl {
+  std::string label;
+  Fd fd;
+  std::vector<uint8_t> in;
+  std::vector<PeerFailure> pending;  // learned while waiting for the goodbye ack
+  bool reported_store_gone = false;
+  bool acked = false;
+
+  // Parses complete frames in `in`; events go to `out`.
+  void parse(std::vector<PeerFailure>& out) {
+    size_t off = 0;
+    while (in.size() - off >= wire::kHeaderSize) {
+      const uint8_t* h = in.data() + off;
+      const uint32_t len = wire::load_u32(h + 8);
+      if (wire::load_u32(h) != wire::kMagic || wire::load_u16(h + 4) != wire::kVersion || len > 64 * 1024) {
+        store_gone(out, "the store at " + label + " sent a malformed lease frame");
+        return;
+      }
+      if (in.size() - off - wire::kHeaderSize < len) break;
+      const auto status = static_cast<wire::Status>(wire::load_u16(h + 6));
+      wire::Reader r(h + wire::kHeaderSize, len);
+      if (status == wire::Status::Event) {
+        uint32_t rank = 0;
+        std::string how;
+        if (!r.u32(rank) || !r.str(how, 4096) || !r.done()) {
+          store_gone(out, "the store at " + label + " sent a malformed failure event");
+          return;
+        }
+        out.push_back(PeerFailure{static_cast<int>(rank), how, Clock::now()});
+      } else if (status == wire::Status::Ok) {
+        acked = true;
+      }
+      off += wire::kHeaderSize + len;
+    }
+    in.erase(in.begin(), in.begin() + static_cast<ptrdiff_t>(off));
+  }
+  void store_gone(std::vector<PeerFailure>& out, const std::string& how) {
+    fd.reset();
+    in.clear();
+    if (reported_store_gone) return;
+    reported_store_gone = true;
+    out.push_back(PeerFailure{0, how, Clock::now()});
+  }
+  // One non-blocking read.
+  void read_once(std::vector<PeerFailure>& out) {
+    if (!fd) return;
+    uint8_t buf[4096];
+    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      in.insert(in.end(), buf, buf + n);
+      parse(out);
+    } else if (n == 0) {
+      store_gone(out, "the store at " + label + " (served by rank 0) closed the connection");
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      store_gone(out, "the connection to the store at " + label + " (served by rank 0) failed: " + err_text(errno));
+    }
+  }
+};
+
+StoreLease::StoreLease(const HostPort& server, Millis connect_timeout, const StoreClientConfig& cfg)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->label = server.str();
+  impl_->fd = open_authenticated(server, impl_->label, Clock::now() + non_negative(connect_timeout), cfg,
+                                 wire::Role::Lease);
+}
+
+StoreLease::~StoreLease() = default;
+
+std::vector<PeerFailure> StoreLease::poll() {
+  std::vector<PeerFailure> out = std::move(impl_->pending);
+  impl_->pending.clear();
+  impl_->read_once(out);
+  return out;
+}
+
+void StoreLease::goodbye(Millis bound) noexcept {
+  try {
+    if (!impl_->fd) return;
+    const auto deadline = Clock::now() + non_negative(bound);
+    auto w = wire::start_frame(static_cast<uint16_t>(wire::Op::Goodbye));
+    wire::finish_frame(w);
+    int err = 0;
+    if (send_all(impl_->fd.get(), w.buf().data(), w.buf().size(), deadline, err) != Io::Ok) return;
+    // Wait for the ack so the store has recorded the goodbye before this socket closes (events
+    // that arrive meanwhile are kept for poll()).
+    while (!impl_->acked && impl_->fd) {
+      pollfd p{impl_->fd.get(), POLLIN, 0};
+      const int rc = ::poll(&p, 1, wire::ms_left(deadline));
+      if (rc == 0) return;
+      if (rc < 0 && errno != EINTR) return;
+      impl_->read_once(impl_->pending);
+    }
+  } catch (...) {
+    // Out of memory while leaving: the store will see a close without a goodbye.
+  }
 }
 
 }  // namespace rwin::bootstrap

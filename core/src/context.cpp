@@ -357,8 +357,11 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   c.rank = c.opt.rank;
   c.nranks = c.opt.nranks;
   try {
-    c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root),
-                                                  c.opt.startup_timeout);
+    bootstrap::BootstrapConfig bc;
+    bc.startup_timeout = c.opt.startup_timeout;
+    bc.op_timeout = c.opt.op_timeout;
+    bc.job_key = c.opt.job_key;
+    c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
   } catch (const bootstrap::BootstrapError& e) {
     throw Error(error_code(e), e.what());
   }

@@ -58,7 +58,8 @@ for variant in "${variants[@]}"; do
   for mode in $MODES; do
     for size in $SIZES; do
       log="$LOG_DIR/$variant-$mode-$size.log"
-      env_flags=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo)
+      # A job key, as docs/SCALING.md tells mpirun users (a derived root may not be loopback).
+      env_flags=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo -x "RWIN_JOB_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')")
       if [[ $variant == explicit ]]; then
         port=$(free_port) || { echo "mpirun-ring: no free loopback port in 29400-30399" >&2; exit 1; }
         env_flags+=(-x "RWIN_ROOT=127.0.0.1:$port")

@@ -30,6 +30,8 @@
 set -uo pipefail
 # A caller's own rank variables must not reach the ranks: RWIN_RANK would outrank OMPI_/SLURM_ ones.
 unset RWIN_RANK RWIN_NRANKS RWIN_ROOT
+# The job's store key (docs/SCALING.md): one per script run, like a launcher would make per job.
+JOB_KEY=${RWIN_JOB_KEY:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}
 
 BIN_DIR=${1:?usage: netns-ring.sh BIN_DIR}
 BIN_DIR=$(cd "$BIN_DIR" 2>/dev/null && pwd) || { echo "netns-ring: no such directory: $1" >&2; exit 2; }
@@ -225,7 +227,7 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
     # env-autoif leaves UCX_NET_DEVICES unset: rwin must pick the interface that reaches the root
     # itself (h1 and h2 also have rw1, and h1's default route is rw1).
     [[ $launcher == env-autoif ]] && devices=()
-    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" UCX_TLS=tcp "${devices[@]}" \
+    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" RWIN_JOB_KEY="$JOB_KEY" UCX_TLS=tcp "${devices[@]}" \
       timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
     RANK_PIDS+=($!)
   done
@@ -247,7 +249,7 @@ run_mpirun() { # run_mpirun ROOTKIND MODE SIZE
     timeout -k 10 "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$NRANKS" \
     --host "$HOSTLIST" --map-by node --mca plm_rsh_agent "$AGENT" \
     --mca oob_tcp_if_include rw0 --mca btl self,tcp --mca btl_tcp_if_include rw0 --tag-output \
-    -x UCX_TLS=tcp -x UCX_NET_DEVICES=rw0 "${root_flag[@]}" \
+    -x UCX_TLS=tcp -x UCX_NET_DEVICES=rw0 -x RWIN_JOB_KEY="$JOB_KEY" "${root_flag[@]}" \
     "$PROG" --mode "$mode" --size "$size" >"$log" 2>&1 &
   RANK_PIDS=($!)
   wait "${RANK_PIDS[0]}"

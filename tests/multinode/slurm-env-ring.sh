@@ -68,8 +68,9 @@ for variant in "${variants[@]}"; do
       off=$((port - 20000))
       step=$((off % 1000))
       job=$((off / 1000 + 12 * 3000)) # +36000 keeps the id realistic and the port the same
-      root_env=()
-      [[ $variant == explicit ]] && root_env=(RWIN_ROOT="127.0.0.1:$port")
+      # A job key, as docs/SCALING.md tells srun users (a derived root may not be loopback).
+      root_env=(RWIN_JOB_KEY="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')")
+      [[ $variant == explicit ]] && root_env+=(RWIN_ROOT="127.0.0.1:$port")
       PIDS=()
       for ((r = 0; r < NTASKS; r++)); do
         env "${UNSET[@]}" "${root_env[@]}" \

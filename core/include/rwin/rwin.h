@@ -100,6 +100,7 @@ struct Options {
   int pipeline_depth = 0;  // chunks in flight per transfer; 0: RWIN_PIPELINE_DEPTH, else the transport's
   std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
   std::chrono::milliseconds op_timeout{0};       // default deadline of blocking ops (RWIN_TIMEOUT_MS, else 60 s)
+  std::string job_key;  // the job's secret for the bootstrap store; empty: RWIN_JOB_KEY, else none (loopback only)
 
   // Fills every unset field from the environment and defaults. Throws Error(InvalidArgument)
   // naming the variable for a value that does not parse.
