@@ -6,6 +6,8 @@
 // x is filled from (rank, index, iteration) so every element of every iteration is checked.
 // Each rank prints OK or its first mismatches; rank 0 then collects every rank's verdict through
 // signal words (notify Set + wait NE) and prints a summary. Exit status 0 only if all ranks agree.
+// For the fault suite (tests/faults/): --seconds S runs for a bounded time instead of --iters, and
+// --ready-file PATH tells a harness when start-up is over.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,11 +25,12 @@ struct Args {
   std::string dtype = "f32";
   int iters = 3;
   double seconds = 0;  // > 0: rank 0 ends the run after this long (at most --iters iterations)
+  std::string ready_file;  // created once start-up and window allocation are done (fault tests)
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K] [--seconds S]\n",
+               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
                msg);
   std::exit(2);
 }
@@ -45,6 +48,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = value();
     else if (k == "--iters") a.iters = std::atoi(value().c_str());
     else if (k == "--seconds") a.seconds = std::strtod(value().c_str(), nullptr);
+    else if (k == "--ready-file") a.ready_file = value();
     else if (k == "-h" || k == "--help") usage("ring_shift: the seed's ring shift on rwin");
     else usage(("unknown argument " + k).c_str());
   }
@@ -120,6 +124,9 @@ int run(rwin::Context& ctx, const Args& a, double startup_ms) {
   auto sig = ctx.alloc_signals("ring_signals", 3 + n);
   rwin::Window stop;
   if (a.seconds > 0) stop = ctx.alloc_window("ring_stop", rwin::DType::I64, {1, 2});
+  if (!a.ready_file.empty()) {
+    if (std::FILE* f = std::fopen(a.ready_file.c_str(), "w")) std::fclose(f);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int iters = a.iters;
   int64_t bad = 0;
