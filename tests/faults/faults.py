@@ -83,15 +83,20 @@ class Registry:
             pass
 
     def leftovers(self, procs):
-        """Process groups among `procs` that still have a member after kill()."""
-        left = []
-        for p in procs:
-            try:
-                os.killpg(p.pid, 0)
-                left.append(p.pid)
-            except ProcessLookupError:
-                pass
-        return left
+        """Process groups among `procs` that still have a member 2 s after kill() (a killed child of a
+        rank may take a moment to be reaped by init)."""
+        deadline = time.monotonic() + 2
+        while True:
+            left = []
+            for p in procs:
+                try:
+                    os.killpg(p.pid, 0)
+                    left.append(p.pid)
+                except ProcessLookupError:
+                    pass
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.02)
 
     def cleanup(self):
         for p in self.procs:
@@ -205,15 +210,18 @@ class Job:
         while time.monotonic() < deadline:
             if all(os.path.exists(k.ready) for k in self.ranks.values()):
                 return True
-            if any(k.poll() for k in self.ranks.values()):
+            if any([k.poll() for k in self.ranks.values()]):
                 return False
             time.sleep(0.01)
         return False
 
     def wait_exit(self, ranks, until):
-        while time.monotonic() < until and not all(k.poll() for k in ranks):
+        """Polls every rank each round (no short-circuit: each exit time is taken when it happens)."""
+        while True:
+            done = [k.poll() for k in ranks]
+            if all(done) or time.monotonic() >= until:
+                return all(done)
             time.sleep(0.005)
-        return all(k.poll() for k in ranks)
 
     def finish(self):
         """Kill what is left; returns the process groups that survived the kill (should be none)."""
@@ -278,7 +286,7 @@ class Suite:
             return {"other"}, f"start-up failed: {why}"
         end = time.monotonic() + delay
         while time.monotonic() < end:  # a rank ending on its own before the kill spoils the trial
-            if any(k.poll() for k in job.ranks.values()):
+            if any([k.poll() for k in job.ranks.values()]):
                 gone = [r for r, k in job.ranks.items() if k.poll()]
                 return {"other"}, f"rank(s) {gone} exited before the kill: " + "; ".join(
                     short(job.ranks[r].last_error_line(), 80) for r in gone)
@@ -493,9 +501,10 @@ def main():
     p.add_argument("--delay", default="0.3:2.5", help="kill delay range after start-up, s (default 0.3:2.5)")
     p.add_argument("--bound", type=float, default=5.0, help="detection bound, s (default 5; verbs: 10)")
     p.add_argument("--cap", type=float, default=30.0, help="per-trial hard cap, s: past it a HANG (default 30)")
-    p.add_argument("--timeout-ms", type=int, default=20000,
-                   help="RWIN_TIMEOUT_MS in kill trials (default 20000: above the bound, so an operation"
-                        " timeout is not mistaken for detection)")
+    p.add_argument("--timeout-ms", type=int, default=15000,
+                   help="RWIN_TIMEOUT_MS in kill trials (default 15000: far above the bound, so an operation"
+                        " timeout is not mistaken for detection, and with the store's up-to-10 s shutdown grace"
+                        " still inside the cap, so 'timed out' and 'hung' stay apart)")
     p.add_argument("--startup-cap", type=float, default=30.0, help="s to wait for start-up (default 30)")
     a = p.parse_args()
     a.only = a.only.split(",")
