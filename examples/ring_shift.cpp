@@ -6,6 +6,8 @@
 // x is filled from (rank, index, iteration) so every element of every iteration is checked.
 // Each rank prints OK or its first mismatches; rank 0 then collects every rank's verdict through
 // signal words (notify Set + wait NE) and prints a summary. Exit status 0 only if all ranks agree.
+// For the fault suite (tests/faults/): --seconds S runs for a bounded time instead of --iters, and
+// --ready-file PATH tells a harness when start-up is over.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,11 +24,13 @@ struct Args {
   int64_t size = 1024;
   std::string dtype = "f32";
   int iters = 3;
+  double seconds = 0;  // > 0: rank 0 ends the run after this long (at most --iters iterations)
+  std::string ready_file;  // created once start-up and window allocation are done (fault tests)
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K]\n",
+               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
                msg);
   std::exit(2);
 }
@@ -43,12 +47,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--size") a.size = std::strtoll(value().c_str(), nullptr, 10);
     else if (k == "--dtype") a.dtype = value();
     else if (k == "--iters") a.iters = std::atoi(value().c_str());
+    else if (k == "--seconds") a.seconds = std::strtod(value().c_str(), nullptr);
+    else if (k == "--ready-file") a.ready_file = value();
     else if (k == "-h" || k == "--help") usage("ring_shift: the seed's ring shift on rwin");
     else usage(("unknown argument " + k).c_str());
   }
   if (a.mode != "put" && a.mode != "get") usage("--mode must be put or get");
   if (a.size < 1) usage("--size must be >= 1");
   if (a.iters < 1) usage("--iters must be >= 1");
+  if (!(a.seconds >= 0 && a.seconds <= 86400)) usage("--seconds must be in [0, 86400]");
   return a;
 }
 
@@ -83,6 +90,26 @@ int64_t check(const rwin::Window& w, int from_rank, int iter, int rank) {
   return bad;
 }
 
+// --seconds: every rank must run the same number of iterations, so rank 0 alone decides. Before
+// iteration `it` rank 0 adds 1 to every rank's checkpoint word; when its time is up it first puts
+// `it` into every rank's stop word. A rank that has seen `it` checkpoints therefore also sees the
+// stop put issued before the it-th one (a put is visible once a later notify is observed).
+bool stop_here(rwin::Context& ctx, rwin::Window& stop, const rwin::SignalSlice& checkpoints, const Args& a,
+               std::chrono::steady_clock::time_point t0, int it) {
+  int64_t* word = stop.data_as<int64_t>();  // [0]: rank 0's staging word, [1]: iteration to stop at (0: none)
+  if (ctx.rank() != 0) {
+    ctx.wait(checkpoints, it, rwin::WaitCmp::GE);
+    return word[1] == it;
+  }
+  const bool done = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= a.seconds;
+  if (done) word[0] = it;
+  for (int q = 1; q < ctx.size(); ++q) {
+    if (done) ctx.put(stop.slice({0, 1}, {1, 1}), q, stop.slice({0, 0}, {1, 1}));
+    ctx.notify(checkpoints, q, 1, rwin::NotifyOp::AtomicAdd);
+  }
+  return done;
+}
+
 template <class T>
 int run(rwin::Context& ctx, const Args& a, double startup_ms) {
   using rwin::NotifyOp;
@@ -92,10 +119,22 @@ int run(rwin::Context& ctx, const Args& a, double startup_ms) {
   const rwin::DType dt = rwin::dtype_of<T>();
   auto src = ctx.alloc_window("src", dt, {1, a.size});
   auto dst = ctx.alloc_window("dst", dt, {1, a.size});
-  // 0: data ready, 1: done reading (lets the next iteration reuse the buffer), 2..2+n: verdicts.
-  auto sig = ctx.alloc_signals("ring_signals", 2 + n);
+  // 0: data ready, 1: done reading (lets the next iteration reuse the buffer), 2..2+n: verdicts,
+  // 2+n: --seconds checkpoints from rank 0.
+  auto sig = ctx.alloc_signals("ring_signals", 3 + n);
+  rwin::Window stop;
+  if (a.seconds > 0) stop = ctx.alloc_window("ring_stop", rwin::DType::I64, {1, 2});
+  if (!a.ready_file.empty()) {
+    if (std::FILE* f = std::fopen(a.ready_file.c_str(), "w")) std::fclose(f);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int iters = a.iters;
   int64_t bad = 0;
   for (int it = 0; it < a.iters; ++it) {
+    if (a.seconds > 0 && it > 0 && stop_here(ctx, stop, sig.at(2 + n), a, t0, it)) {
+      iters = it;
+      break;
+    }
     if (a.mode == "put") {
       fill<T>(src, r, it);
       if (it > 0) ctx.wait(sig.at(1), it, WaitCmp::GE);  // next rank finished reading our last put
@@ -126,7 +165,7 @@ int run(rwin::Context& ctx, const Args& a, double startup_ms) {
       if (sig.load(2 + q) != 1) failed += " " + std::to_string(q);
     }
     std::printf("ring_shift %s: %d ranks x %lld %s x %d iters over %s: %s (start-up %.0f ms)\n", a.mode.c_str(), n,
-                static_cast<long long>(a.size), rwin::dtype_name(dt), a.iters, ctx.transport_name().c_str(),
+                static_cast<long long>(a.size), rwin::dtype_name(dt), iters, ctx.transport_name().c_str(),
                 failed.empty() ? "all ranks OK" : ("FAILED on ranks" + failed).c_str(), startup_ms);
     if (!failed.empty()) status = 1;
   }

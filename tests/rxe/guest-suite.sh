@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs INSIDE a soft-RoCE guest (see suite.sh): the verbs transport under the whole contract suite,
-# then ring shifts through rwinrun with RWIN_TRANSPORT=verbs. BIN_DIR is the host build's bin dir.
+# then ring shifts through rwinrun with RWIN_TRANSPORT=verbs, then the fault suite's kill -9 trials
+# over verbs (guest-faults.sh). BIN_DIR is the host build's bin dir.
 set -uo pipefail
 BIN=${1:?usage: guest-suite.sh BIN_DIR}
 [[ "${RWIN_IN_GUEST:-}" == 1 ]] || { echo "guest-suite.sh runs inside tests/rxe/run-in-guest.sh" >&2; exit 2; }
@@ -42,5 +43,8 @@ for mode in put get; do
   step "ring $mode 4 ranks 64 MiB" ring 4 $mode $((16 * 1024 * 1024)) 1
   step "ring $mode 2 ranks 12 MiB + 4 B, chunk 64 MiB (cut at max_msg_sz)" ring 2 $mode 3145729 1 64M
 done
+
+# 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
+step "fault suite: kill -9 of a rank over verbs" bash "$(dirname "$0")/guest-faults.sh" "$BIN"
 echo "guest: $fails failed step(s)"
 [[ $fails -eq 0 ]]
