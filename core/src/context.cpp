@@ -119,6 +119,20 @@ std::string ContextImpl::failure_text(int peer) const {
   return {};
 }
 
+std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
+  watch_now();  // an error path: pick up news still in the lease socket, so the first failure is named
+  std::string s = failure_text(peer);
+  if (s.empty()) {
+    const std::string head = "peer " + std::to_string(peer) + " failed";
+    s = detail.rfind(head, 0) == 0 ? detail : head + " (" + detail + ")";
+  }
+  // A survivor that left after an error looks dead too: name the failure that started it.
+  if (!known_failures.empty() && known_failures.front().rank != peer) {
+    s += "; first failure in the job: " + failure_text(known_failures.front().rank);
+  }
+  return s;
+}
+
 void ContextImpl::raise_new_failure(const std::string& what) {
   if (failures_reported >= known_failures.size()) return;
   const KnownFailure& f = known_failures[failures_reported];
@@ -139,7 +153,7 @@ uint32_t ContextImpl::take_slot(const Slot& s) {
   return id;
 }
 
-void ContextImpl::check_peer(int peer, const char* op) const {
+void ContextImpl::check_peer(int peer, const char* op) {
   if (peer < 0 || peer >= nranks) {
     throw Error(ErrorCode::PeerOutOfRange, who() + ": " + op + " to peer " + std::to_string(peer) +
                                                ": peer out of range (job has ranks 0.." +
@@ -148,7 +162,7 @@ void ContextImpl::check_peer(int peer, const char* op) const {
   const PeerState& p = peers[static_cast<size_t>(peer)];
   if (!p.failed.empty()) {
     throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) +
-                                           ": peer failed earlier: " + p.failed);
+                                           ": " + peer_failed_text(peer, p.failed));
   }
   // A failure the transport saw without a completion (e.g. an endpoint error) is reported by its
   // post(), as PeerFailed with the transport's message: no need to ask on every call.
@@ -166,7 +180,8 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, cons
       free_slots.push_back(id);
       std::string err = tp->peer_error(w.peer);
       peers[static_cast<size_t>(w.peer)].failed = err;
-      throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
+      throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                             peer_failed_text(w.peer, err));
     }
     progress();
     watch();  // a dead peer's post() then returns PeerFailed
@@ -248,7 +263,7 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
     backoff.idle();
   }
   if (!ps.failed.empty()) {
-    throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": peer " + std::to_string(peer) + ": " + ps.failed);
+    throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": " + peer_failed_text(peer, ps.failed));
   }
 }
 
@@ -655,7 +670,8 @@ static void run_single(ContextImpl& c, Work& w, const char* what) {
     if (r == PostResult::PeerFailed) {
       std::string err = c.tp->peer_error(w.peer);
       c.peers[static_cast<size_t>(w.peer)].failed = err;
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " + err);
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                             c.peer_failed_text(w.peer, err));
     }
     c.progress();
     c.watch();
@@ -675,7 +691,7 @@ static void run_single(ContextImpl& c, Work& w, const char* what) {
     if (!ps.failed.empty()) {
       c.sync_cookie = 0;  // its completion, if it ever comes, is stale
       throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
-                                             std::to_string(w.bytes) + " bytes): " + ps.failed);
+                                             std::to_string(w.bytes) + " bytes): " + c.peer_failed_text(w.peer, ps.failed));
     }
     if (deadline.passed()) {
       const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
@@ -689,7 +705,8 @@ static void run_single(ContextImpl& c, Work& w, const char* what) {
   }
   if (!c.sync_error.empty()) {
     throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
-                                           std::to_string(w.bytes) + " bytes): " + c.sync_error + " (chunk 1/1)");
+                                           std::to_string(w.bytes) + " bytes): " +
+                                           c.peer_failed_text(w.peer, c.sync_error + " (chunk 1/1)"));
   }
 }
 
@@ -735,11 +752,13 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
     c.progress();
     if (tr.inflight == 0) continue;  // finished in this poll: no clock read on the fast path
     c.watch();
-    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty() && tr.error.empty()) {
+    // A failed peer may never complete the chunks still in flight (also after one of them failed).
+    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
       c.abandon(tr);  // chunks still in flight complete into nothing
       throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
                                              std::to_string(planner.total_bytes()) + " bytes, " +
-                                             std::to_string(tr.inflight) + " chunks in flight): " + f);
+                                             std::to_string(tr.inflight) + " chunks in flight): " +
+                                             c.peer_failed_text(peer, tr.error.empty() ? f : tr.error));
     }
     if (deadline.passed()) {
       const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
@@ -759,7 +778,8 @@ static void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, co
   }
   if (!tr.error.empty()) {
     throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
-                                           std::to_string(planner.total_bytes()) + " bytes): " + tr.error);
+                                           std::to_string(planner.total_bytes()) + " bytes): " +
+                                           c.peer_failed_text(peer, tr.error));
   }
 }
 
@@ -773,7 +793,7 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, c
     c.watch();
     if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
       c.abandon(tr);
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + f);
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, f));
     }
     if (deadline.passed()) {
       c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
@@ -784,7 +804,7 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, c
     }
     backoff.idle();
   }
-  if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + tr.error);
+  if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
 }
 
 // put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.

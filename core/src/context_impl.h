@@ -139,6 +139,9 @@ struct ContextImpl {
   void watch_now();
   // "peer 2 failed (its bootstrap connection closed 1.2 s ago)", or "" when `peer` is not known dead.
   std::string failure_text(int peer) const;
+  // "peer 2 failed (<how or the transport's text>)", plus the job's first failure when that was
+  // another rank (a survivor that left after an error looks dead too). For error paths only.
+  std::string peer_failed_text(int peer, const std::string& detail);
   // Throws PeerFailed naming a peer failure no wait/test has raised yet; `what` says what was
   // waiting (" while waiting on signal 'x' word 0 for >= 1").
   void raise_new_failure(const std::string& what);
@@ -151,7 +154,7 @@ struct ContextImpl {
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
-  void check_peer(int peer, const char* op) const;
+  void check_peer(int peer, const char* op);
   void abandon(Transfer& t) noexcept;
   std::string outstanding_summary() const;
   std::string who() const { return "rank " + std::to_string(rank); }
