@@ -10,6 +10,7 @@
 // Keys are never deleted: a bootstrap moves kilobytes per rank, and keeping them means a late
 // reader can never miss a value.
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -240,6 +241,13 @@ std::vector<PeerFailure> Bootstrap::learn(std::vector<PeerFailure> news) {
     fresh.push_back(std::move(f));
   }
   return fresh;
+}
+
+void Bootstrap::abandon_lease(const std::string& reason) noexcept {
+  if (!lease_) return;
+  const std::string why = reason.empty() ? "an error" : reason;
+  lease_->goodbye(std::min<Millis>(timeout_, 1s), why.substr(0, wire::kMaxGoodbyeReason));
+  lease_.reset();
 }
 
 std::vector<PeerFailure> Bootstrap::poll_failures() {

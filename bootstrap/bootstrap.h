@@ -146,8 +146,10 @@ class StoreLease {
   // Non-blocking (one recv(MSG_DONTWAIT)): failures reported since the last call. A lease that
   // reaches EOF or an error reports rank 0 (which serves the store) once.
   std::vector<PeerFailure> poll();
-  // Tells the store this rank leaves normally and waits (at most `bound`) for the ack. Never throws.
-  void goodbye(Millis bound) noexcept;
+  // Tells the store this rank leaves and waits (at most `bound`) for the ack. Never throws. An
+  // empty `reason` is a normal leave; otherwise the rank leaves after an error and the store reports
+  // it failed to the others with that reason (bounded to wire::kMaxGoodbyeReason bytes).
+  void goodbye(Millis bound, const std::string& reason = {}) noexcept;
 
  private:
   struct Impl;
@@ -200,6 +202,11 @@ class Bootstrap {
   // Non-blocking, cheap (at most one recv(MSG_DONTWAIT) on the lease socket): failures the store
   // has reported since the last call, each failed rank reported once.
   std::vector<PeerFailure> poll_failures();
+  // Leaves the job as a failed rank, now: the store tells every other rank at once, with `reason`
+  // (what made this rank give up, e.g. "peer 3 failed (...)"), so a survivor still putting to us or
+  // waiting on us ends now instead of at its deadline, and names the first failure. Closes the
+  // lease; rank 0 keeps serving the store until ~Bootstrap. Bounded (<= 1 s), never throws.
+  void abandon_lease(const std::string& reason) noexcept;
   // Every failure learned so far (also those already returned by poll_failures()).
   const std::vector<PeerFailure>& failures() const noexcept { return failures_; }
 

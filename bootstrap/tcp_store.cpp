@@ -674,6 +674,12 @@ bool TcpStoreServer::Impl::handle(Conn& c, wire::Request& rq) {
     case wire::Op::Auth:
       return handle_auth(c, rq);
     case wire::Op::Goodbye: {
+      if (!rq.reason.empty()) {  // leaving after an error: a failure, with its cause
+        rank_failed(c, "it left the job after an error: " + rq.reason);
+        c.said_goodbye = true;
+        respond(c, wire::Status::Ok, nullptr, 0);
+        return true;
+      }
       c.said_goodbye = true;
       auto it = ranks.find(c.rank);
       if (it != ranks.end() && it->second.state == RankSlot::State::Live) it->second.state = RankSlot::State::Left;
@@ -1464,11 +1470,13 @@ std::vector<PeerFailure> StoreLease::poll() {
   return out;
 }
 
-void StoreLease::goodbye(Millis bound) noexcept {
+void StoreLease::goodbye(Millis bound, const std::string& reason) noexcept {
   try {
     if (!impl_->fd) return;
     const auto deadline = Clock::now() + non_negative(bound);
     auto w = wire::start_frame(static_cast<uint16_t>(wire::Op::Goodbye));
+    const size_t n = std::min<size_t>(reason.size(), wire::kMaxGoodbyeReason);
+    w.bytes(reason.data(), n);
     wire::finish_frame(w);
     int err = 0;
     if (send_all(impl_->fd.get(), w.buf().data(), w.buf().size(), deadline, err) != Io::Ok) return;

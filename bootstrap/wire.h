@@ -49,6 +49,9 @@ inline constexpr uint32_t kMaxSingleKeyBody = 4 + kMaxKey + 8;
 inline constexpr size_t kNonce = 32;
 inline constexpr size_t kMac = 32;
 inline constexpr uint32_t kHelloBody = kNonce + 4 + 4 + 2 + 2;
+// GOODBYE's body: empty for a normal leave; else the reason a rank leaves after an error (it
+// counts as failed, and the others are told why: "it left after an error: peer 3 failed ...").
+inline constexpr uint32_t kMaxGoodbyeReason = 1024;
 inline constexpr uint32_t kHelloReplyBody = kNonce + kMac;
 inline constexpr uint32_t kNoRank = 0xFFFFFFFFu;  // a data client that is not a rank (tools, tests)
 inline constexpr uint16_t kFlagHasKey = 1;
@@ -98,7 +101,7 @@ inline uint32_t max_body(uint16_t op) {
     case Op::Auth:
       return kMac;
     case Op::Goodbye:
-      return 0;
+      return kMaxGoodbyeReason;
   }
   return 0xFFFFFFFFu;  // unknown op: see decode_header
 }
@@ -281,6 +284,7 @@ struct Request {
   std::vector<std::string> keys;  // CHECK, WAIT
   Hello hello;                    // HELLO
   uint8_t mac[kMac] = {};         // AUTH
+  std::string reason;             // GOODBYE: empty = a normal leave
 };
 
 // Decodes the body of a request whose header passed decode_header. False = malformed (inner
@@ -322,7 +326,8 @@ inline bool decode_request(Op op, const uint8_t* body, size_t len, Request& out)
       std::memcpy(out.mac, body, kMac);
       return true;
     case Op::Goodbye:
-      return len == 0;
+      out.reason.assign(reinterpret_cast<const char*>(body), len);  // len <= kMaxGoodbyeReason (header check)
+      return true;
   }
   return false;
 }

@@ -143,8 +143,12 @@ class Transport {
   virtual void fail_peer(int peer, const std::string& why) noexcept = 0;
   // Teardown, first step: when it returns, neither a peer nor this transport can write into any
   // MemoryRegion it allocated, so the caller may release them. Closes every connection (bounded,
-  // a few seconds at most); afterwards post() returns PeerFailed and poll() finds nothing new.
-  virtual void quiesce() noexcept = 0;
+  // a second at most); afterwards post() returns PeerFailed and poll() finds nothing new.
+  // `graceful` (the job ended with a barrier): flush-close connections to healthy peers. Otherwise
+  // (a peer failed or a deadline passed) drop every connection without driving any more protocol:
+  // peers are going down at the same moment, and UCX 1.13's tcp transport can assert when it is
+  // progressed while its peers vanish mid-protocol.
+  virtual void quiesce(bool graceful) noexcept = 0;
 };
 
 struct TransportConfig {

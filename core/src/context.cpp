@@ -75,7 +75,7 @@ ContextImpl::~ContextImpl() {
   // still in a socket, a rendezvous receive, a queue pair), then release it.
   // Remote keys belong to the transport's worker: they go while it still exists.
   for (auto& w : windows) w->rkeys.clear();
-  if (tp) tp->quiesce();
+  if (tp) tp->quiesce(!degraded);
   for (auto& w : windows) w->release();
   windows.clear();
   graveyard.clear();
@@ -120,7 +120,14 @@ std::string ContextImpl::failure_text(int peer) const {
 }
 
 std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
-  watch_now();  // an error path: pick up news still in the lease socket, so the first failure is named
+  // An error path: the transport may see a peer's death (or its abandoning the job) a moment before
+  // the store's news arrives; give the lease a moment, so the message names what really happened.
+  watch_now();
+  for (int i = 0; i < 200 && failure_text(peer).empty() && bs; ++i) {
+    timespec ts{0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+    watch_now();
+  }
   std::string s = failure_text(peer);
   if (s.empty()) {
     const std::string head = "peer " + std::to_string(peer) + " failed";
@@ -430,7 +437,20 @@ Context::~Context() {
       c.barrier(bound);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+      healthy = false;
     }
+  }
+  // Leaving a broken job: say so at once (the store tells the others this rank failed), so a
+  // survivor still putting to us, or waiting on us, ends now instead of at its deadline.
+  if (!healthy) c.degraded = true;  // ~ContextImpl then drops the connections without a flush
+  if (!healthy && c.bs) {
+    std::string why;
+    if (!c.known_failures.empty()) why = c.failure_text(c.known_failures.front().rank);
+    for (size_t p = 0; why.empty() && p < c.peers.size(); ++p) {
+      if (!c.peers[p].failed.empty()) why = c.peer_failed_text(static_cast<int>(p), c.peers[p].failed);
+    }
+    if (why.empty()) why = "an operation timed out (RWIN_TIMEOUT_MS=" + std::to_string(c.opt.op_timeout.count()) + ")";
+    c.bs->abandon_lease(why);
   }
 }
 

@@ -402,7 +402,7 @@ class UcxTransport final : public Transport {
   }
 
   ~UcxTransport() override {
-    quiesce();
+    quiesce(false);  // the core has quiesced already; this covers a transport used on its own
     for (OutReply* r : replies_) delete r;
     for (OutReply* r : replies_sent_) delete r;
     for (RecvCtx* r : recvs_) delete r;
@@ -478,6 +478,18 @@ class UcxTransport final : public Transport {
       peer.ep = create_ep(p, b.data() + 16);
       peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len, peer.direct);
       any_am_ = any_am_ || peer.am;
+      if (peer.am && p != rank_) {
+        // An am peer is reached over tcp: give it an endpoint with peer-failure handling. With
+        // MODE_NONE, UCX 1.13's tcp transport asserted (tcp_ep.c:939, PUT_TX_WAITING_ACK) in a
+        // survivor's progress when other ranks vanished mid-transfer (fault suite, loaded host).
+        // The probe endpoint closes with a flush (every rank is alive and progressing in wire-up).
+        if (ucp_ep_h h = create_ep(p, b.data() + 16, UCP_ERR_HANDLING_MODE_PEER, true)) {
+          ucp_request_param_t param{};
+          ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &param);
+          if (r && UCS_PTR_IS_PTR(r)) closing_reqs_.push_back(r);
+          peer.ep = h;
+        }
+      }
     }
     wire_up(bs);
   }
@@ -606,16 +618,16 @@ class UcxTransport final : public Transport {
     // for as long as it lives, whatever we do.
   }
 
-  void quiesce() noexcept override {
+  void quiesce(bool graceful) noexcept override {
     if (quiesced_) return;
     // Staged writes completed to the caller: they leave before the endpoints close (the core's
-    // shutdown barrier flushes them already; this covers a barrier that failed).
+    // shutdown barrier flushes them already).
     for (auto& peer : peers_) {
-      if (peer.stage && peer.error.empty() && peer.ep) send_stage(peer, nullptr);
+      if (graceful && peer.stage && peer.error.empty() && peer.ep) send_stage(peer, nullptr);
     }
     // Descriptors we still hold go back to UCX while the worker exists.
     for (int p = 0; p < nranks_; ++p) release_inbound(p);
-    close_endpoints();
+    close_endpoints(graceful);
     // Callbacks UCX runs while the worker is destroyed must touch nothing but their request.
     closing_ = true;
     probe_.reset();
@@ -1372,22 +1384,24 @@ class UcxTransport final : public Transport {
   }
 
   // ---- shared ----
-  ucp_ep_h create_ep(int peer, const uint8_t* address) {
+  ucp_ep_h create_ep(int peer, const uint8_t* address, ucp_err_handling_mode_t mode = UCP_ERR_HANDLING_MODE_NONE,
+                     bool may_fail = false) {
     err_args_.push_back(ErrArg{this, peer});
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(address);
-    // Error handling mode NONE, deliberately: in UCX 1.13 the shared-memory transports (posix,
-    // sysv, self) have no peer-failure handler, so asking for MODE_PEER makes UCP route every
+    // Error handling mode NONE by default, deliberately: in UCX 1.13 the shared-memory transports
+    // (posix, sysv, self) have no peer-failure handler, so asking for MODE_PEER makes UCP route every
     // operation, even between two processes on one node, over tcp active messages (measured with
-    // UCX_LOG_LEVEL=info: "rma_am(tcp/lo) amo_am(tcp/lo)"). A dead peer is caught instead by the
-    // core's deadlines, and over tcp by the connection error UCX still reports to the handler.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    // UCX_LOG_LEVEL=info: "rma_am(tcp/lo) amo_am(tcp/lo)"). Peers that talk am over tcp anyway get
+    // MODE_PEER (see connect). A dead peer is caught by the bootstrap lease in any case.
+    ep.err_mode = mode;
     ep.err_handler.cb = &UcxTransport::on_ep_error;
     ep.err_handler.arg = &err_args_.back();
     ucp_ep_h h = nullptr;
     const ucs_status_t s = ucp_ep_create(worker_.get(), &ep, &h);
+    if (s != UCS_OK && may_fail) return nullptr;
     if (s != UCS_OK) {
       throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": ucp_ep_create to rank " +
                            std::to_string(peer) + " failed: " + status_text(s));
@@ -1462,7 +1476,7 @@ class UcxTransport final : public Transport {
   // contract tests). A flush per endpoint completes its wire-up; a barrier through the store that
   // keeps progressing lets every rank answer its peers' wire-up until all are done.
   void wire_up(bootstrap::Bootstrap& bs) {
-    const auto deadline = std::chrono::steady_clock::now() + bs.timeout();
+    const auto deadline = std::chrono::steady_clock::now() + bs.startup_timeout();
     std::vector<ucs_status_ptr_t> reqs(static_cast<size_t>(nranks_), nullptr);
     for (int p = 0; p < nranks_; ++p) {
       ucp_request_param_t param{};
@@ -1486,7 +1500,7 @@ class UcxTransport final : public Transport {
         if (std::chrono::steady_clock::now() > deadline) {
           release_all();
           throw TransportError("ucx(" + tls_ + "): rank " + std::to_string(rank_) + ": wire-up to rank " +
-                               std::to_string(p) + " did not finish within " + std::to_string(bs.timeout().count()) +
+                               std::to_string(p) + " did not finish within " + std::to_string(bs.startup_timeout().count()) +
                                " ms");
         }
       }
@@ -1508,24 +1522,25 @@ class UcxTransport final : public Transport {
 
   // Flush-close every healthy endpoint, force-close failed ones; bounded by 1 s in all (a stopped
   // peer never acknowledges a flush: shutdown must not wait for it).
-  void close_endpoints() noexcept {
+  void close_endpoints(bool graceful) noexcept {
     std::vector<ucs_status_ptr_t> reqs = std::move(closing_reqs_);
     closing_reqs_.clear();
     for (auto& peer : peers_) {
       if (!peer.ep) continue;
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = peer.error.empty() ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      param.flags = graceful && peer.error.empty() ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
       ucs_status_ptr_t r = ucp_ep_close_nbx(peer.ep, &param);
       if (r && UCS_PTR_IS_PTR(r)) reqs.push_back(r);
       peer.ep = nullptr;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (ucs_status_ptr_t r : reqs) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline) {
+      // Not graceful: no progress at all (see quiesce); the worker's destruction releases the rest.
+      while (graceful && ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline) {
         ucp_worker_progress(worker_.get());
       }
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      if (graceful && ucp_request_check_status(r) == UCS_INPROGRESS) {
         std::fprintf(stderr, "rwin: ucx: rank %d: endpoint close did not finish within 1 s; releasing it\n", rank_);
       }
       ucp_request_free(r);

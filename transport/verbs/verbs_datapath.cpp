@@ -350,7 +350,7 @@ void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
   pr.swap.active = false;
 }
 
-void VerbsTransport::quiesce() noexcept {
+void VerbsTransport::quiesce(bool /*graceful: an RC QP moved to error needs no goodbye*/) noexcept {
   for (int p = 0; p < cfg_.nranks; ++p) {
     fail_peer(p, "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(p) + ": " + describe_ +
                      ": transport closed (context shutting down)");

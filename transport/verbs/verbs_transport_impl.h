@@ -77,7 +77,7 @@ class VerbsTransport final : public Transport {
   // operations through it are refused from then on; pending work completes failed.
   void fail_peer(int peer, const std::string& msg) noexcept override;
   // Every QP to the error state (the MRs can then be deregistered: nothing reaches them).
-  void quiesce() noexcept override;
+  void quiesce(bool graceful) noexcept override;
 
  private:
   // One posted (or staged, not yet posted) work request, oldest first per peer.
