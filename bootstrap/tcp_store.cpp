@@ -178,7 +178,7 @@ struct TcpStoreServer::Impl {
   void on_readable(Conn& c);
   void on_writable(Conn& c);
   void process(Conn& c);
-  bool handle(Conn& c, wire::Op op, const uint8_t* body, size_t len);
+  bool handle(Conn& c, wire::Request req);
   void respond(Conn& c, wire::Status st, const void* body, size_t len);
   void respond_error(Conn& c, const std::string& msg) { respond(c, wire::Status::Error, msg.data(), msg.size()); }
   void park(Conn& c, wire::Op op, std::vector<std::string> missing_keys);
@@ -379,35 +379,35 @@ void TcpStoreServer::Impl::process(Conn& c) {
   // must not make the server buffer unbounded output; on_writable resumes once the reply is out.
   while (!c.dead && !c.parked && c.out_off == c.out.size() && c.in.size() - off >= wire::kHeaderSize) {
     const uint8_t* h = c.in.data() + off;
-    const uint32_t magic = wire::load_u32(h);
-    const uint16_t version = wire::load_u16(h + 4);
-    const uint16_t op = wire::load_u16(h + 6);
-    const uint32_t len = wire::load_u32(h + 8);
+    const wire::Header hdr = wire::load_header(h);
+    const uint16_t op = hdr.op;
+    const uint32_t len = hdr.body_len;
     char why[160];
-    if (magic != wire::kMagic) {
-      std::snprintf(why, sizeof why, "bad magic 0x%08x (not an rwin store client?)", magic);
-      drop(c, why);
-      return;
-    }
-    if (version != wire::kVersion) {
-      std::snprintf(why, sizeof why, "protocol version %u, server speaks %u", version, wire::kVersion);
-      drop(c, why);
-      return;
-    }
-    const uint32_t cap = wire::max_body(op);
-    if (cap == 0) {
-      std::snprintf(why, sizeof why, "unknown op %u", op);
-      drop(c, why);
-      return;
-    }
-    if (len > cap) {
-      std::snprintf(why, sizeof why, "%s body of %u bytes exceeds the %u-byte limit",
-                    wire::op_name(static_cast<wire::Op>(op)), len, cap);
-      drop(c, why);
-      return;
+    switch (wire::check_request_header(hdr)) {
+      case wire::HeaderCheck::Ok:
+        break;
+      case wire::HeaderCheck::BadMagic:
+        std::snprintf(why, sizeof why, "bad magic 0x%08x (not an rwin store client?)", hdr.magic);
+        drop(c, why);
+        return;
+      case wire::HeaderCheck::BadVersion:
+        std::snprintf(why, sizeof why, "protocol version %u, server speaks %u", hdr.version, wire::kVersion);
+        drop(c, why);
+        return;
+      case wire::HeaderCheck::UnknownOp:
+        std::snprintf(why, sizeof why, "unknown op %u", op);
+        drop(c, why);
+        return;
+      case wire::HeaderCheck::TooLong:
+        std::snprintf(why, sizeof why, "%s body of %u bytes exceeds the %u-byte limit",
+                      wire::op_name(static_cast<wire::Op>(op)), len, wire::max_body(op));
+        drop(c, why);
+        return;
     }
     if (c.in.size() - off - wire::kHeaderSize < len) break;  // wait for the rest of the frame
-    const bool ok = handle(c, static_cast<wire::Op>(op), h + wire::kHeaderSize, len);
+    wire::Request req;
+    const bool ok = wire::decode_request_body(static_cast<wire::Op>(op), h + wire::kHeaderSize, len, req) &&
+                    handle(c, std::move(req));
     if (!ok) {
       drop(c, std::string("malformed ") + wire::op_name(static_cast<wire::Op>(op)) + " body of " + std::to_string(len) +
                   " bytes");
@@ -419,21 +419,20 @@ void TcpStoreServer::Impl::process(Conn& c) {
   if (!c.dead && c.out_off < c.out.size()) on_writable(c);
 }
 
-bool TcpStoreServer::Impl::handle(Conn& c, wire::Op op, const uint8_t* body, size_t len) {
-  wire::Reader r(body, len);
+// `req` is well-formed (wire::decode_request_body); false only for an op it does not serve.
+bool TcpStoreServer::Impl::handle(Conn& c, wire::Request req) {
+  const wire::Op op = req.op;
   switch (op) {
     case wire::Op::Set: {
-      std::string key;
-      std::vector<uint8_t> value;
-      if (!r.str(key, wire::kMaxKey) || !r.blob(value, wire::kMaxValue) || !r.done()) return false;
+      std::string& key = req.keys[0];
+      std::vector<uint8_t>& value = req.value;
       auto [it, created] = data.insert_or_assign(std::move(key), std::move(value));
       respond(c, wire::Status::Ok, nullptr, 0);
       if (created) key_created(it->first);
       return true;
     }
     case wire::Op::Get: {
-      std::string key;
-      if (!r.str(key, wire::kMaxKey) || !r.done()) return false;
+      std::string& key = req.keys[0];
       auto it = data.find(key);
       if (it != data.end()) {
         respond(c, wire::Status::Ok, it->second.data(), it->second.size());
@@ -444,9 +443,8 @@ bool TcpStoreServer::Impl::handle(Conn& c, wire::Op op, const uint8_t* body, siz
       return true;
     }
     case wire::Op::Add: {
-      std::string key;
-      uint64_t delta = 0;
-      if (!r.str(key, wire::kMaxKey) || !r.u64(delta) || !r.done()) return false;
+      const std::string& key = req.keys[0];
+      const uint64_t delta = req.delta;
       auto it = data.find(key);
       if (it != data.end() && it->second.size() != 8) {
         respond_error(c, "key " + wire::quote_key(key) + " holds " + std::to_string(it->second.size()) +
@@ -467,13 +465,8 @@ bool TcpStoreServer::Impl::handle(Conn& c, wire::Op op, const uint8_t* body, siz
     }
     case wire::Op::Check:
     case wire::Op::Wait: {
-      uint32_t count = 0;
-      if (!r.u32(count) || count > wire::kMaxKeysPerRequest) return false;
-      std::vector<std::string> keys(count);
-      for (auto& k : keys) {
-        if (!r.str(k, wire::kMaxKey)) return false;
-      }
-      if (!r.done()) return false;
+      std::vector<std::string>& keys = req.keys;
+      const auto count = static_cast<uint32_t>(keys.size());
       if (op == wire::Op::Check) {
         std::vector<uint8_t> out(count);
         for (uint32_t i = 0; i < count; ++i) out[i] = data.count(keys[i]) ? 1 : 0;

@@ -147,6 +147,114 @@ inline void finish_frame(Writer& w) {
   for (int i = 0; i < 4; ++i) w.buf()[8 + i] = static_cast<uint8_t>(len >> (8 * i));
 }
 
+// ---- Request decoding: pure, so the server and the fuzzer (tests/fuzz) run the same code ----
+
+struct Header {
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint16_t op = 0;  // op of a request, status of a response
+  uint32_t body_len = 0;
+};
+// `p` holds at least kHeaderSize bytes.
+inline Header load_header(const uint8_t* p) { return Header{load_u32(p), load_u16(p + 4), load_u16(p + 6), load_u32(p + 8)}; }
+
+enum class HeaderCheck { Ok, BadMagic, BadVersion, UnknownOp, TooLong };
+// What the server checks before it waits for a body: ours, this version, a known op, and a
+// declared body within that op's cap (so nothing is buffered or allocated for a hostile length).
+inline HeaderCheck check_request_header(const Header& h) {
+  if (h.magic != kMagic) return HeaderCheck::BadMagic;
+  if (h.version != kVersion) return HeaderCheck::BadVersion;
+  const uint32_t cap = max_body(h.op);
+  if (cap == 0) return HeaderCheck::UnknownOp;
+  if (h.body_len > cap) return HeaderCheck::TooLong;
+  return HeaderCheck::Ok;
+}
+
+// One decoded request. keys: one for SET/GET/ADD, the list for CHECK/WAIT.
+struct Request {
+  Op op = Op::Get;
+  std::vector<std::string> keys;
+  std::vector<uint8_t> value;  // SET
+  uint64_t delta = 0;          // ADD (two's complement of the i64)
+};
+
+// Decodes the body of a request whose header passed check_request_header; false when it is
+// malformed (a length past the end or over its cap, too many keys, trailing bytes).
+inline bool decode_request_body(Op op, const uint8_t* body, size_t len, Request& out) {
+  Reader r(body, len);
+  out = Request{};
+  out.op = op;
+  switch (op) {
+    case Op::Set:
+      out.keys.resize(1);
+      return r.str(out.keys[0], kMaxKey) && r.blob(out.value, kMaxValue) && r.done();
+    case Op::Get:
+      out.keys.resize(1);
+      return r.str(out.keys[0], kMaxKey) && r.done();
+    case Op::Add:
+      out.keys.resize(1);
+      return r.str(out.keys[0], kMaxKey) && r.u64(out.delta) && r.done();
+    case Op::Check:
+    case Op::Wait: {
+      uint32_t count = 0;
+      if (!r.u32(count) || count > kMaxKeysPerRequest) return false;
+      // Each key takes at least its 4-byte length: reserve no more than the body can hold.
+      out.keys.reserve(count < len / 4 ? count : len / 4);
+      for (uint32_t i = 0; i < count; ++i) {
+        std::string k;
+        if (!r.str(k, kMaxKey)) return false;
+        out.keys.push_back(std::move(k));
+      }
+      return r.done();
+    }
+  }
+  return false;
+}
+
+// One whole request frame at the start of [p, p + n): header checked, body decoded. `used` is
+// the frame's length. NeedMore when the frame is not complete yet (the server waits for it).
+enum class Decode { Ok, NeedMore, BadHeader, BadBody };
+inline Decode decode_request(const uint8_t* p, size_t n, Request& out, size_t& used) {
+  if (n < kHeaderSize) return Decode::NeedMore;
+  const Header h = load_header(p);
+  if (check_request_header(h) != HeaderCheck::Ok) return Decode::BadHeader;
+  if (n - kHeaderSize < h.body_len) return Decode::NeedMore;
+  if (!decode_request_body(static_cast<Op>(h.op), p + kHeaderSize, h.body_len, out)) return Decode::BadBody;
+  used = kHeaderSize + h.body_len;
+  return Decode::Ok;
+}
+
+// The frame TcpStore's client writes for `req` (the inverse of decode_request).
+inline std::vector<uint8_t> encode_request(const Request& req) {
+  Writer w;
+  w.u32(kMagic);
+  w.u16(kVersion);
+  w.u16(static_cast<uint16_t>(req.op));
+  w.u32(0);
+  switch (req.op) {
+    case Op::Set:
+      w.str(req.keys.at(0));
+      w.u32(static_cast<uint32_t>(req.value.size()));
+      w.bytes(req.value.data(), req.value.size());
+      break;
+    case Op::Get:
+      w.str(req.keys.at(0));
+      break;
+    case Op::Add:
+      w.str(req.keys.at(0));
+      w.u64(req.delta);
+      break;
+    case Op::Check:
+    case Op::Wait:
+      w.u32(static_cast<uint32_t>(req.keys.size()));
+      for (const auto& k : req.keys) w.str(k);
+      break;
+  }
+  const uint32_t len = static_cast<uint32_t>(w.buf().size() - kHeaderSize);
+  for (int i = 0; i < 4; ++i) w.buf()[8 + i] = static_cast<uint8_t>(len >> (8 * i));
+  return std::move(w.buf());
+}
+
 // Shortens a key for an error message so a 4 KiB key does not flood the log.
 inline std::string quote_key(const std::string& key) {
   if (key.size() <= 80) return "'" + key + "'";
