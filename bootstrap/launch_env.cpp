@@ -1,10 +1,11 @@
 // Rank/size/root from the launcher's environment variables.
-#include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/netif.h"
+#include "bootstrap/parse_number.h"
 
 namespace rwin::bootstrap {
 
@@ -24,14 +25,14 @@ constexpr Source kSources[] = {
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS"},
 };
 
+// Digits only (parse_number.h): no sign, spaces or junk; at most INT_MAX.
 int parse_int(const char* var, const char* text) {
-  const std::string s(text);
   int value = 0;
-  const auto* end = s.data() + s.size();
-  const auto [ptr, ec] = std::from_chars(s.data(), end, value);
-  if (s.empty() || ec != std::errc() || ptr != end) {
-    throw BootstrapError(BootstrapError::Kind::Config,
-                         std::string("launch environment: ") + var + "='" + s + "' is not a decimal integer");
+  const std::string why = parse_int_in(text, 0, std::numeric_limits<int>::max(), value);
+  if (!why.empty()) {
+    throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + var + "='" + text +
+                                                           "' is not a rank or size (" + why +
+                                                           "); expected decimal digits only");
   }
   return value;
 }

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/parse_number.h"
 
 namespace rwin::bootstrap {
 namespace {
@@ -104,12 +105,10 @@ bool resolve_ipv4(const std::string& host, in_addr& out, std::string& why) {
   return true;
 }
 
+// Strict (parse_number.h): a job id with a sign, spaces or junk derives no port.
 bool parse_ull(const std::string& s, unsigned long long& out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || s[0] == '-') return false;
+  uint64_t v = 0;
+  if (!parse_u64(s, v).empty()) return false;
   out = v;
   return true;
 }

@@ -31,6 +31,7 @@
 
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/parse_number.h"
 
 namespace {
 
@@ -377,10 +378,15 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
   return exit_code;
 }
 
-bool parse_count(const std::string& text, int& n) {
+// Strict: digits only (parse_number.h), no sign, spaces or junk.
+bool parse_count(const std::string& text, int& n) { return rwin::bootstrap::parse_int_in(text, 1, 4096, n).empty(); }
+
+// Seconds as a plain decimal ("30", "0.5", "1e3"): from_chars takes no spaces, sign '+',
+// hex or trailing junk, unlike strtod; nan, inf and <= 0 fail the range check.
+bool parse_seconds(const std::string& text, double& s) {
   const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, n);
-  return !text.empty() && ec == std::errc() && ptr == end;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, s, std::chars_format::general);
+  return !text.empty() && ec == std::errc() && ptr == end && s > 0 && s <= 1e7;
 }
 
 }  // namespace
@@ -409,16 +415,14 @@ int main(int argc, char** argv) {
     const bool glued_n = arg.size() > 2 && arg.compare(0, 2, "-n") == 0;  // "-n4"
     if (arg == "-n" || glued_n || arg == "--np" || arg.rfind("--np=", 0) == 0) {
       const std::string v = glued_n ? arg.substr(2) : value_of(arg, arg == "-n" ? "-n" : "--np");
-      if (!parse_count(v, nranks) || nranks < 1 || nranks > 4096) {
+      if (!parse_count(v, nranks)) {
         bad_usage("-n wants a rank count in 1..4096, got '" + v + "'");
       }
       continue;
     }
     if (arg == "--timeout" || arg.rfind("--timeout=", 0) == 0) {
       const std::string v = value_of(arg, "--timeout");
-      char* end = nullptr;
-      timeout_s = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(timeout_s > 0) || timeout_s > 1e7) {
+      if (!parse_seconds(v, timeout_s)) {
         bad_usage("--timeout wants a positive number of seconds, got '" + v + "'");
       }
       continue;

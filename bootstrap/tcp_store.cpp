@@ -24,6 +24,7 @@
 
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/parse_number.h"
 #include "bootstrap/wire.h"
 
 namespace rwin::bootstrap {
@@ -95,7 +96,7 @@ void set_nodelay(int fd) {
 // HostPort
 
 HostPort HostPort::parse(const std::string& text) {
-  auto bad = [&](const char* why) {
+  auto bad = [&](const std::string& why) {
     return BootstrapError(BootstrapError::Kind::Config,
                           "bad address '" + text + "': " + why + " (expected host:port or [ipv6]:port)");
   };
@@ -116,12 +117,10 @@ HostPort HostPort::parse(const std::string& text) {
   }
   if (hp.host.empty()) throw bad("empty host");
   if (port_text.empty()) throw bad("empty port");
-  unsigned value = 0;
-  const auto* end = port_text.data() + port_text.size();
-  const auto [ptr, ec] = std::from_chars(port_text.data(), end, value);
-  if (ec != std::errc() || ptr != end) throw bad("port is not a number");
   // Port 0 (any free port) parses; only a job of one can use it, which Bootstrap checks.
-  if (value > 65535) throw bad("port out of range 0..65535");
+  int value = 0;
+  const std::string why = parse_int_in(port_text, 0, 65535, value);
+  if (!why.empty()) throw bad("port '" + port_text + "' is not a port number: " + why);
   hp.port = static_cast<uint16_t>(value);
   return hp;
 }

@@ -332,6 +332,53 @@ inline bool decode_request(Op op, const uint8_t* body, size_t len, Request& out)
   return false;
 }
 
+// One whole frame at `p` as the server reads it in state `st`: the header is checked before the
+// body is awaited (NeedMore), exactly as the server does. `used` = the frame's size on Ok.
+enum class Decode { Ok, NeedMore, BadHeader, BadBody };
+inline Decode decode_frame(const uint8_t* p, size_t n, ConnState st, Request& out, size_t& used, std::string& why) {
+  Header h;
+  const HeaderResult hr = decode_header(p, n, st, h, why);
+  if (hr == HeaderResult::NeedMore) return Decode::NeedMore;
+  if (hr != HeaderResult::Ok) return Decode::BadHeader;
+  if (n - kHeaderSize < h.body_len) return Decode::NeedMore;
+  if (!decode_request(static_cast<Op>(h.op), p + kHeaderSize, h.body_len, out)) return Decode::BadBody;
+  used = kHeaderSize + h.body_len;
+  return Decode::Ok;
+}
+
+// The client's encoding of a data request (SET..WAIT) or a GOODBYE: the inverse of decode_frame
+// for those ops (tests and seed corpora use it; TcpStore writes the same bytes).
+inline std::vector<uint8_t> encode_request(const Request& r) {
+  Writer w = start_frame(static_cast<uint16_t>(r.op));
+  switch (r.op) {
+    case Op::Set:
+      w.str(r.key);
+      w.u32(static_cast<uint32_t>(r.value.size()));
+      w.bytes(r.value.data(), r.value.size());
+      break;
+    case Op::Get:
+      w.str(r.key);
+      break;
+    case Op::Add:
+      w.str(r.key);
+      w.u64(r.delta);
+      break;
+    case Op::Check:
+    case Op::Wait:
+      w.u32(static_cast<uint32_t>(r.keys.size()));
+      for (const auto& k : r.keys) w.str(k);
+      break;
+    case Op::Goodbye:
+      w.bytes(r.reason.data(), r.reason.size());
+      break;
+    case Op::Hello:
+    case Op::Auth:
+      break;  // handshake frames carry nonces and MACs: see auth.h
+  }
+  finish_frame(w);
+  return std::move(w.buf());
+}
+
 // The bytes both MACs cover, in this order.
 inline std::vector<uint8_t> transcript(const uint8_t* client_nonce, const uint8_t* server_nonce, const Hello& h) {
   Writer w;

@@ -9,6 +9,7 @@
 #include "bootstrap/netif.h"
 #include "chunk_planner.h"
 #include "context_impl.h"
+#include "window_blob.h"
 
 namespace rwin {
 
@@ -26,8 +27,6 @@ using transport::Work;
 
 namespace {
 
-constexpr uint32_t kWindowMagic = 0x52574e57;  // "RWNW": window descriptor blob
-constexpr uint32_t kWindowVersion = 1;
 constexpr size_t kScratchWords = 8192;          // atomic result slots (64 KiB); word 0 is the
                                                 // sink for notify(Set), the rest serve put(Add)
 constexpr int kAtomicsInFlight = 256;           // element atomics of one put(Add) in flight
@@ -461,57 +460,6 @@ const Options& Context::options() const noexcept { return impl_->opt; }
 
 namespace {
 
-std::vector<uint8_t> window_blob(const WindowState& s, const std::vector<uint8_t>& key) {
-  std::vector<uint8_t> b;
-  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
-  const uint32_t magic = kWindowMagic, version = kWindowVersion, name_len = static_cast<uint32_t>(s.name.size());
-  const uint8_t dtype = static_cast<uint8_t>(s.dtype), is_signal = s.is_signal ? 1 : 0;
-  const uint64_t key_len = key.size();
-  put(&magic, 4);
-  put(&version, 4);
-  put(&dtype, 1);
-  put(&is_signal, 1);
-  put(&s.shape[0], 8);
-  put(&s.shape[1], 8);
-  put(&name_len, 4);
-  put(s.name.data(), name_len);
-  put(&key_len, 8);
-  put(key.data(), key.size());
-  return b;
-}
-
-struct WindowDesc {
-  DType dtype;
-  bool is_signal;
-  Shape2 shape;
-  std::string name;
-  std::span<const uint8_t> key;
-};
-
-std::optional<WindowDesc> parse_window_blob(std::span<const uint8_t> b) {
-  size_t off = 0;
-  auto get = [&](void* p, size_t n) {
-    if (off + n > b.size()) return false;
-    std::memcpy(p, b.data() + off, n);
-    off += n;
-    return true;
-  };
-  uint32_t magic = 0, version = 0, name_len = 0;
-  uint8_t dtype = 0, is_signal = 0;
-  uint64_t key_len = 0;
-  WindowDesc d{};
-  if (!get(&magic, 4) || !get(&version, 4) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
-  if (!get(&dtype, 1) || !get(&is_signal, 1) || dtype > static_cast<uint8_t>(DType::F64)) return std::nullopt;
-  if (!get(&d.shape[0], 8) || !get(&d.shape[1], 8) || !get(&name_len, 4) || off + name_len > b.size()) return std::nullopt;
-  d.name.assign(reinterpret_cast<const char*>(b.data() + off), name_len);
-  off += name_len;
-  if (!get(&key_len, 8) || off + key_len != b.size()) return std::nullopt;
-  d.dtype = static_cast<DType>(dtype);
-  d.is_signal = is_signal != 0;
-  d.key = b.subspan(off);
-  return d;
-}
-
 std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& name, DType dtype, Shape2 shape,
                                            bool is_signal) {
   const char* what = is_signal ? "alloc_signals" : "alloc_window";
@@ -530,7 +478,7 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
     // Rounded up to whole 8-byte words: put(Add) updates 32-bit elements through CAS on the
     // aligned word that holds them, which for an odd element count reaches past the last one.
     s->mr = c.tp->allocate((s->bytes + 7) & ~size_t{7});
-    all = c.bs->allgather(window_blob(*s, s->mr->packed_key()));
+    all = c.bs->allgather(detail::window_blob(s->name, s->dtype, s->shape, s->is_signal, s->mr->packed_key()));
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
@@ -539,18 +487,15 @@ std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& na
   }
   // Every rank sees every descriptor, so a mismatch is reported on every rank.
   std::string mismatch;
-  std::vector<WindowDesc> descs;
+  std::vector<detail::WindowDesc> descs;
   for (int r = 0; r < c.nranks; ++r) {
-    auto d = parse_window_blob(all[static_cast<size_t>(r)]);
+    auto d = detail::parse_window_blob(all[static_cast<size_t>(r)]);
     if (!d) {
       throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " '" + name + "': malformed window descriptor from rank " +
                                             std::to_string(r));
     }
     if (d->dtype != dtype || d->shape != shape || d->name != name || d->is_signal != is_signal) {
-      const size_t bytes = static_cast<size_t>(d->shape[0] * d->shape[1]) * dtype_size(d->dtype);
-      mismatch += "; rank " + std::to_string(r) + " has '" + d->name + "' " + dtype_name(d->dtype) + "[" +
-                  std::to_string(d->shape[0]) + "x" + std::to_string(d->shape[1]) + "] (" + std::to_string(bytes) +
-                  " bytes)";
+      mismatch += "; rank " + std::to_string(r) + " has " + detail::describe_window_desc(*d);
     }
     descs.push_back(*d);
   }

@@ -1,10 +1,11 @@
 // The one place that reads RWIN_* variables. docs/CONFIG.md documents each with its default;
 // keep the two in step.
-#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/parse_number.h"
 #include "rwin/rwin.h"
 
 namespace rwin {
@@ -18,33 +19,31 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-// Parses a non-negative integer with an optional binary suffix: K, KiB, M, MiB, G, GiB.
-uint64_t parse_size(const char* name, const char* text) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  const std::string suffix = end ? end : "";
-  uint64_t mult = 0;
-  if (suffix.empty()) mult = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-  if (errno != 0 || end == text || mult == 0 || text[0] == '-') {
-    throw Error(ErrorCode::InvalidArgument,
-                std::string(name) + "='" + text + "' is not a size (e.g. 1048576, 512K, 4MiB)");
+// Strict (bootstrap/parse_number.h): digits and an optional suffix only, no sign, no spaces,
+// overflow refused. The message names the variable, the text and the accepted form.
+uint64_t parse_size(const char* name, const char* text, uint64_t lo, uint64_t hi) {
+  uint64_t v = 0;
+  std::string why = bootstrap::parse_size(text, v);
+  if (why.empty() && (v < lo || v > hi)) {
+    why = "outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "] bytes";
   }
-  return static_cast<uint64_t>(v) * mult;
+  if (!why.empty()) {
+    throw Error(ErrorCode::InvalidArgument, std::string(name) + "='" + text + "' is not a size (" + why +
+                                                "); expected " + bootstrap::kSizeForm);
+  }
+  return v;
 }
 
 long parse_int(const char* name, const char* text, long lo, long hi) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+  uint64_t v = 0;
+  const std::string why =
+      bootstrap::parse_u64_in(text, static_cast<uint64_t>(lo), static_cast<uint64_t>(hi), v);
+  if (!why.empty()) {
     throw Error(ErrorCode::InvalidArgument, std::string(name) + "='" + text + "' is not an integer in [" +
-                                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+                                                std::to_string(lo) + ", " + std::to_string(hi) + "] (" + why +
+                                                "); expected decimal digits only");
   }
-  return v;
+  return static_cast<long>(v);
 }
 
 }  // namespace
@@ -104,8 +103,7 @@ Options Options::from_env(Options o) {
   // Left at 0 when unset: the Context then takes the transport's measured default.
   if (o.chunk_bytes == 0) {
     if (const char* v = env("RWIN_CHUNK_BYTES")) {
-      o.chunk_bytes = parse_size("RWIN_CHUNK_BYTES", v);
-      if (o.chunk_bytes == 0) throw Error(ErrorCode::InvalidArgument, "RWIN_CHUNK_BYTES must be > 0");
+      o.chunk_bytes = static_cast<size_t>(parse_size("RWIN_CHUNK_BYTES", v, 1, SIZE_MAX));
     }
   }
   if (o.pipeline_depth <= 0) {

@@ -27,7 +27,9 @@ grep -qx "\[0\] kept 127.0.0.1:4242" "$tmp/out" || fail "environment or --root n
 
 "$rwinrun" --help >"$tmp/out" 2>&1 || fail "--help exit status $?"
 grep -q "usage: rwinrun" "$tmp/out" || fail "--help prints no usage"
-for args in "" "-n" "-n 0 true" "-n x true" "-n 2" "--bogus -n 1 true" "-n 1 --timeout -3 true" "-n 1 --root nope true"; do
+for args in "" "-n" "-n 0 true" "-n x true" "-n 2" "--bogus -n 1 true" "-n 1 --timeout -3 true" "-n 1 --root nope true" \
+            "-n +2 true" "-n -0 true" "-n 1x true" "-n 4097 true" "-n 1 --timeout 0x10 true" "-n 1 --timeout +5 true" \
+            "-n 1 --timeout 5s true" "-n 1 --timeout nan true" "-n 1 --timeout inf true" "-n 1 --root 127.0.0.1:+1 true"; do
   # shellcheck disable=SC2086
   "$rwinrun" $args >"$tmp/out" 2>&1
   rc=$?

@@ -567,7 +567,9 @@ TEST(Bootstrap, RankUnwindingFromAnErrorIsReportedFailedToBlockedCollectives) {
   for (int r : {0, 1}) {
     const std::string& msg = errors[static_cast<size_t>(r)];
     EXPECT_TRUE(contains(msg, "peer 2 failed (its bootstrap connection closed")) << msg;
-    ASSERT_EQ(seen[static_cast<size_t>(r)].size(), 1u) << "rank " << r;
+    // Rank 2's failure comes first; rank 0 may also have heard by then that rank 1, unwinding from
+    // its own error, left without a goodbye.
+    ASSERT_GE(seen[static_cast<size_t>(r)].size(), 1u) << "rank " << r;
     EXPECT_EQ(seen[static_cast<size_t>(r)][0].rank, 2);
   }
 }

@@ -100,15 +100,13 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/ucx/ucx_am_wire.h"
+#include "transport/ucx/ucx_blob.h"
 #include "transport/ucx/ucx_direct.h"
 
 namespace rwin::transport {
 namespace {
 
-constexpr uint32_t kKeyMagic = 0x52574b55;   // "RWKU": rwin key, ucx
-constexpr uint32_t kAddrMagic = 0x52574155;  // "RWAU": rwin address, ucx
-constexpr uint16_t kBlobVersion = 2;         // 2: the address blob carries a probe rkey
-constexpr uint32_t kAmMagic = 0x52574d41;    // "RWMA": rwin am message
 constexpr uint16_t kAmRequestId = 17;
 constexpr uint16_t kAmReplyId = 18;
 constexpr uint16_t kAmBatchId = 19;  // several requests in one message (staged small writes + the op after)
@@ -152,16 +150,6 @@ struct WorkerDeleter {
 };
 using ContextPtr = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, ContextDeleter>;
 using WorkerPtr = std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, WorkerDeleter>;
-
-// Little helpers to write/read the versioned blobs.
-void put_u32(std::vector<uint8_t>& b, uint32_t v) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4); }
-void put_u64(std::vector<uint8_t>& b, uint64_t v) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8); }
-template <class T>
-T get_pod(std::span<const uint8_t> b, size_t off) {
-  T v;
-  std::memcpy(&v, b.data() + off, sizeof(T));
-  return v;
-}
 
 // The live windows of one transport: the am target writes only inside these. Shared with every
 // UcxMemory so a region may outlive the transport without a dangling back pointer.
@@ -209,13 +197,7 @@ class UcxMemory final : public MemoryRegion {
     const auto* pb = static_cast<const uint8_t*>(packed);
     raw_key_.assign(pb, pb + packed_len);
     ucp_rkey_buffer_release(packed);
-    key_.reserve(32 + packed_len);
-    put_u32(key_, kKeyMagic);
-    put_u32(key_, kBlobVersion);
-    put_u64(key_, reinterpret_cast<uint64_t>(addr_));
-    put_u64(key_, bytes_);
-    put_u64(key_, packed_len);
-    key_.insert(key_.end(), raw_key_.begin(), raw_key_.end());
+    key_ = ucx_blob::pack_key(reinterpret_cast<uint64_t>(addr_), bytes_, raw_key_);
     if (registry_) registry_->ranges[reinterpret_cast<uint64_t>(addr_)] = bytes_;
   }
   ~UcxMemory() override {
@@ -254,43 +236,12 @@ class UcxRemoteKey final : public RemoteKey {
   char* mapped_ = nullptr;
 };
 
-// Wire headers of the am mode; trivially copyable, always moved with memcpy (no alignment trust).
-struct AmRequest {
-  uint32_t magic = kAmMagic;
-  uint8_t op = 0;        // Op
-  uint8_t version = 1;
-  uint16_t reserved = 0;
-  int32_t sender = -1;   // rank of the sender
-  uint32_t reserved2 = 0;
-  uint64_t seq = 0;      // per (sender -> target), from 0
-  uint64_t addr = 0;     // absolute target address
-  uint64_t len = 0;      // Write/Read bytes, 8 for atomics, 0 for Flush
-  uint64_t operand = 0;  // add / swap / CAS new value
-  uint64_t compare = 0;  // CAS expected value
-  uint64_t token = 0;    // echoed in the reply; 0 = no reply wanted
-};
-// Header of a batch message; its data is `count` requests back to back, each an AmRequest
-// followed by its payload (h.len bytes for a Write, none otherwise), with no padding.
-struct AmBatch {
-  uint32_t magic = kAmMagic;
-  uint8_t version = 1;
-  uint8_t reserved = 0;
-  uint16_t reserved1 = 0;
-  int32_t sender = -1;
-  uint32_t count = 0;   // requests in the data
-  uint64_t bytes = 0;   // data length
-};
-enum class AmStatus : uint8_t { Ok = 0, Rejected = 1 };
-struct AmReply {
-  uint32_t magic = kAmMagic;
-  uint8_t op = 0;
-  uint8_t status = 0;  // AmStatus
-  uint16_t reserved = 0;
-  int32_t sender = -1;  // rank of the replying target
-  uint32_t reserved2 = 0;
-  uint64_t token = 0;
-  uint64_t value = 0;  // old value for fetching atomics
-};
+// Wire headers and pure checks of the am mode: ucx_am_wire.h.
+using ucx_am::AmBatch;
+using ucx_am::AmReply;
+using ucx_am::AmRequest;
+using ucx_am::AmStatus;
+using ucx_am::kAmMagic;
 
 class UcxTransport;
 
@@ -448,17 +399,12 @@ class UcxTransport final : public Transport {
     size_t addr_len = 0;
     ucs_status_t s = ucp_worker_get_address(worker_.get(), &addr, &addr_len);
     if (s != UCS_OK) throw TransportError("ucx: ucp_worker_get_address failed: " + status_text(s));
-    // Blob: magic, version, address length, address, probe base, probe key length, probe key.
-    std::vector<uint8_t> blob;
-    put_u32(blob, kAddrMagic);
-    put_u32(blob, kBlobVersion);
-    put_u64(blob, addr_len);
-    const auto* ab = reinterpret_cast<const uint8_t*>(addr);
-    blob.insert(blob.end(), ab, ab + addr_len);
+    // Blob (ucx_blob.h): the worker address and, under auto, the probe region's base and key.
+    const std::vector<uint8_t> blob = ucx_blob::pack_addr(
+        std::span(reinterpret_cast<const uint8_t*>(addr), addr_len),
+        probe_ ? reinterpret_cast<uint64_t>(probe_->addr()) : 0,
+        probe_ ? std::span<const uint8_t>(probe_->raw_key()) : std::span<const uint8_t>());
     ucp_worker_release_address(worker_.get(), addr);
-    put_u64(blob, probe_ ? reinterpret_cast<uint64_t>(probe_->addr()) : 0);
-    put_u64(blob, probe_ ? probe_->raw_key().size() : 0);
-    if (probe_) blob.insert(blob.end(), probe_->raw_key().begin(), probe_->raw_key().end());
 
     const auto all = bs.allgather(blob);
     for (int p = 0; p < nranks_; ++p) {
@@ -467,16 +413,11 @@ class UcxTransport final : public Transport {
         return TransportError("ucx: rank " + std::to_string(rank_) + ": malformed worker address from rank " +
                               std::to_string(p) + " (" + std::to_string(b.size()) + " bytes)");
       };
-      if (b.size() < 16 || get_pod<uint32_t>(b, 0) != kAddrMagic || get_pod<uint32_t>(b, 4) != kBlobVersion) throw bad();
-      const uint64_t alen = get_pod<uint64_t>(b, 8);
-      if (alen > b.size() - 16 || b.size() - 16 - alen < 16) throw bad();
-      const size_t probe_at = 16 + static_cast<size_t>(alen);
-      const uint64_t probe_base = get_pod<uint64_t>(b, probe_at);
-      const uint64_t probe_len = get_pod<uint64_t>(b, probe_at + 8);
-      if (probe_len != b.size() - probe_at - 16) throw bad();
+      const auto a = ucx_blob::parse_addr(b);
+      if (!a) throw bad();
       Peer& peer = peers_[static_cast<size_t>(p)];
-      peer.ep = create_ep(p, b.data() + 16);
-      peer.am = choose_am(p, peer.ep, probe_base, b.data() + probe_at + 16, probe_len, peer.direct);
+      peer.ep = create_ep(p, a->address.data());
+      peer.am = choose_am(p, peer.ep, a->probe_base, a->probe_key.data(), a->probe_key.size(), peer.direct);
       any_am_ = any_am_ || peer.am;
       if (peer.am && p != rank_) {
         // An am peer is reached over tcp: give it an endpoint with peer-failure handling. With
@@ -502,18 +443,18 @@ class UcxTransport final : public Transport {
     if (peer < 0 || peer >= nranks_ || !peers_[static_cast<size_t>(peer)].ep) {
       throw TransportError("ucx: unpack_key for unknown peer " + std::to_string(peer));
     }
-    if (b.size() < 32 || get_pod<uint32_t>(b, 0) != kKeyMagic || get_pod<uint32_t>(b, 4) != kBlobVersion ||
-        get_pod<uint64_t>(b, 24) != b.size() - 32) {
+    const auto k = ucx_blob::parse_key(b);
+    if (!k) {
       throw TransportError("ucx: rank " + std::to_string(rank_) + ": malformed memory key from rank " +
                            std::to_string(peer) + " (" + std::to_string(b.size()) + " bytes)");
     }
     ucp_rkey_h rkey = nullptr;
-    ucs_status_t s = ucp_ep_rkey_unpack(peers_[static_cast<size_t>(peer)].ep, b.data() + 32, &rkey);
+    ucs_status_t s = ucp_ep_rkey_unpack(peers_[static_cast<size_t>(peer)].ep, k->raw.data(), &rkey);
     if (s != UCS_OK) {
       throw TransportError("ucx: rank " + std::to_string(rank_) + ": ucp_ep_rkey_unpack for rank " +
                            std::to_string(peer) + " failed: " + status_text(s));
     }
-    auto key = std::make_unique<UcxRemoteKey>(rkey, get_pod<uint64_t>(b, 8), get_pod<uint64_t>(b, 16));
+    auto key = std::make_unique<UcxRemoteKey>(rkey, k->base, k->bytes);
     if (peers_[static_cast<size_t>(peer)].direct) {
       void* ptr = nullptr;
       s = ucp_rkey_ptr(rkey, key->base(), &ptr);
@@ -827,10 +768,7 @@ class UcxTransport final : public Transport {
   }
 
   static void append(Batch& b, const AmRequest& h, const void* payload, size_t count) {
-    const size_t at = b.buf.size();
-    b.buf.resize(at + sizeof(AmRequest) + count);
-    std::memcpy(b.buf.data() + at, &h, sizeof(AmRequest));
-    if (count > 0) std::memcpy(b.buf.data() + at + sizeof(AmRequest), payload, count);
+    ucx_am::append_request(b.buf, h, payload, count);
     b.hdr.count++;
   }
 
@@ -914,13 +852,12 @@ class UcxTransport final : public Transport {
   ucs_status_t handle_reply(const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param) {
     if (closing_) return UCS_OK;
-    if (header_length != sizeof(AmReply)) {
+    AmReply r;
+    if (!ucx_am::decode_header(header, header_length, r)) {
       std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a reply with a %zu-byte header (expected %zu)\n", rank_,
                    header_length, sizeof(AmReply));
       return UCS_OK;
     }
-    AmReply r;
-    std::memcpy(&r, header, sizeof r);
     auto it = awaiting_.find(r.token);
     // No entry: a reply to work already failed (peer error) or never posted; ignore it.
     if (r.magic != kAmMagic || it == awaiting_.end()) return UCS_OK;
@@ -997,24 +934,22 @@ class UcxTransport final : public Transport {
   ucs_status_t handle_request(const void* header, size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param) {
     if (closing_) return UCS_OK;
-    if (header_length != sizeof(AmRequest)) {
+    AmRequest h;
+    if (!ucx_am::decode_header(header, header_length, h)) {
       std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a request with a %zu-byte header (expected %zu)\n", rank_,
                    header_length, sizeof(AmRequest));
       return UCS_OK;  // a rendezvous descriptor we neither keep nor receive is dropped by UCX
     }
-    AmRequest h;
-    std::memcpy(&h, header, sizeof h);
-    if (!well_formed(h)) return UCS_OK;
+    if (!ucx_am::well_formed(h, nranks_)) {
+      report_malformed(h);
+      return UCS_OK;
+    }
     return admit(h, data, length, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
   }
 
-  bool well_formed(const AmRequest& h) const {
-    if (h.magic != kAmMagic || h.version != 1 || h.sender < 0 || h.sender >= nranks_ || h.op > static_cast<uint8_t>(Op::Flush)) {
-      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a malformed request (magic 0x%x, version %u, sender %d, op %u)\n",
-                   rank_, h.magic, unsigned{h.version}, h.sender, unsigned{h.op});
-      return false;
-    }
-    return true;
+  void report_malformed(const AmRequest& h) const {
+    std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a malformed request (magic 0x%x, version %u, sender %d, op %u)\n",
+                 rank_, h.magic, unsigned{h.version}, h.sender, unsigned{h.op});
   }
 
   static ucs_status_t on_am_batch(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -1031,40 +966,30 @@ class UcxTransport final : public Transport {
                             const ucp_am_recv_param_t* param) {
     if (closing_) return UCS_OK;
     AmBatch b;
-    if (header_length == sizeof b) std::memcpy(&b, header, sizeof b);
-    if (header_length != sizeof b || b.magic != kAmMagic || b.version != 1 || b.sender < 0 || b.sender >= nranks_ ||
-        b.bytes != length || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    const bool have_header = ucx_am::decode_header(header, header_length, b);
+    if (!have_header || !ucx_am::well_formed(b, nranks_, length) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
       std::fprintf(stderr,
                    "rwin: ucx am: rank %d: dropped a malformed batch (%zu-byte header, sender %d, %zu data bytes%s)\n",
-                   rank_, header_length, header_length == sizeof b ? b.sender : -1, length,
+                   rank_, header_length, have_header ? b.sender : -1, length,
                    (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? ", rendezvous" : "");
       return UCS_OK;  // a rendezvous descriptor we do not receive is dropped by UCX
     }
     auto* d = static_cast<uint8_t*>(data);
-    size_t off = 0;
-    uint32_t n = 0;
-    while (off < length) {
-      AmRequest h;
-      if (length - off < sizeof h) break;
-      std::memcpy(&h, d + off, sizeof h);
-      if (!well_formed(h)) break;
-      const uint64_t plen = h.op == static_cast<uint8_t>(Op::Write) ? h.len : 0;
-      if (plen > length - off - sizeof h) break;
-      off += sizeof h;
-      if (h.sender == b.sender) {
-        admit(h, d + off, static_cast<size_t>(plen), /*rndv=*/false);
-      } else {
-        std::fprintf(stderr, "rwin: ucx am: rank %d: dropped %s claiming rank %d in a batch from rank %d\n", rank_,
-                     op_name(static_cast<Op>(h.op)), h.sender, b.sender);
-      }
-      off += static_cast<size_t>(plen);
-      ++n;
-    }
-    if (off != length || n != b.count) {
+    const ucx_am::BatchWalk w =
+        ucx_am::walk_batch(d, length, nranks_, [&](const AmRequest& h, size_t payload_at, size_t plen) {
+          if (h.sender == b.sender) {
+            admit(h, d + payload_at, plen, /*rndv=*/false);
+          } else {
+            std::fprintf(stderr, "rwin: ucx am: rank %d: dropped %s claiming rank %d in a batch from rank %d\n", rank_,
+                         op_name(static_cast<Op>(h.op)), h.sender, b.sender);
+          }
+        });
+    if (w.malformed) report_malformed(w.bad);
+    if (!w.complete(length, b.count)) {
       std::fprintf(stderr,
                    "rwin: ucx am: rank %d: batch from rank %d broken after %u of %u requests (byte %zu of %zu); "
                    "the rest is dropped\n",
-                   rank_, b.sender, n, b.count, off, length);
+                   rank_, b.sender, w.count, b.count, w.off, length);
     }
     return UCS_OK;
   }
