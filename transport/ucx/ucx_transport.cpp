@@ -293,6 +293,8 @@ struct RecvCtx {
   int sender = -1;
   uint64_t addr = 0;
   uint64_t len = 0;
+  bool posting = false;   // inside ucp_am_recv_data_nbx
+  bool finished = false;  // its callback ran while posting (UCX does that for a failed endpoint)
 };
 
 // A request message at the target that cannot be applied yet (early or queued behind a
@@ -1128,22 +1130,41 @@ class UcxTransport final : public Transport {
       if (!in_callback) ucp_am_data_release(worker_.get(), desc);
       return false;
     }
+    // Counted before the call: UCX may run the callback inside it (a failed endpoint's receive is
+    // purged at once) and still return the request; the callback then settles the count.
     auto* ctx = new RecvCtx{this, h.sender, h.addr, h.len};
+    recvs_.push_back(ctx);
+    ++inbound_[static_cast<size_t>(h.sender)].rndv_pending;
     ucp_request_param_t rp{};
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     rp.cb.recv_am = &UcxTransport::on_write_data;
     rp.user_data = ctx;
+    ctx->posting = true;
     ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_.get(), desc, reinterpret_cast<void*>(h.addr), length, &rp);
-    if (req == nullptr) {
+    ctx->posting = false;
+    if (ctx->finished) {
       delete ctx;
+    } else if (req == nullptr) {
+      write_landed(ctx, UCS_OK);
     } else if (UCS_PTR_IS_ERR(req)) {
-      delete ctx;
-      write_data_failed(h.sender, h.addr, h.len, UCS_PTR_STATUS(req));
-    } else {
-      recvs_.push_back(ctx);
-      ++inbound_[static_cast<size_t>(h.sender)].rndv_pending;
+      write_landed(ctx, UCS_PTR_STATUS(req));
     }
     return true;
+  }
+
+  // A rendezvous write's data landed (or failed): uncount it; frees `ctx` unless it is still
+  // being posted (receive_write frees it then).
+  void write_landed(RecvCtx* ctx, ucs_status_t status) {
+    std::erase(recvs_, ctx);
+    Inbound& in = inbound_[static_cast<size_t>(ctx->sender)];
+    --in.rndv_pending;
+    if (status != UCS_OK) write_data_failed(ctx->sender, ctx->addr, ctx->len, status);
+    if (!in.backlog.empty()) am_work_ = true;  // poll() drains what may go now
+    if (ctx->posting) {
+      ctx->finished = true;
+    } else {
+      delete ctx;
+    }
   }
 
   static void on_write_data(void* request, ucs_status_t status, size_t, void* user_data) {
@@ -1151,19 +1172,7 @@ class UcxTransport final : public Transport {
     UcxTransport* self = ctx->self;
     ucp_request_free(request);
     if (self->closing_) return;  // the destructor frees ctx
-    auto& v = self->recvs_;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == ctx) {
-        v[i] = v.back();
-        v.pop_back();
-        break;
-      }
-    }
-    Inbound& in = self->inbound_[static_cast<size_t>(ctx->sender)];
-    --in.rndv_pending;
-    if (status != UCS_OK) self->write_data_failed(ctx->sender, ctx->addr, ctx->len, status);
-    if (!in.backlog.empty()) self->am_work_ = true;  // poll() drains what may go now
-    delete ctx;
+    self->write_landed(ctx, status);
   }
 
   void write_data_failed(int sender, uint64_t addr, uint64_t len, ucs_status_t status) {
