@@ -160,6 +160,7 @@ struct TransportConfig {
   int nranks = 1;
   std::string ifname;      // ucx: the network interface that reaches the root (RWIN_IFNAME or the
                            // route to the root); restricts UCX's tcp devices unless UCX_NET_DEVICES is set
+  bool ucx_tcp_zcopy = false;    // ucx without RDMA devices: allow UCX's zero-copy sends (see UcxTransport)
   std::string ucx_rma = "auto";  // ucx: how RMA reaches a peer: "native" (ucp_put/get/atomic), "am" (rwin's
                                  // ordered active-message protocol), "auto" (direct loads/stores where UCX
                                  // maps the peer's memory, am where UCX would emulate RMA, else native)

@@ -395,6 +395,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   tc.rank = c.rank;
   tc.nranks = c.nranks;
   tc.ucx_rma = c.opt.ucx_rma;
+  tc.ucx_tcp_zcopy = c.opt.ucx_tcp_zcopy == 1;
   if (tc.name == "ucx") {
     // The interface that reaches the root carries UCX's tcp traffic too. Asked for by name
     // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.

@@ -96,6 +96,10 @@ Options Options::from_env(Options o) {
     const char* v = env("RWIN_UCX_RMA");
     o.ucx_rma = v ? v : "auto";
   }
+  if (o.ucx_tcp_zcopy < 0) {
+    const char* v = env("RWIN_UCX_TCP_ZCOPY");
+    o.ucx_tcp_zcopy = v ? static_cast<int>(parse_int("RWIN_UCX_TCP_ZCOPY", v, 0, 1)) : 0;
+  }
   if (o.ucx_rma != "auto" && o.ucx_rma != "native" && o.ucx_rma != "am") {
     throw Error(ErrorCode::InvalidArgument, "RWIN_UCX_RMA / Options::ucx_rma is '" + o.ucx_rma +
                                                 "'; expected auto, native or am");

@@ -323,6 +323,21 @@ class UcxTransport final : public Transport {
       ucp_config_modify(config, "NET_DEVICES", cfg.ifname.c_str());
       net_device_ = cfg.ifname;
     }
+    // Without RDMA devices UCX reaches remote peers over tcp. In UCX 1.13 a peer dying while a
+    // zero-copy tcp send to it is in flight crashed survivors inside ucp_worker_progress (assertions
+    // tcp_ep.c:939 PUT_TX_WAITING_ACK and uct_iface.h:884 comp->count > 0; fault suite on a loaded
+    // host, a few percent of kill trials): so by default UCX copies instead (ZCOPY_THRESH=inf, no
+    // tcp PUT). Costs tcp bandwidth (bench/RESULTS.md); RWIN_UCX_TCP_ZCOPY=1 or the user's own
+    // UCX_ZCOPY_THRESH / UCX_TCP_PUT_ENABLE take it back.
+    if (!cfg.ucx_tcp_zcopy && !have_rdma_devices()) {
+      const char* zt = std::getenv("UCX_ZCOPY_THRESH");
+      if (zt == nullptr || *zt == '\0') ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+      const char* tp = std::getenv("UCX_TCP_PUT_ENABLE");
+      if ((tp == nullptr || *tp == '\0') && ucp_config_modify(config, "TCP_PUT_ENABLE", "n") != UCS_OK) {
+        std::fprintf(stderr, "rwin: ucx: cannot turn off tcp PUT zero-copy (set UCX_TCP_PUT_ENABLE=n)\n");
+      }
+      safe_tcp_ = true;
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
@@ -378,6 +393,7 @@ class UcxTransport final : public Transport {
     } else if (am > 0) {
       s += ", am rma to " + std::to_string(am) + " of " + std::to_string(nranks_) + " peers";
     }
+    if (safe_tcp_ && am > 0) s += ", copied tcp sends";
     return s + ")";
   }
 
@@ -1486,6 +1502,7 @@ class UcxTransport final : public Transport {
   std::string rma_mode_;    // "auto" | "native" | "am"
   std::string tls_;
   std::string net_device_;  // the tcp interface we restricted UCX to, if any
+  bool safe_tcp_ = false;   // zero-copy tcp sends turned off (see the constructor)
   bool closing_ = false;    // set in quiesce() before the worker goes
   bool quiesced_ = false;   // quiesce() ran: no worker, no endpoints
   bool am_work_ = false;    // poll() has am housekeeping to do

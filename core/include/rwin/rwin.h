@@ -96,6 +96,9 @@ struct Options {
   int ib_port = 1;         // verbs port (RWIN_IB_PORT)
   int gid_index = -1;      // verbs GID index; -1: auto (RWIN_GID_INDEX)
   std::string ucx_rma;     // ucx: "auto" | "native" | "am"; empty: RWIN_UCX_RMA, else "auto" (docs/CONFIG.md)
+  int ucx_tcp_zcopy = -1;  // ucx without RDMA devices: 1 = let UCX use zero-copy tcp sends (faster, but
+                           // UCX 1.13 can crash a survivor when a peer dies mid-send); 0 = copy (default);
+                           // -1: RWIN_UCX_TCP_ZCOPY, else 0
   size_t chunk_bytes = 0;  // 0: RWIN_CHUNK_BYTES, else the transport's measured default (docs/CONFIG.md)
   int pipeline_depth = 0;  // chunks in flight per transfer; 0: RWIN_PIPELINE_DEPTH, else the transport's
   std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
