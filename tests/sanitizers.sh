@@ -36,8 +36,9 @@ part_asan() {
   #    under ASan, and exercises the same code paths as the loopback scripts and mp tests (it is
   #    about interface choice, which the Netif unit tests cover under ASan).
   #  - the soft-RoCE guest phase is not part of host ctest at all (tests/rxe/suite.sh).
+  #  - the fault suite (label faults): run-all.sh runs it once, with the release and these binaries.
   # One test at a time, as run-all.sh: the mp tests fork several busy ranks each.
-  ctest --test-dir build-asan --output-on-failure --timeout 900 -E '^script\.multinode_netns$'
+  ctest --test-dir build-asan --output-on-failure --timeout 900 -E '^script\.multinode_netns$' -LE '^faults$'
 }
 
 part_tsan() {
