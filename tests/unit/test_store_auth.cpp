@@ -559,7 +559,7 @@ TEST(Bootstrap, RankUnwindingFromAnErrorIsReportedFailedToBlockedCollectives) {
     } catch (const rb::BootstrapError& e) {
       EXPECT_EQ(e.kind(), Kind::PeerFailed) << e.what();
       seen[static_cast<size_t>(r)] = bs.failures();
-      EXPECT_TRUE(bs.poll_failures().empty()) << "rank 2 reported twice";
+      for (const auto& f : bs.poll_failures()) EXPECT_NE(f.rank, 2) << "rank 2 reported twice";  // (rank 1 may follow)
       throw;
     }
   });
