@@ -12,7 +12,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$(cd "${1:?usage: verbs-two-guests.sh <build>/bin}" && pwd -P)
 [ -x "$bin/ring_shift" ] || { echo "verbs-two-guests: $bin/ring_shift not built" >&2; exit 2; }
 cd "$bin"
-RWIN_RXE_NODES=2 exec "$here/run-in-guest.sh" bash -c '
+# The root is a guest's IP, not loopback: the job needs a key, the same in both guests.
+key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+RWIN_RXE_NODES=2 exec "$here/run-in-guest.sh" bash -c "export RWIN_JOB_KEY=$key"'
   set -uo pipefail
   if [ "$RWIN_RXE_NODE" = 0 ]; then root=$RWIN_RXE_IP; else root=$RWIN_RXE_PEER_IP; fi
   export RWIN_RANK=$RWIN_RXE_NODE RWIN_NRANKS=2 RWIN_ROOT=$root:29517 RWIN_TRANSPORT=verbs
