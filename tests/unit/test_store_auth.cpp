@@ -529,6 +529,32 @@ TEST(StoreLease, CloseWithoutGoodbyeIsReportedToEveryOtherLeaseAndEndsParkedRequ
             Kind::Config);
 }
 
+// A rank that gives up after an error leaves with its reason: the others learn it failed, and why,
+// so their messages lead back to the first failure; a later wait that cannot be met fails at once.
+TEST(StoreLease, GoodbyeWithAReasonIsAFailureThatSaysWhy) {
+  rb::TcpStoreServer server("127.0.0.1", 0, {"", 3});
+  rb::StoreLease l0(local(server.port()), 5s, client("", 0, 3));
+  rb::StoreLease l2(local(server.port()), 5s, client("", 2, 3));
+  {
+    rb::StoreLease l1(local(server.port()), 5s, client("", 1, 3));
+    l1.goodbye(2s, "peer 3 failed (its bootstrap connection closed)");
+  }
+  for (rb::StoreLease* l : {&l0, &l2}) {
+    std::vector<rb::PeerFailure> seen;
+    const auto until = Clock::now() + 10s;
+    while (seen.empty() && Clock::now() < until) {
+      seen = l->poll();
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].rank, 1);
+    EXPECT_TRUE(contains(seen[0].how, "it left the job after an error: peer 3 failed (its bootstrap connection closed)"))
+        << seen[0].how;
+  }
+  rb::TcpStore s(local(server.port()), 5s, client("", 0, 3));
+  EXPECT_EQ(expect_error([&] { s.wait({"never"}, 5s); }).kind(), Kind::PeerFailed);
+}
+
 TEST(StoreLease, GoodbyeThenCloseIsNoFailure) {
   rb::TcpStoreServer server("127.0.0.1", 0, {"", 2});
   rb::StoreLease l0(local(server.port()), 5s, client("", 0, 2));
