@@ -425,32 +425,37 @@ Context::~Context() {
   if (!impl_) return;
   ContextImpl& c = *impl_;
   // Bounded: a dead peer must not keep us here; other ranks may still be reading our memory,
-  // hence the barrier before anything is released.
-  const auto bound = std::min<std::chrono::milliseconds>(c.opt.op_timeout, std::chrono::milliseconds(10000));
-  c.watch_now();
-  bool healthy = !c.degraded;
-  for (const auto& p : c.peers) healthy = healthy && p.failed.empty();
-  // A job that already lost a peer or missed a deadline cannot complete a barrier (someone it
-  // waits for is gone or stuck): leave at once; ~ContextImpl still quiesces before unmapping.
-  if (healthy) {
-    try {
-      c.barrier(bound);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
-      healthy = false;
+  // hence the barrier before anything is released. Never throws (out of memory while leaving:
+  // the lease then just closes, which the others also read as this rank failing).
+  try {
+    const auto bound = std::min<std::chrono::milliseconds>(c.opt.op_timeout, std::chrono::milliseconds(10000));
+    c.watch_now();
+    bool healthy = !c.degraded;
+    for (const auto& p : c.peers) healthy = healthy && p.failed.empty();
+    // A job that already lost a peer or missed a deadline cannot complete a barrier (someone it
+    // waits for is gone or stuck): leave at once; ~ContextImpl still quiesces before unmapping.
+    if (healthy) {
+      try {
+        c.barrier(bound);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+        healthy = false;
+      }
     }
-  }
-  // Leaving a broken job: say so at once (the store tells the others this rank failed), so a
-  // survivor still putting to us, or waiting on us, ends now instead of at its deadline.
-  if (!healthy) c.degraded = true;  // ~ContextImpl then drops the connections without a flush
-  if (!healthy && c.bs) {
-    std::string why;
-    if (!c.known_failures.empty()) why = c.failure_text(c.known_failures.front().rank);
-    for (size_t p = 0; why.empty() && p < c.peers.size(); ++p) {
-      if (!c.peers[p].failed.empty()) why = c.peer_failed_text(static_cast<int>(p), c.peers[p].failed);
+    if (!healthy) c.degraded = true;  // ~ContextImpl then drops the connections without a flush
+    // Leaving a broken job: say so at once (the store tells the others this rank failed, and
+    // why), so a survivor still putting to us, or waiting on us, ends now instead of at its deadline.
+    if (!healthy && c.bs) {
+      std::string why;
+      if (!c.known_failures.empty()) why = c.failure_text(c.known_failures.front().rank);
+      for (size_t p = 0; why.empty() && p < c.peers.size(); ++p) {
+        if (!c.peers[p].failed.empty()) why = c.peer_failed_text(static_cast<int>(p), c.peers[p].failed);
+      }
+      if (why.empty()) why = "an operation timed out (RWIN_TIMEOUT_MS=" + std::to_string(c.opt.op_timeout.count()) + ")";
+      c.bs->abandon_lease(why);
     }
-    if (why.empty()) why = "an operation timed out (RWIN_TIMEOUT_MS=" + std::to_string(c.opt.op_timeout.count()) + ")";
-    c.bs->abandon_lease(why);
+  } catch (...) {
+    c.degraded = true;
   }
 }
 
