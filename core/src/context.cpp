@@ -8,6 +8,7 @@
 
 #include "bootstrap/netif.h"
 #include "chunk_planner.h"
+#include "bounds.h"
 #include "context_impl.h"
 #include "window_blob.h"
 
@@ -345,9 +346,18 @@ void Window::check_dtype(DType t) const {
 const std::string& SignalArray::name() const { return live(s_, "signals").name; }
 int64_t SignalArray::size() const { return live(s_, "signals").shape[1]; }
 bool SignalArray::valid() const noexcept { return s_ && s_->ctx; }
-SignalSlice SignalArray::at(int64_t index) const { return SignalSlice{s_, static_cast<uint64_t>(index) * 8, 1}; }
+namespace {
+// A word index whose byte offset would wrap becomes an offset past every array (the checks at
+// use then report it), never a small offset that names a real word.
+uint64_t word_offset(int64_t index) {
+  uint64_t off = 0;
+  return detail::signal_byte_offset(index, off) ? off : UINT64_MAX & ~uint64_t{7};
+}
+}  // namespace
+
+SignalSlice SignalArray::at(int64_t index) const { return SignalSlice{s_, word_offset(index), 1}; }
 SignalSlice SignalArray::slice(int64_t first, int64_t count) const {
-  return SignalSlice{s_, static_cast<uint64_t>(first) * 8, count};
+  return SignalSlice{s_, word_offset(first), count};
 }
 SignalSlice SignalArray::at_byte(uint64_t byte_offset) const { return SignalSlice{s_, byte_offset, 1}; }
 
@@ -560,8 +570,7 @@ WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* s
   if (!w.ctx) throw Error(ErrorCode::UseAfterFree, where() + " window " + w.describe() + " was freed");
   if (w.ctx != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
   if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where() + " is a signal array; use notify/wait");
-  const bool ok = s.offsets[0] >= 0 && s.offsets[1] >= 0 && s.shape[0] >= 0 && s.shape[1] >= 0 &&
-                  s.offsets[0] + s.shape[0] <= w.shape[0] && s.offsets[1] + s.shape[1] <= w.shape[1];
+  const bool ok = detail::slice_in_bounds(s.offsets.data(), s.shape.data(), w.shape.data());  // no wrap
   if (!ok) {
     throw Error(ErrorCode::OutOfBounds, where() + " slice offsets " + shape_str(s.offsets) + " shape " +
                                             shape_str(s.shape) + " is outside window " + w.describe());

@@ -1,4 +1,5 @@
 // The semantic contract (docs/CONTRACT.md), checked with real ranks over every transport.
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -521,6 +522,36 @@ TEST_P(Contract, MisuseIsRejectedWithNamedError) {
     expect_error([&] { ctx.notify(sig.at(0), 1 - r, 1); }, ErrorCode::UseAfterFree, {"'sig'", "freed"});
     ctx.barrier();
   });
+}
+
+// Offsets and shapes whose sum wraps around int64 (and signal indices whose byte offset wraps)
+// are refused before anything is sent; the peer's memory stays as it was.
+TEST_P(Contract, OverflowingOffsetsAreOutOfBoundsAndTouchNothing) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(2, p, [&](int rank, int nranks, const std::string& root) {
+    Context ctx(rank_options(rank, nranks, root, p));
+    auto a = ctx.alloc_window("a", DType::I32, {4, 1024});
+    auto sig = ctx.alloc_signals("sig", 4);
+    for (int i = 0; i < 4 * 1024; ++i) a.data_as<int32_t>()[i] = 7;
+    ctx.barrier();
+    const int peer = 1 - rank;
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    expect_error([&] { ctx.put(a.slice({kMax, 0}, {1, 1}), peer, a.slice({0, 0}, {1, 1})); }, ErrorCode::OutOfBounds,
+                 {"'a'"});
+    expect_error([&] { ctx.put(a.slice({0, kMax - 2}, {1, 4}), peer, a.slice({0, 0}, {1, 4})); },
+                 ErrorCode::OutOfBounds, {"'a'"});
+    expect_error([&] { ctx.get(a.slice({0, 0}, {1, 4}), peer, a.slice({0, kMax - 2}, {1, 4})); },
+                 ErrorCode::OutOfBounds, {"'a'"});
+    expect_error([&] { ctx.put(a.slice({0, 0}, {kMax, 1}), peer, a.slice({0, 0}, {kMax, 1})); },
+                 ErrorCode::OutOfBounds, {"'a'"});
+    // 2^61 + 1 words would wrap to byte offset 8 (word 1): refused, word 1 untouched.
+    expect_error([&] { ctx.notify(sig.at((int64_t{1} << 61) + 1), peer, 1); }, ErrorCode::OutOfBounds, {"'sig'"});
+    expect_error([&] { ctx.notify(sig.at(-1), peer, 1); }, ErrorCode::OutOfBounds, {"'sig'"});
+    ctx.barrier();
+    for (int i = 0; i < 4 * 1024; ++i) MP_CHECK(a.data_as<int32_t>()[i] == 7, "element " << i << " changed");
+    for (int i = 0; i < 4; ++i) MP_CHECK(sig.load(i) == 0, "signal word " << i << " changed");
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
 }
 
 TEST_P(Contract, WindowSizeMismatchFailsOnEveryRankNamingSizes) {
