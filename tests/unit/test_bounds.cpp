@@ -14,8 +14,10 @@ using rwin::detail::range_in_bounds;
 using rwin::detail::signal_byte_offset;
 using rwin::detail::slice_in_bounds;
 
+__extension__ typedef __int128 i128;  // the exact reference (GCC/Clang extension, hence __extension__)
+
 bool reference_range(int64_t off, int64_t ext, int64_t limit) {
-  const __int128 o = off, e = ext, l = limit;
+  const i128 o = off, e = ext, l = limit;
   return o >= 0 && e >= 0 && o + e <= l;
 }
 
