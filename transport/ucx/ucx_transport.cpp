@@ -326,17 +326,17 @@ class UcxTransport final : public Transport {
     // Without RDMA devices UCX reaches remote peers over tcp. In UCX 1.13 a peer dying while a
     // zero-copy tcp send to it is in flight crashed survivors inside ucp_worker_progress (assertions
     // tcp_ep.c:939 PUT_TX_WAITING_ACK and uct_iface.h:884 comp->count > 0; fault suite on a loaded
-    // host, a few percent of kill trials): so by default UCX copies instead (ZCOPY_THRESH=inf, no
-    // tcp PUT). Costs tcp bandwidth (bench/RESULTS.md); RWIN_UCX_TCP_ZCOPY=1 or the user's own
-    // UCX_ZCOPY_THRESH / UCX_TCP_PUT_ENABLE take it back.
+    // host, a few percent of kill trials): so by default UCP copies instead (ZCOPY_THRESH=inf; a
+    // UCT option such as TCP_PUT_ENABLE cannot be set through the ucp config: UCX warns it invalid).
+    // Costs tcp bandwidth (bench/RESULTS.md); RWIN_UCX_TCP_ZCOPY=1 or the user's own
+    // UCX_ZCOPY_THRESH take it back.
     if (!cfg.ucx_tcp_zcopy && !have_rdma_devices()) {
       const char* zt = std::getenv("UCX_ZCOPY_THRESH");
-      if (zt == nullptr || *zt == '\0') ucp_config_modify(config, "ZCOPY_THRESH", "inf");
-      const char* tp = std::getenv("UCX_TCP_PUT_ENABLE");
-      if ((tp == nullptr || *tp == '\0') && ucp_config_modify(config, "TCP_PUT_ENABLE", "n") != UCS_OK) {
-        std::fprintf(stderr, "rwin: ucx: cannot turn off tcp PUT zero-copy (set UCX_TCP_PUT_ENABLE=n)\n");
+      if (zt == nullptr || *zt == '\0') {
+        const ucs_status_t zs = ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+        safe_tcp_ = zs == UCS_OK;
+        if (zs != UCS_OK) std::fprintf(stderr, "rwin: ucx: cannot set ZCOPY_THRESH=inf: %s\n", ucs_status_string(zs));
       }
-      safe_tcp_ = true;
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
