@@ -1,0 +1,176 @@
+// put(atomic = Add): element-wise remote accumulation through the transport's atomics.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "chunk_planner.h"
+#include "context_impl.h"
+#include "ops.h"
+
+namespace rwin {
+
+using Clock = std::chrono::steady_clock;
+using namespace detail;  // the core's internal types (context_impl.h, ops.h)
+using transport::Op;
+using transport::PostResult;
+using transport::Work;
+
+namespace {
+
+// Waits until at most `limit` atomics of `tr` are in flight; throws on failure or deadline.
+static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, const std::string& what,
+                   int limit = 0) {
+  Backoff backoff;
+  while (tr.inflight > limit) {
+    c.progress();
+    if (tr.inflight <= limit) break;
+    c.watch();
+    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
+      c.abandon(tr);
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, f));
+    }
+    if (deadline.passed()) {
+      c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
+      c.abandon(tr);
+      throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + std::to_string(tr.inflight) +
+                                          " element atomics unfinished after " +
+                                          std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")");
+    }
+    backoff.idle();
+  }
+  if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
+}
+
+// put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.
+// 64-bit integers use the transport's remote fetch-add directly. Other dtypes (and 32-bit lanes,
+// which RDMA atomics cannot address on their own) use compare-and-swap on the aligned 8-byte
+
+}  // namespace
+
+// word that holds them: guess, CAS, retry with the value the CAS returned. Two neighbouring
+// 32-bit elements in one word are folded into one CAS.
+void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const Slice& src, WindowState& remote,
+                           const Slice& dst) {
+  Deadline deadline(c.opt.op_timeout);
+  const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote.describe();
+  const size_t esz = dtype_size(local.dtype);
+  // Runs only (no cutting): the atomics go element by element.
+  detail::ChunkPlanner planner = plan_chunks(c, local, src, remote, dst, uint64_t{1} << 62);
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  const char* base = static_cast<const char*>(local.base());
+  Transfer tr;
+  detail::Chunk run;
+  // Posts one element atomic, keeping at most kAtomicsInFlight of them outstanding.
+  auto post_atomic = [&](Work& w) {
+    settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
+    w.peer = peer;
+    w.rkey = &rkey;
+    w.bytes = 8;
+    Slot s;
+    s.kind = Slot::Atomic;
+    s.peer = peer;
+    s.transfer = &tr;
+    c.post_blocking(w, s, deadline, "put(Add)");
+    tr.inflight++;
+  };
+
+  if (local.dtype == DType::I64 || local.dtype == DType::U64) {
+    while (planner.next(run)) {
+      for (uint64_t off = 0; off < run.bytes; off += 8) {
+        Work w;
+        w.op = Op::AtomicAdd;
+        w.remote_addr = rkey.base() + run.remote_offset + off;
+        std::memcpy(&w.operand, base + run.local_offset + off, 8);
+        post_atomic(w);
+      }
+    }
+    settle(c, tr, peer, deadline, what);
+    return;
+  }
+
+  // One entry per remote 8-byte word touched, with the addend of each 4-byte lane (or the word).
+  struct WordUpdate {
+    uint64_t remote_word;  // offset of the aligned word in the remote window
+    char addend[8];        // element values to add, laid out as in the word
+    bool lane[2];          // which 4-byte lanes take part (both for 8-byte dtypes)
+    uint64_t guess;        // what we believe the word holds
+  };
+  std::vector<WordUpdate> words;
+  while (planner.next(run)) {
+    for (uint64_t off = 0; off < run.bytes; off += esz) {
+      const uint64_t ro = run.remote_offset + off;
+      const uint64_t word = ro & ~uint64_t{7};
+      if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, {false, false}, 0});
+      WordUpdate& u = words.back();
+      const size_t at = static_cast<size_t>(ro - word);
+      std::memcpy(u.addend + at, base + run.local_offset + off, esz);
+      if (esz == 8) u.lane[0] = u.lane[1] = true;
+      else u.lane[at / 4] = true;
+    }
+  }
+  auto apply = [dt = local.dtype](const WordUpdate& u, uint64_t old) {
+    char out[8];
+    std::memcpy(out, &old, 8);
+    auto lane_add = [&](size_t at) {
+      if (dt == DType::F32) {
+        float a, b;
+        std::memcpy(&a, out + at, 4);
+        std::memcpy(&b, u.addend + at, 4);
+        a += b;
+        std::memcpy(out + at, &a, 4);
+      } else {  // I32 / U32: two's complement wrap, same bits for both
+        uint32_t a, b;
+        std::memcpy(&a, out + at, 4);
+        std::memcpy(&b, u.addend + at, 4);
+        a += b;
+        std::memcpy(out + at, &a, 4);
+      }
+    };
+    if (dt == DType::F64) {
+      double a, b;
+      std::memcpy(&a, out, 8);
+      std::memcpy(&b, u.addend, 8);
+      a += b;
+      std::memcpy(out, &a, 8);
+    } else {
+      if (u.lane[0]) lane_add(0);
+      if (u.lane[1]) lane_add(4);
+    }
+    uint64_t r;
+    std::memcpy(&r, out, 8);
+    return r;
+  };
+  auto* results = static_cast<uint64_t*>(c.scratch->addr()) + 1;
+  const size_t batch_max = kScratchWords - 1;
+  for (size_t first = 0; first < words.size(); first += batch_max) {
+    const size_t count = std::min(batch_max, words.size() - first);
+    std::vector<size_t> pending(count);
+    for (size_t i = 0; i < count; ++i) pending[i] = i;
+    while (!pending.empty()) {
+      for (size_t i : pending) {
+        WordUpdate& u = words[first + i];
+        Work w;
+        w.op = Op::CompareSwap;
+        w.local = &results[i];
+        w.local_mr = c.scratch.get();
+        w.remote_addr = rkey.base() + u.remote_word;
+        w.compare = u.guess;
+        w.operand = apply(u, u.guess);
+        post_atomic(w);
+      }
+      settle(c, tr, peer, deadline, what);
+      std::vector<size_t> again;
+      for (size_t i : pending) {
+        WordUpdate& u = words[first + i];
+        const uint64_t seen = std::atomic_ref<uint64_t>(results[i]).load(std::memory_order_acquire);
+        if (seen != u.guess) {  // someone else got there first: retry from what is there now
+          u.guess = seen;
+          again.push_back(i);
+        }
+      }
+      pending.swap(again);
+    }
+  }
+}
+
+}  // namespace rwin

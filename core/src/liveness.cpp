@@ -1,0 +1,78 @@
+// Peer liveness: failures learned from the bootstrap lease, and how messages name them.
+#include <time.h>
+
+#include <cstdio>
+
+#include "context_impl.h"
+
+namespace rwin {
+
+using Clock = std::chrono::steady_clock;
+using namespace detail;  // the core's internal types (context_impl.h, ops.h)
+using transport::Op;
+using transport::PostResult;
+using transport::Work;
+
+void ContextImpl::watch() {
+  // Two clock reads per call at most; the bootstrap is asked every 2 ms (one non-blocking recv).
+  const auto now = Clock::now();
+  if (now < next_watch) return;
+  next_watch = now + std::chrono::milliseconds(2);
+  watch_now();
+}
+
+void ContextImpl::watch_now() {
+  if (!bs) return;
+  for (auto& f : bs->poll_failures()) {
+    if (f.rank < 0 || f.rank >= nranks || f.rank == rank) continue;
+    known_failures.push_back(KnownFailure{f.rank, f.how, f.when});
+    degraded = true;
+    const std::string text = "peer " + std::to_string(f.rank) + " failed (" + f.how + ")";
+    if (static_cast<size_t>(f.rank) < peers.size()) {
+      PeerState& ps = peers[static_cast<size_t>(f.rank)];
+      if (ps.failed.empty()) ps.failed = text;
+    }
+    if (tp) tp->fail_peer(f.rank, text);
+  }
+}
+
+std::string ContextImpl::failure_text(int peer) const {
+  for (const auto& f : known_failures) {
+    if (f.rank != peer) continue;
+    const double ago = std::chrono::duration<double>(Clock::now() - f.when).count();
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", ago);
+    return "peer " + std::to_string(peer) + " failed (" + f.how + ", learned " + secs + " s ago)";
+  }
+  return {};
+}
+
+std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
+  // An error path: the transport may see a peer's death (or its abandoning the job) a moment before
+  // the store's news arrives; give the lease a moment, so the message names what really happened.
+  watch_now();
+  for (int i = 0; i < 200 && failure_text(peer).empty() && bs; ++i) {
+    timespec ts{0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+    watch_now();
+  }
+  std::string s = failure_text(peer);
+  if (s.empty()) {
+    const std::string head = "peer " + std::to_string(peer) + " failed";
+    s = detail.rfind(head, 0) == 0 ? detail : head + " (" + detail + ")";
+  }
+  // A survivor that left after an error looks dead too: name the failure that started it.
+  if (!known_failures.empty() && known_failures.front().rank != peer) {
+    s += "; first failure in the job: " + failure_text(known_failures.front().rank);
+  }
+  return s;
+}
+
+void ContextImpl::raise_new_failure(const std::string& what) {
+  if (failures_reported >= known_failures.size()) return;
+  const KnownFailure& f = known_failures[failures_reported];
+  failures_reported = known_failures.size();  // a wait reports each failure once (as ULFM does)
+  throw Error(ErrorCode::PeerFailed, who() + ": " + failure_text(f.rank) + what);
+}
+
+}  // namespace rwin

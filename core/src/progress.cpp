@@ -1,0 +1,197 @@
+// The data path under every operation: slots and completions, posting with back-pressure,
+// flush/drain per peer, quiet, and the progress-driving barrier.
+#include <sched.h>
+
+#include "context_impl.h"
+#include "ops.h"
+
+namespace rwin {
+
+using Clock = std::chrono::steady_clock;
+using namespace detail;  // the core's internal types (context_impl.h, ops.h)
+using transport::Op;
+using transport::PostResult;
+using transport::Work;
+
+uint32_t ContextImpl::take_slot(const Slot& s) {
+  uint32_t id;
+  if (free_slots.empty()) {
+    id = static_cast<uint32_t>(slots.size());
+    slots.push_back(s);
+  } else {
+    id = free_slots.back();
+    free_slots.pop_back();
+    slots[id] = s;
+  }
+  return id;
+}
+
+void ContextImpl::check_peer(int peer, const char* op) {
+  if (peer < 0 || peer >= nranks) {
+    throw Error(ErrorCode::PeerOutOfRange, who() + ": " + op + " to peer " + std::to_string(peer) +
+                                               ": peer out of range (job has ranks 0.." +
+                                               std::to_string(nranks - 1) + ")");
+  }
+  const PeerState& p = peers[static_cast<size_t>(peer)];
+  if (!p.failed.empty()) {
+    throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) +
+                                           ": " + peer_failed_text(peer, p.failed));
+  }
+  // A failure the transport saw without a completion (e.g. an endpoint error) is reported by its
+  // post(), as PeerFailed with the transport's message: no need to ask on every call.
+}
+
+// Posts one work request, polling while the transport is full. Throws on deadline or failure.
+void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, const char* what) {
+  const uint32_t id = take_slot(s);
+  w.cookie = id;
+  Backoff backoff;
+  for (;;) {
+    const PostResult r = tp->post(w);
+    if (r == PostResult::Ok) return;
+    if (r == PostResult::PeerFailed) {
+      free_slots.push_back(id);
+      std::string err = tp->peer_error(w.peer);
+      peers[static_cast<size_t>(w.peer)].failed = err;
+      throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                             peer_failed_text(w.peer, err));
+    }
+    progress();
+    watch();  // a dead peer's post() then returns PeerFailed
+    if (deadline.passed()) {
+      free_slots.push_back(id);
+      degraded = true;
+      throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                          ": transport stayed busy until the deadline (" + tp->describe() + ")");
+    }
+    backoff.idle();
+  }
+}
+
+void ContextImpl::progress() {
+  completions.clear();
+  tp->poll(completions);
+  for (auto& c : completions) {
+    if (c.cookie & kSyncBit) {
+      const int p = static_cast<int>((c.cookie >> 32) & 0x7fffffff);
+      if (!c.ok && peers[static_cast<size_t>(p)].failed.empty()) peers[static_cast<size_t>(p)].failed = c.error;
+      if (c.cookie == sync_cookie) {
+        sync_done = true;
+        if (!c.ok) sync_error = std::move(c.error);
+      }
+      continue;  // a stale one (its op timed out) only returns nothing
+    }
+    Slot& s = slots[c.cookie];
+    PeerState& peer = peers[static_cast<size_t>(s.peer)];
+    switch (s.kind) {
+      case Slot::Chunk:
+      case Slot::Atomic:
+        if (!s.transfer) break;  // its transfer gave up (deadline); only the slot is returned
+        s.transfer->inflight--;
+        if (!c.ok && s.transfer->error.empty()) {
+          s.transfer->error = c.error;
+          if (s.kind == Slot::Chunk) {
+            s.transfer->error += " (chunk " + std::to_string(s.index + 1) + "/" + std::to_string(s.total) + ")";
+          }
+        }
+        break;
+      case Slot::Flush:
+      case Slot::Async:
+        peer.outstanding--;
+        break;
+    }
+    if (!c.ok && peer.failed.empty()) peer.failed = c.error;
+    free_slots.push_back(static_cast<uint32_t>(c.cookie));
+  }
+}
+
+void ContextImpl::post_flush(int peer, Deadline& deadline) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
+  Slot s;
+  s.kind = Slot::Flush;
+  s.peer = peer;
+  Work w;
+  w.op = Op::Flush;
+  w.peer = peer;
+  post_blocking(w, s, deadline, "flush");
+  ps.outstanding++;
+  ps.dirty = false;
+  ps.unflushed = false;
+}
+
+// Returns when everything issued to `peer` so far is complete at the target.
+void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
+  if (ps.failed.empty()) post_flush(peer, deadline);
+  Backoff backoff;
+  while (ps.outstanding > 0 && ps.failed.empty()) {
+    progress();
+    watch();
+    if (!ps.failed.empty()) break;
+    if (deadline.passed()) {
+      degraded = true;
+      throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
+                                          " did not complete its operations by the deadline; " + outstanding_summary());
+    }
+    backoff.idle();
+  }
+  if (!ps.failed.empty()) {
+    throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": " + peer_failed_text(peer, ps.failed));
+  }
+}
+
+void ContextImpl::quiet(std::chrono::milliseconds timeout) {
+  Deadline deadline(timeout);
+  for (int p = 0; p < nranks; ++p) {
+    const PeerState& ps = peers[static_cast<size_t>(p)];
+    if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
+  }
+}
+
+// A barrier that keeps the transport progressing while it waits: over tcp a peer still flushing
+// towards us needs our progress to finish, so a blocking store wait here could deadlock.
+void ContextImpl::barrier(std::chrono::milliseconds timeout) {
+  quiet(timeout);
+  try {
+    bs->barrier(timeout, [this] {
+      progress();
+      sched_yield();  // each store round trip already costs tens of microseconds
+    });
+  } catch (const bootstrap::BootstrapError& e) {
+    watch_now();  // learn the failure the barrier saw, so shutdown knows
+    degraded = true;
+    throw Error(error_code(e), e.what());  // names this rank, the barrier and the missing or failed ranks
+  }
+}
+
+// Chunks still in flight point at a Transfer on the caller's stack: detach them before it goes.
+void ContextImpl::abandon(Transfer& t) noexcept {
+  for (auto& s : slots) {
+    if (s.transfer == &t) s.transfer = nullptr;
+  }
+}
+
+std::string ContextImpl::outstanding_summary() const {
+  std::string s;
+  for (int p = 0; p < nranks; ++p) {
+    const PeerState& ps = peers[static_cast<size_t>(p)];
+    if (ps.outstanding > 0) {
+      s += (s.empty() ? "" : ", ") + ("peer " + std::to_string(p)) + " (" + std::to_string(ps.outstanding) +
+           " in flight)";
+    }
+  }
+  return s.empty() ? "no operations outstanding" : "outstanding: " + s;
+}
+
+void Context::fence(int peer) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "fence");
+  Deadline deadline(c.opt.op_timeout);
+  c.drain(peer, deadline, "fence");
+}
+
+void Context::quiet() { impl_->quiet(impl_->opt.op_timeout); }
+
+void Context::barrier() { impl_->barrier(impl_->opt.op_timeout); }
+
+}  // namespace rwin

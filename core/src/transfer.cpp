@@ -1,0 +1,247 @@
+// put and get: chunking a rectangle into transport work, the single-op fast path, the pipeline
+// that keeps pipeline_depth chunks in flight, and the non-blocking forms.
+#include <algorithm>
+
+#include "chunk_planner.h"
+#include "context_impl.h"
+#include "ops.h"
+
+namespace rwin {
+
+using Clock = std::chrono::steady_clock;
+using namespace detail;  // the core's internal types (context_impl.h, ops.h)
+using transport::Op;
+using transport::PostResult;
+using transport::Work;
+
+// The chunk planner over one transfer between a local and a remote slice of equal shape.
+detail::ChunkPlanner detail::plan_chunks(const ContextImpl& c, const WindowState& local, const Slice& local_slice,
+                                        const WindowState& remote, const Slice& remote_slice, uint64_t max_chunk) {
+  detail::TransferShape t;
+  t.elem_bytes = dtype_size(local.dtype);
+  t.shape = local_slice.shape;
+  t.local_offsets = local_slice.offsets;
+  t.local_cols = local.shape[1];
+  t.remote_offsets = remote_slice.offsets;
+  t.remote_cols = remote.shape[1];
+  t.max_chunk_bytes = max_chunk == 0 ? std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes) : max_chunk;
+  return detail::ChunkPlanner(t);
+}
+
+// The work request that moves one chunk.
+Work detail::chunk_work(Op op, int peer, WindowState& local, const transport::RemoteKey& rkey, const detail::Chunk& ch) {
+  Work w;
+  w.op = op;
+  w.peer = peer;
+  w.local = static_cast<char*>(local.base()) + ch.local_offset;
+  w.local_mr = local.mr.get();
+  w.remote_addr = rkey.base() + ch.remote_offset;
+  w.rkey = &rkey;
+  w.bytes = ch.bytes;
+  return w;
+}
+
+// The common small case: the slices form one contiguous run on both sides that fits one chunk.
+// Fills `out` and returns true; false sends the caller to the planner.
+namespace {
+
+bool single_run(const ContextImpl& c, const WindowState& local, const Slice& ls, const WindowState& remote,
+                       const Slice& rs, detail::Chunk& out) {
+  const int64_t rows = ls.shape[0], cols = ls.shape[1];
+  if (rows != 1 && (cols != local.shape[1] || cols != remote.shape[1])) return false;
+  const uint64_t esz = dtype_size(local.dtype);
+  out.bytes = static_cast<uint64_t>(rows * cols) * esz;
+  if (out.bytes > c.opt.chunk_bytes || out.bytes > c.caps.max_message_bytes) return false;
+  out.local_offset = static_cast<uint64_t>(ls.offsets[0] * local.shape[1] + ls.offsets[1]) * esz;
+  out.remote_offset = static_cast<uint64_t>(rs.offsets[0] * remote.shape[1] + rs.offsets[1]) * esz;
+  return true;
+}
+
+// One blocking op without the slot table or a Transfer record: posts it and polls until its own
+// completion arrives. The cookie (kSyncBit | peer << 32 | sequence) routes the completion here.
+void run_single(ContextImpl& c, Work& w, const char* what) {
+  Deadline deadline(c.opt.op_timeout);
+  c.sync_cookie = ContextImpl::kSyncBit | (static_cast<uint64_t>(w.peer) << 32) | (++c.sync_seq & 0xffffffffu);
+  c.sync_done = false;
+  c.sync_error.clear();
+  w.cookie = c.sync_cookie;
+  Backoff backoff;
+  for (;;) {
+    const PostResult r = c.tp->post(w);
+    if (r == PostResult::Ok) break;
+    if (r == PostResult::PeerFailed) {
+      std::string err = c.tp->peer_error(w.peer);
+      c.peers[static_cast<size_t>(w.peer)].failed = err;
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                             c.peer_failed_text(w.peer, err));
+    }
+    c.progress();
+    c.watch();
+    if (deadline.passed()) {
+      c.degraded = true;
+      throw Error(ErrorCode::Timeout, c.who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                          ": transport stayed busy until the deadline (" + c.tp->describe() + ")");
+    }
+    backoff.idle();
+  }
+  backoff.reset();
+  PeerState& ps = c.peers[static_cast<size_t>(w.peer)];
+  for (;;) {
+    c.progress();
+    if (c.sync_done) break;
+    c.watch();
+    if (!ps.failed.empty()) {
+      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
+                                             std::to_string(w.bytes) + " bytes): " + c.peer_failed_text(w.peer, ps.failed));
+    }
+    if (deadline.passed()) {
+      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
+                              std::to_string(w.bytes) + " bytes) unfinished after " +
+                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+      c.peers[static_cast<size_t>(w.peer)].failed = msg;
+      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+      throw Error(ErrorCode::Timeout, msg);
+    }
+    backoff.idle();
+  }
+  if (!c.sync_error.empty()) {
+    throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
+                                           std::to_string(w.bytes) + " bytes): " +
+                                           c.peer_failed_text(w.peer, c.sync_error + " (chunk 1/1)"));
+  }
+}
+
+// Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
+void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
+                         WindowState& remote, const Slice& remote_slice, const char* what) {
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  detail::Chunk ch;
+  if (single_run(c, local, local_slice, remote, remote_slice, ch)) {
+    Work w = chunk_work(op, peer, local, rkey, ch);
+    run_single(c, w, what);
+    return;
+  }
+  Deadline deadline(c.opt.op_timeout);
+  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
+  Transfer tr;
+  uint64_t index = 0;
+  bool more = true;
+  Backoff backoff;
+  while (more || tr.inflight > 0) {
+    bool posted = false;
+    while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
+      more = planner.next(ch);
+      if (!more) break;
+      Work w = chunk_work(op, peer, local, rkey, ch);
+      Slot s;
+      s.kind = Slot::Chunk;
+      s.peer = peer;
+      s.transfer = &tr;
+      s.index = index++;
+      s.total = planner.total_chunks();
+      try {
+        c.post_blocking(w, s, deadline, what);
+      } catch (...) {
+        c.abandon(tr);
+        throw;
+      }
+      tr.inflight++;
+      posted = true;
+    }
+    if (!tr.error.empty()) more = false;  // stop posting; collect what is in flight
+    if (tr.inflight == 0) break;
+    c.progress();
+    if (tr.inflight == 0) continue;  // finished in this poll: no clock read on the fast path
+    c.watch();
+    // A failed peer may never complete the chunks still in flight (also after one of them failed).
+    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
+      c.abandon(tr);  // chunks still in flight complete into nothing
+      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
+                                             std::to_string(planner.total_bytes()) + " bytes, " +
+                                             std::to_string(tr.inflight) + " chunks in flight): " +
+                                             c.peer_failed_text(peer, tr.error.empty() ? f : tr.error));
+    }
+    if (deadline.passed()) {
+      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
+                              std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
+                              " chunks (" + std::to_string(planner.total_bytes()) + " bytes) unfinished after " +
+                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+      // A peer that cannot finish a transfer by the deadline is treated as failed.
+      c.peers[static_cast<size_t>(peer)].failed = msg;
+      c.abandon(tr);
+      throw Error(ErrorCode::Timeout, msg);
+    }
+    if (posted) {
+      backoff.reset();
+    } else {
+      backoff.idle();
+    }
+  }
+  if (!tr.error.empty()) {
+    throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
+                                           std::to_string(planner.total_bytes()) + " bytes): " +
+                                           c.peer_failed_text(peer, tr.error));
+  }
+}
+
+// its completion, so quiet/fence/notify (all of which drain the peer) cover it.
+static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
+                          WindowState& remote, const Slice& remote_slice, const char* what) {
+  Deadline deadline(c.opt.op_timeout);
+  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
+  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
+  PeerState& ps = c.peers[static_cast<size_t>(peer)];
+  detail::Chunk ch;
+  while (planner.next(ch)) {
+    Work w = chunk_work(op, peer, local, rkey, ch);
+    Slot s;
+    s.kind = Slot::Async;
+    s.peer = peer;
+    c.post_blocking(w, s, deadline, what);  // a full queue makes it poll, not fail
+    ps.outstanding++;
+  }
+  c.progress();  // hands staged work to the device before returning (transport.h)
+}
+
+}  // namespace
+
+void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomic) {
+  ContextImpl& c = *impl_;
+  auto [d, s] = check_transfer(c, "put", peer, dst, src);
+  if (src.elements() == 0) return;
+  if (atomic == AtomicType::Add) {
+    run_accumulate(c, peer, s, src, d, dst);
+  } else {
+    run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
+  }
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
+}
+
+// Posts every chunk of a transfer and returns; each counts as outstanding work to the peer until
+
+void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
+  if (src.elements() == 0) return;
+  post_transfer(c, Op::Write, peer, s, src, d, dst, "put_nbi");
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
+}
+
+void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
+  if (src.elements() == 0) return;
+  post_transfer(c, Op::Read, peer, d, dst, s, src, "get_nbi");
+}
+
+void Context::get(const Slice& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  auto [d, s] = check_transfer(c, "get", peer, dst, src);
+  if (src.elements() == 0) return;
+  run_transfer(c, Op::Read, peer, d, dst, s, src, "get");
+}
+
+}  // namespace rwin
