@@ -41,23 +41,23 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, c
   if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
 }
 
+}  // namespace
+
 // put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.
 // 64-bit integers use the transport's remote fetch-add directly. Other dtypes (and 32-bit lanes,
 // which RDMA atomics cannot address on their own) use compare-and-swap on the aligned 8-byte
-
-}  // namespace
-
 // word that holds them: guess, CAS, retry with the value the CAS returned. Two neighbouring
-// 32-bit elements in one word are folded into one CAS.
-void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const Slice& src, WindowState& remote,
-                           const Slice& dst) {
+// 32-bit elements in one word are folded into one CAS. Words are aligned in the peer's address
+// space (its buffer is page aligned; a view may start at any element boundary).
+void detail::run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name) {
+  const int peer = x.peer;
   Deadline deadline(c.opt.op_timeout);
-  const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote.describe();
-  const size_t esz = dtype_size(local.dtype);
+  const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote_name;
+  const size_t esz = x.esz;
   // Runs only (no cutting): the atomics go element by element.
-  detail::ChunkPlanner planner = plan_chunks(c, local, src, remote, dst, uint64_t{1} << 62);
-  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
-  const char* base = static_cast<const char*>(local.base());
+  ChunkPlanner planner = plan_chunks(c, x, uint64_t{1} << 62);
+  const transport::RemoteKey& rkey = *x.rkey;
+  const char* base = x.local_base;
   Transfer tr;
   detail::Chunk run;
   // Posts one element atomic, keeping at most kAtomicsInFlight of them outstanding.
@@ -74,12 +74,12 @@ void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const 
     tr.inflight++;
   };
 
-  if (local.dtype == DType::I64 || local.dtype == DType::U64) {
+  if (x.dtype == DType::I64 || x.dtype == DType::U64) {
     while (planner.next(run)) {
       for (uint64_t off = 0; off < run.bytes; off += 8) {
         Work w;
         w.op = Op::AtomicAdd;
-        w.remote_addr = rkey.base() + run.remote_offset + off;
+        w.remote_addr = x.remote_base + run.remote_offset + off;
         std::memcpy(&w.operand, base + run.local_offset + off, 8);
         post_atomic(w);
       }
@@ -90,7 +90,7 @@ void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const 
 
   // One entry per remote 8-byte word touched, with the addend of each 4-byte lane (or the word).
   struct WordUpdate {
-    uint64_t remote_word;  // offset of the aligned word in the remote window
+    uint64_t remote_word;  // the peer's address of the aligned word
     char addend[8];        // element values to add, laid out as in the word
     bool lane[2];          // which 4-byte lanes take part (both for 8-byte dtypes)
     uint64_t guess;        // what we believe the word holds
@@ -98,7 +98,7 @@ void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const 
   std::vector<WordUpdate> words;
   while (planner.next(run)) {
     for (uint64_t off = 0; off < run.bytes; off += esz) {
-      const uint64_t ro = run.remote_offset + off;
+      const uint64_t ro = x.remote_base + run.remote_offset + off;
       const uint64_t word = ro & ~uint64_t{7};
       if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, {false, false}, 0});
       WordUpdate& u = words.back();
@@ -108,7 +108,7 @@ void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const 
       else u.lane[at / 4] = true;
     }
   }
-  auto apply = [dt = local.dtype](const WordUpdate& u, uint64_t old) {
+  auto apply = [dt = x.dtype](const WordUpdate& u, uint64_t old) {
     char out[8];
     std::memcpy(out, &old, 8);
     auto lane_add = [&](size_t at) {
@@ -153,7 +153,7 @@ void detail::run_accumulate(ContextImpl& c, int peer, WindowState& local, const 
         w.op = Op::CompareSwap;
         w.local = &results[i];
         w.local_mr = c.scratch.get();
-        w.remote_addr = rkey.base() + u.remote_word;
+        w.remote_addr = u.remote_word;
         w.compare = u.guess;
         w.operand = apply(u, u.guess);
         post_atomic(w);

@@ -23,4 +23,18 @@ constexpr bool signal_byte_offset(int64_t index, uint64_t& out) noexcept {
   return true;
 }
 
+// A typed view of `shape` elements of `esz` bytes from `byte_offset` lies within a buffer of
+// `buffer_bytes`; on success `view_bytes` is its size. Refuses a non-positive shape and any size
+// that does not fit in 64 bits (no product or sum is formed that could wrap).
+constexpr bool view_in_bounds(uint64_t byte_offset, const int64_t shape[2], uint64_t esz, uint64_t buffer_bytes,
+                              uint64_t& view_bytes) noexcept {
+  if (shape[0] <= 0 || shape[1] <= 0 || esz == 0) return false;
+  const uint64_t rows = static_cast<uint64_t>(shape[0]), cols = static_cast<uint64_t>(shape[1]);
+  if (cols > UINT64_MAX / esz) return false;
+  const uint64_t row_bytes = cols * esz;
+  if (rows > UINT64_MAX / row_bytes) return false;
+  view_bytes = rows * row_bytes;
+  return byte_offset <= buffer_bytes && view_bytes <= buffer_bytes - byte_offset;
+}
+
 }  // namespace rwin::detail

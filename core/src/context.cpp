@@ -33,10 +33,10 @@ ContextImpl::~ContextImpl() {
   // First make sure nothing can write into our memory any more (a dead or late peer's data
   // still in a socket, a rendezvous receive, a queue pair), then release it.
   // Remote keys belong to the transport's worker: they go while it still exists.
-  for (auto& w : windows) w->rkeys.clear();
+  for (auto& b : buffers) b->rkeys.clear();
   if (tp) tp->quiesce(!degraded);
-  for (auto& w : windows) w->release();
-  windows.clear();
+  for (auto& b : buffers) b->release();
+  buffers.clear();
   graveyard.clear();
   scratch.reset();
 }

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -16,22 +18,42 @@ namespace rwin::detail {
 
 struct ContextImpl;
 
-// One collectively allocated region (a data window or a signal array). Handles share it; the
-// context releases the native resources at free() or at its own destruction, whichever is first,
-// so a handle that outlives its context only ever sees `ctx == nullptr` (UseAfterFree).
-struct WindowState {
+// One collectively allocated registered region: a window buffer (alloc_window_buffer), the buffer
+// behind an alloc_window, or a signal array. The context holds every live one and releases its
+// native resources at free() or at its own destruction, whichever is first; views and handles that
+// outlive that only ever see `ctx == nullptr` (UseAfterFree).
+struct BufferState {
+  enum class Kind : uint8_t { Window, Signals, Buffer } kind = Kind::Buffer;
   ContextImpl* ctx = nullptr;
   std::string name;
-  DType dtype = DType::I64;
-  Shape2 shape{0, 0};
   size_t bytes = 0;
-  bool is_signal = false;
   std::unique_ptr<transport::MemoryRegion> mr;
   std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer
 
-  void* base() const noexcept { return mr->addr(); }
-  std::string describe() const;  // "'y' f32[4x1024] (16384 bytes)"
-  void release() noexcept;       // drops native resources; the state becomes "freed"
+  std::string describe() const;  // "buffer 'b' (65536 bytes)"
+  void release() noexcept;       // drops native resources; the buffer becomes "freed"
+};
+
+// A typed 2-D view of a buffer at a byte offset: what Window, Slice, SignalArray and SignalSlice
+// handles share. Views are local objects; the remote side of an operation names the peer's copy of
+// the same buffer at the same byte offset (the symmetric-memory rule: every rank makes its views
+// alike).
+struct WindowState {
+  std::shared_ptr<BufferState> buf;
+  DType dtype = DType::I64;
+  Shape2 shape{0, 0};
+  size_t bytes = 0;         // shape[0] * shape[1] * dtype_size
+  uint64_t offset = 0;      // byte offset of element [0, 0] in the buffer
+  bool owns_buffer = false; // made by alloc_window/alloc_signals: freeing it frees the buffer
+  bool is_signal = false;   // a SignalArray's view (put/get refuse it)
+
+  const std::string& name() const noexcept { return buf->name; }
+  ContextImpl* ctx() const noexcept { return buf->ctx; }
+  char* base() const noexcept { return static_cast<char*>(buf->mr->addr()) + offset; }
+  const transport::MemoryRegion* mr() const noexcept { return buf->mr.get(); }
+  const transport::RemoteKey& rkey(int peer) const noexcept { return *buf->rkeys[static_cast<size_t>(peer)]; }
+  uint64_t remote_base(int peer) const noexcept { return rkey(peer).base() + offset; }
+  std::string describe() const;  // "'y' f32[4x1024] (16384 bytes)", plus " at byte 64 of buffer 'b'" for views
 };
 
 // The deadline of one operation, read from the clock only once somebody actually waits: an
@@ -102,10 +124,10 @@ struct ContextImpl {
   std::unique_ptr<bootstrap::Bootstrap> bs;
   std::unique_ptr<transport::Transport> tp;
   transport::Capabilities caps;
-  // Every window not yet freed, held here (not only by the user's handles): its memory is
+  // Every buffer not yet freed, held here (not only by the user's handles): its memory is
   // released at free() after a barrier, or at teardown after the transport is quiesced, never
   // when the last handle happens to go (a peer may still be writing into it).
-  std::vector<std::shared_ptr<WindowState>> windows;
+  std::vector<std::shared_ptr<BufferState>> buffers;
   // Regions freed while a peer might still write into them (free() whose barrier failed): kept
   // registered until the transport is quiesced at teardown.
   std::vector<std::unique_ptr<transport::MemoryRegion>> graveyard;
@@ -121,6 +143,9 @@ struct ContextImpl {
   uint64_t sync_seq = 0;
   bool sync_done = false;
   std::string sync_error;
+
+  // Last value seen per (peer, remote 8-byte word) by an int32 notify's CAS loop: the next guess.
+  std::map<std::pair<int, uint64_t>, uint64_t> cas_guess;
 
   // Peer liveness (see watch()).
   std::vector<KnownFailure> known_failures;  // every failed peer learned, in order

@@ -6,6 +6,27 @@ namespace rwin {
 
 const char* to_string(ErrorCode code) noexcept {
   switch (code) {
+    case ErrorCode::InvalidArgument: return "InvalidArgument";
+    case ErrorCode::PeerOutOfRange: return "PeerOutOfRange";
+    case ErrorCode::OutOfBounds: return "OutOfBounds";
+    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
+    case ErrorCode::DtypeMismatch: return "DtypeMismatch";
+    case ErrorCode::Misaligned: return "Misaligned";
+    case ErrorCode::WindowMismatch: return "WindowMismatch";
+    case ErrorCode::UseAfterFree: return "UseAfterFree";
+    case ErrorCode::Timeout: return "Timeout";
+    case ErrorCode::PeerFailed: return "PeerFailed";
+    case ErrorCode::Transport: return "Transport";
+    case ErrorCode::Bootstrap: return "Bootstrap";
+    case ErrorCode::Unsupported: return "Unsupported";
+  }
+  return "Unknown";
+}
+
+namespace {
+// The words an Error's message starts with ("rwin: out of bounds: ..."): prose, not the code name.
+const char* prose(ErrorCode code) noexcept {
+  switch (code) {
     case ErrorCode::InvalidArgument: return "invalid argument";
     case ErrorCode::PeerOutOfRange: return "peer out of range";
     case ErrorCode::OutOfBounds: return "out of bounds";
@@ -20,11 +41,12 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::Bootstrap: return "bootstrap";
     case ErrorCode::Unsupported: return "unsupported";
   }
-  return "unknown";
+  return "error";
 }
+}  // namespace
 
 Error::Error(ErrorCode code, const std::string& message)
-    : std::runtime_error("rwin: " + std::string(to_string(code)) + ": " + message), code_(code) {}
+    : std::runtime_error("rwin: " + std::string(prose(code)) + ": " + message), code_(code) {}
 
 size_t dtype_size(DType t) noexcept {
   switch (t) {

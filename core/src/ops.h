@@ -29,18 +29,53 @@ void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, cons
 // The peer, both slices against their windows, matching shapes and dtypes. Returns {dst, src}.
 std::pair<WindowState&, WindowState&> check_transfer(ContextImpl& c, const char* op, int peer, const Slice& dst,
                                                      const Slice& src);
+// Signal elements after their checks: a rectangle of int32 or int64 elements of one view.
+struct SignalTarget {
+  const WindowState* w = nullptr;
+  size_t width = 8;  // bytes per element: 4 or 8
+  Shape2 offsets{0, 0};
+  Shape2 shape{1, 1};
+  int64_t elements() const noexcept { return shape[0] * shape[1]; }
+  // Byte offset of element (i, j) of the rectangle from the view's element [0, 0].
+  uint64_t byte_at(int64_t i, int64_t j) const noexcept {
+    return static_cast<uint64_t>((offsets[0] + i) * w->shape[1] + offsets[1] + j) * width;
+  }
+};
 // `peer` < 0: a local operation (wait, test).
-WindowState& check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig);
+SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig);
+SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const Slice& sig);
 
-// transfer.cpp: the chunk planner over one transfer between a local and a remote slice of equal
-// shape (max_chunk 0: the configured chunk size), and the work request that moves one chunk.
-ChunkPlanner plan_chunks(const ContextImpl& c, const WindowState& local, const Slice& local_slice,
-                         const WindowState& remote, const Slice& remote_slice, uint64_t max_chunk);
-transport::Work chunk_work(transport::Op op, int peer, WindowState& local, const transport::RemoteKey& rkey,
-                           const Chunk& ch);
+// One put/get-style transfer after its checks: a rectangle of `shape` elements of `esz` bytes
+// between a local 2-D array and the same-shaped rectangle of the peer's window. Row lengths
+// (`cols`) are in elements; `base` is element [0, 0] of each array.
+struct Xfer {
+  int peer = -1;
+  DType dtype = DType::I64;
+  size_t esz = 0;
+  Shape2 shape{0, 0};
+  char* local_base = nullptr;
+  const transport::MemoryRegion* local_mr = nullptr;
+  int64_t local_cols = 0;
+  Shape2 local_offsets{0, 0};
+  uint64_t remote_base = 0;
+  const transport::RemoteKey* rkey = nullptr;
+  int64_t remote_cols = 0;
+  Shape2 remote_offsets{0, 0};
+};
+// `local` is this rank's side (put: src, get: dst), `remote` the peer's.
+Xfer make_xfer(int peer, const WindowState& local, const Slice& local_slice, const WindowState& remote,
+               const Slice& remote_slice);
 
-// accumulate.cpp: put(atomic = Add).
-void run_accumulate(ContextImpl& c, int peer, WindowState& local, const Slice& src, WindowState& remote,
-                    const Slice& dst);
+// transfer.cpp: the chunk planner over a transfer (max_chunk 0: the configured chunk size), and the
+// work request that moves one chunk.
+ChunkPlanner plan_chunks(const ContextImpl& c, const Xfer& x, uint64_t max_chunk);
+transport::Work chunk_work(transport::Op op, const Xfer& x, const Chunk& ch);
+
+// One blocking op without the slot table: posts `w` and polls until its own completion arrives
+// (the cookie kSyncBit | peer << 32 | sequence routes it). Throws PeerFailed / Timeout.
+void run_single(ContextImpl& c, transport::Work& w, const char* what);
+
+// accumulate.cpp: put(atomic = Add), `x.local` the source.
+void run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name);
 
 }  // namespace rwin::detail

@@ -1,54 +1,113 @@
-// notify, wait and test on signal words.
+// notify, wait and test on signal elements: 64-bit words of a SignalArray, or int32/int64
+// elements of ordinary windows (the runtime's signal windows).
 #include <atomic>
+#include <limits>
 
 #include "context_impl.h"
 #include "ops.h"
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
 using transport::Op;
-using transport::PostResult;
 using transport::Work;
 
 namespace {
 
-int64_t load_word(const WindowState& s, uint64_t byte_offset) {
-  auto* p = reinterpret_cast<int64_t*>(static_cast<char*>(s.base()) + byte_offset);
-  return std::atomic_ref<int64_t>(*p).load(std::memory_order_acquire);
+constexpr size_t kCasResultWord = 1;  // scratch word for notify's CAS results (put(Add) reuses
+                                      // it too, but never while a notify waits: one thread)
+
+int64_t load_element(const SignalTarget& t, uint64_t byte_offset) {
+  char* p = t.w->base() + byte_offset;
+  if (t.width == 4) return std::atomic_ref<int32_t>(*reinterpret_cast<int32_t*>(p)).load(std::memory_order_acquire);
+  return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(p)).load(std::memory_order_acquire);
 }
 
-}  // namespace
+std::string element_name(const SignalTarget& t, int64_t i, int64_t j) {
+  if (t.w->is_signal) return "word " + std::to_string(t.offsets[1] + j);
+  return "element [" + std::to_string(t.offsets[0] + i) + ", " + std::to_string(t.offsets[1] + j) + "]";
+}
 
-void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op) {
-  ContextImpl& c = *impl_;
-  c.check_peer(peer, "notify");
-  WindowState& w = check_signal(c, "notify", peer, signal);
-  if (signal.count != 1) {
+// The int32 lane of an 8-byte word, updated with compare-and-swap: guess, CAS, retry with what the
+// CAS found. The neighbouring lane is written back exactly as seen, so concurrent updates of it
+// (by any rank, through either path) are never lost. Blocking: one round trip per attempt.
+void notify_i32_cas(ContextImpl& c, int peer, const transport::RemoteKey& rkey, uint64_t addr, int32_t value,
+                    NotifyOp op) {
+  const uint64_t word = addr & ~uint64_t{7};
+  const unsigned shift = static_cast<unsigned>(addr - word) * 8;
+  const auto known = c.cas_guess.find({peer, word});
+  uint64_t guess = known == c.cas_guess.end() ? 0 : known->second;
+  auto* result = static_cast<uint64_t*>(c.scratch->addr()) + kCasResultWord;
+  for (;;) {
+    const uint32_t old_lane = static_cast<uint32_t>(guess >> shift);
+    const uint32_t new_lane = op == NotifyOp::Set ? static_cast<uint32_t>(value)
+                                                  : old_lane + static_cast<uint32_t>(value);  // wraps
+    const uint64_t desired = (guess & ~(uint64_t{0xffffffff} << shift)) | (uint64_t{new_lane} << shift);
+    Work w;
+    w.op = Op::CompareSwap;
+    w.peer = peer;
+    w.local = result;
+    w.local_mr = c.scratch.get();
+    w.remote_addr = word;
+    w.rkey = &rkey;
+    w.bytes = 8;
+    w.compare = guess;
+    w.operand = desired;
+    run_single(c, w, "notify");
+    const uint64_t seen = std::atomic_ref<uint64_t>(*result).load(std::memory_order_acquire);
+    if (seen == guess) {
+      if (c.cas_guess.size() >= 4096) c.cas_guess.clear();  // only a hint; keep it small
+      c.cas_guess[{peer, word}] = desired;
+      return;
+    }
+    guess = seen;
+  }
+}
+
+void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t value, NotifyOp op) {
+  if (t.elements() != 1) {
     throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": signal slice of " +
-                                                std::to_string(signal.count) + " words; notify updates exactly one");
+                                                std::to_string(t.elements()) + " elements; notify updates exactly one");
+  }
+  if (t.width == 4 && (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": value " +
+                                                std::to_string(value) + " does not fit the int32 signal " +
+                                                t.w->describe());
   }
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
-  const transport::RemoteKey& rkey = *w.rkeys[static_cast<size_t>(peer)];
-  Work work;
-  work.op = op == NotifyOp::AtomicAdd ? Op::AtomicAdd : Op::Swap;
-  work.peer = peer;
-  work.remote_addr = rkey.base() + signal.byte_offset;
-  work.rkey = &rkey;
-  work.bytes = 8;
-  work.operand = static_cast<uint64_t>(value);
-  if (op == NotifyOp::Set) {
-    // Swap returns the old value; it lands in a scratch slot nobody reads.
-    work.local = c.scratch->addr();
-    work.local_mr = c.scratch.get();
-  }
+  const transport::RemoteKey& rkey = t.w->rkey(peer);
+  const uint64_t addr = t.w->remote_base(peer) + t.byte_at(0, 0);
   // Ordering: when the peer sees this notify, every earlier put to it must be visible. Where the
   // transport orders an atomic after earlier writes to this peer (verbs: one RC QP; UCX direct and
   // am modes), the atomic simply follows them. Otherwise (UCX native) a peer with unflushed writes
   // is drained (flushed and waited for) first: one round trip over tcp, immediate on shared memory.
+  // The same holds for every attempt of an int32 CAS loop: each is an atomic posted after the puts.
   if (!ps.ordered && ps.dirty) c.drain(peer, deadline, "notify");
+  Work work;
+  work.peer = peer;
+  work.rkey = &rkey;
+  work.bytes = 8;
+  if (t.width == 8) {
+    work.op = op == NotifyOp::AtomicAdd ? Op::AtomicAdd : Op::Swap;
+    work.remote_addr = addr;
+    work.operand = static_cast<uint64_t>(value);
+  } else if (op == NotifyOp::AtomicAdd && (addr & 7) == 4) {
+    // The upper int32 of a little-endian word: adding value << 32 to the whole word changes only
+    // that lane (a carry out of bit 63 leaves the word), so one fetch-free add does it.
+    work.op = Op::AtomicAdd;
+    work.remote_addr = addr - 4;
+    work.operand = static_cast<uint64_t>(static_cast<uint32_t>(value)) << 32;
+  } else {
+    notify_i32_cas(c, peer, rkey, addr, static_cast<int32_t>(value), op);
+    ps.unflushed = true;
+    return;
+  }
+  if (work.op == Op::Swap) {
+    // Swap returns the old value; it lands in a scratch slot nobody reads.
+    work.local = c.scratch->addr();
+    work.local_mr = c.scratch.get();
+  }
   Slot s;
   s.kind = Slot::Async;
   s.peer = peer;
@@ -60,59 +119,109 @@ void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyO
   c.progress();
 }
 
-void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
-                   std::optional<std::chrono::milliseconds> timeout) {
-  ContextImpl& c = *impl_;
-  const WindowState& w = check_signal(c, "wait", -1, signal);
+void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCmp cmp,
+                 std::optional<std::chrono::milliseconds> timeout) {
+  if (timeout && timeout->count() < 0) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": wait on signal '" + t.w->name() + "': negative timeout " +
+                                                std::to_string(timeout->count()) + " ms");
+  }
   const auto limit = timeout.value_or(c.opt.op_timeout);
   Deadline deadline(limit);
-  int64_t word = 0;  // first word that does not satisfy cmp yet
+  const int64_t n = t.elements();
+  const int64_t cols = t.shape[1];
+  int64_t k = 0;  // first element (row-major in the rectangle) that does not satisfy cmp yet
   Backoff backoff;
   for (uint64_t round = 0;; ++round) {
-    while (word < signal.count &&
-           compare(load_word(w, signal.byte_offset + static_cast<uint64_t>(word) * 8), cmp, expected)) {
-      ++word;
-    }
-    if (word == signal.count) return;
+    while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
+    if (k == n) return;
     c.progress();
+    const int64_t i = k / cols, j = k % cols;
     if ((round & 63) == 0) {
       c.watch();
       if (c.failures_reported < c.known_failures.size()) {
-        const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
-        c.raise_new_failure(" while waiting on signal '" + w.name + "' word " + std::to_string(idx) + " for " +
+        c.raise_new_failure(" while waiting on signal '" + t.w->name() + "' " + element_name(t, i, j) + " for " +
                             to_string(cmp) + " " + std::to_string(expected) + " (last value seen " +
-                            std::to_string(load_word(w, idx * 8)) + ")");
+                            std::to_string(load_element(t, t.byte_at(i, j))) + ")");
       }
     }
     if ((round & 63) == 0 && deadline.passed()) {
-      const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(word);
       c.degraded = true;
       throw Error(ErrorCode::Timeout,
-                  c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" + w.name +
-                      "' word " + std::to_string(idx) + " (slice of " + std::to_string(signal.count) +
+                  c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" +
+                      t.w->name() + "' " + element_name(t, i, j) + " (slice of " + std::to_string(n) +
                       "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
-                      std::to_string(load_word(w, idx * 8)) + "; " + c.outstanding_summary());
+                      std::to_string(load_element(t, t.byte_at(i, j))) + "; " + c.outstanding_summary());
     }
     backoff.idle();
   }
 }
 
-bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
-  ContextImpl& c = *impl_;
-  const WindowState& w = check_signal(c, "test", -1, signal);
+bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCmp cmp) {
   c.progress();
-  for (int64_t i = 0; i < signal.count; ++i) {
-    const uint64_t idx = signal.byte_offset / 8 + static_cast<uint64_t>(i);
-    if (compare(load_word(w, idx * 8), cmp, expected)) continue;
-    // Not satisfied: a caller polling test() in a loop must learn of a dead peer as a wait would.
-    if ((++c.test_calls & 63) == 0) c.watch();
-    if (c.failures_reported < c.known_failures.size()) {
-      c.raise_new_failure(" while testing signal '" + w.name + "' word " + std::to_string(idx) + " for " +
-                          to_string(cmp) + " " + std::to_string(expected));
+  for (int64_t i = 0; i < t.shape[0]; ++i) {
+    for (int64_t j = 0; j < t.shape[1]; ++j) {
+      if (compare(load_element(t, t.byte_at(i, j)), cmp, expected)) continue;
+      // Not satisfied: a caller polling test() in a loop must learn of a dead peer as a wait would.
+      if ((++c.test_calls & 63) == 0) c.watch();
+      if (c.failures_reported < c.known_failures.size()) {
+        c.raise_new_failure(" while testing signal '" + t.w->name() + "' " + element_name(t, i, j) + " for " +
+                            to_string(cmp) + " " + std::to_string(expected));
+      }
+      return false;
     }
-    return false;
   }
   return true;
+}
+
+Slice element(const Window& w, Shape2 offsets) { return w.slice(offsets, {1, 1}); }
+
+}  // namespace
+
+void Context::notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "notify");
+  notify_target(c, check_signal(c, "notify", peer, signal), peer, value, op);
+}
+
+void Context::notify(const Slice& signal, int peer, int64_t value, NotifyOp op) {
+  ContextImpl& c = *impl_;
+  c.check_peer(peer, "notify");
+  notify_target(c, check_signal(c, "notify", peer, signal), peer, value, op);
+}
+
+void Context::notify(const Window& signal, int peer, Shape2 offsets, int64_t value, NotifyOp op) {
+  notify(element(signal, offsets), peer, value, op);
+}
+
+void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
+                   std::optional<std::chrono::milliseconds> timeout) {
+  ContextImpl& c = *impl_;
+  wait_target(c, check_signal(c, "wait", -1, signal), expected, cmp, timeout);
+}
+
+void Context::wait(const Slice& signals, int64_t expected, WaitCmp cmp,
+                   std::optional<std::chrono::milliseconds> timeout) {
+  ContextImpl& c = *impl_;
+  wait_target(c, check_signal(c, "wait", -1, signals), expected, cmp, timeout);
+}
+
+void Context::wait(const Window& signal, Shape2 offsets, int64_t expected, WaitCmp cmp,
+                   std::optional<std::chrono::milliseconds> timeout) {
+  wait(element(signal, offsets), expected, cmp, timeout);
+}
+
+bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
+  ContextImpl& c = *impl_;
+  return test_target(c, check_signal(c, "test", -1, signal), expected, cmp);
+}
+
+bool Context::test(const Slice& signals, int64_t expected, WaitCmp cmp) {
+  ContextImpl& c = *impl_;
+  return test_target(c, check_signal(c, "test", -1, signals), expected, cmp);
+}
+
+bool Context::test(const Window& signal, Shape2 offsets, int64_t expected, WaitCmp cmp) {
+  return test(element(signal, offsets), expected, cmp);
 }
 
 }  // namespace rwin

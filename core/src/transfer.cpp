@@ -14,52 +14,67 @@ using transport::Op;
 using transport::PostResult;
 using transport::Work;
 
-// The chunk planner over one transfer between a local and a remote slice of equal shape.
-detail::ChunkPlanner detail::plan_chunks(const ContextImpl& c, const WindowState& local, const Slice& local_slice,
-                                        const WindowState& remote, const Slice& remote_slice, uint64_t max_chunk) {
-  detail::TransferShape t;
-  t.elem_bytes = dtype_size(local.dtype);
-  t.shape = local_slice.shape;
-  t.local_offsets = local_slice.offsets;
-  t.local_cols = local.shape[1];
-  t.remote_offsets = remote_slice.offsets;
-  t.remote_cols = remote.shape[1];
-  t.max_chunk_bytes = max_chunk == 0 ? std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes) : max_chunk;
-  return detail::ChunkPlanner(t);
+Xfer detail::make_xfer(int peer, const WindowState& local, const Slice& local_slice, const WindowState& remote,
+                       const Slice& remote_slice) {
+  Xfer x;
+  x.peer = peer;
+  x.dtype = local.dtype;
+  x.esz = dtype_size(local.dtype);
+  x.shape = local_slice.shape;
+  x.local_base = local.base();
+  x.local_mr = local.mr();
+  x.local_cols = local.shape[1];
+  x.local_offsets = local_slice.offsets;
+  x.remote_base = remote.remote_base(peer);
+  x.rkey = &remote.rkey(peer);
+  x.remote_cols = remote.shape[1];
+  x.remote_offsets = remote_slice.offsets;
+  return x;
 }
 
-// The work request that moves one chunk.
-Work detail::chunk_work(Op op, int peer, WindowState& local, const transport::RemoteKey& rkey, const detail::Chunk& ch) {
+ChunkPlanner detail::plan_chunks(const ContextImpl& c, const Xfer& x, uint64_t max_chunk) {
+  TransferShape t;
+  t.elem_bytes = x.esz;
+  t.shape = x.shape;
+  t.local_offsets = x.local_offsets;
+  t.local_cols = x.local_cols;
+  t.remote_offsets = x.remote_offsets;
+  t.remote_cols = x.remote_cols;
+  t.max_chunk_bytes = max_chunk == 0 ? std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_message_bytes) : max_chunk;
+  return ChunkPlanner(t);
+}
+
+Work detail::chunk_work(Op op, const Xfer& x, const Chunk& ch) {
   Work w;
   w.op = op;
-  w.peer = peer;
-  w.local = static_cast<char*>(local.base()) + ch.local_offset;
-  w.local_mr = local.mr.get();
-  w.remote_addr = rkey.base() + ch.remote_offset;
-  w.rkey = &rkey;
+  w.peer = x.peer;
+  w.local = x.local_base + ch.local_offset;
+  w.local_mr = x.local_mr;
+  w.remote_addr = x.remote_base + ch.remote_offset;
+  w.rkey = x.rkey;
   w.bytes = ch.bytes;
   return w;
 }
 
-// The common small case: the slices form one contiguous run on both sides that fits one chunk.
-// Fills `out` and returns true; false sends the caller to the planner.
 namespace {
 
-bool single_run(const ContextImpl& c, const WindowState& local, const Slice& ls, const WindowState& remote,
-                       const Slice& rs, detail::Chunk& out) {
-  const int64_t rows = ls.shape[0], cols = ls.shape[1];
-  if (rows != 1 && (cols != local.shape[1] || cols != remote.shape[1])) return false;
-  const uint64_t esz = dtype_size(local.dtype);
-  out.bytes = static_cast<uint64_t>(rows * cols) * esz;
+// The common small case: the rectangle is one contiguous run on both sides that fits one chunk.
+// Fills `out` and returns true; false sends the caller to the planner.
+bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  if (rows != 1 && (cols != x.local_cols || cols != x.remote_cols)) return false;
+  out.bytes = static_cast<uint64_t>(rows * cols) * x.esz;
   if (out.bytes > c.opt.chunk_bytes || out.bytes > c.caps.max_message_bytes) return false;
-  out.local_offset = static_cast<uint64_t>(ls.offsets[0] * local.shape[1] + ls.offsets[1]) * esz;
-  out.remote_offset = static_cast<uint64_t>(rs.offsets[0] * remote.shape[1] + rs.offsets[1]) * esz;
+  out.local_offset = static_cast<uint64_t>(x.local_offsets[0] * x.local_cols + x.local_offsets[1]) * x.esz;
+  out.remote_offset = static_cast<uint64_t>(x.remote_offsets[0] * x.remote_cols + x.remote_offsets[1]) * x.esz;
   return true;
 }
 
+}  // namespace
+
 // One blocking op without the slot table or a Transfer record: posts it and polls until its own
 // completion arrives. The cookie (kSyncBit | peer << 32 | sequence) routes the completion here.
-void run_single(ContextImpl& c, Work& w, const char* what) {
+void detail::run_single(ContextImpl& c, Work& w, const char* what) {
   Deadline deadline(c.opt.op_timeout);
   c.sync_cookie = ContextImpl::kSyncBit | (static_cast<uint64_t>(w.peer) << 32) | (++c.sync_seq & 0xffffffffu);
   c.sync_done = false;
@@ -112,18 +127,19 @@ void run_single(ContextImpl& c, Work& w, const char* what) {
   }
 }
 
+namespace {
+
 // Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
-void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
-                         WindowState& remote, const Slice& remote_slice, const char* what) {
-  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
-  detail::Chunk ch;
-  if (single_run(c, local, local_slice, remote, remote_slice, ch)) {
-    Work w = chunk_work(op, peer, local, rkey, ch);
+void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
+  const int peer = x.peer;
+  Chunk ch;
+  if (single_run(c, x, ch)) {
+    Work w = chunk_work(op, x, ch);
     run_single(c, w, what);
     return;
   }
   Deadline deadline(c.opt.op_timeout);
-  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
+  ChunkPlanner planner = plan_chunks(c, x, 0);
   Transfer tr;
   uint64_t index = 0;
   bool more = true;
@@ -133,7 +149,7 @@ void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Sli
     while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
       more = planner.next(ch);
       if (!more) break;
-      Work w = chunk_work(op, peer, local, rkey, ch);
+      Work w = chunk_work(op, x, ch);
       Slot s;
       s.kind = Slot::Chunk;
       s.peer = peer;
@@ -185,19 +201,18 @@ void run_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Sli
   }
 }
 
+// Posts every chunk of a transfer and returns; each counts as outstanding work to the peer until
 // its completion, so quiet/fence/notify (all of which drain the peer) cover it.
-static void post_transfer(ContextImpl& c, Op op, int peer, WindowState& local, const Slice& local_slice,
-                          WindowState& remote, const Slice& remote_slice, const char* what) {
+void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   Deadline deadline(c.opt.op_timeout);
-  detail::ChunkPlanner planner = plan_chunks(c, local, local_slice, remote, remote_slice, 0);
-  const transport::RemoteKey& rkey = *remote.rkeys[static_cast<size_t>(peer)];
-  PeerState& ps = c.peers[static_cast<size_t>(peer)];
-  detail::Chunk ch;
+  ChunkPlanner planner = plan_chunks(c, x, 0);
+  PeerState& ps = c.peers[static_cast<size_t>(x.peer)];
+  Chunk ch;
   while (planner.next(ch)) {
-    Work w = chunk_work(op, peer, local, rkey, ch);
+    Work w = chunk_work(op, x, ch);
     Slot s;
     s.kind = Slot::Async;
-    s.peer = peer;
+    s.peer = x.peer;
     c.post_blocking(w, s, deadline, what);  // a full queue makes it poll, not fail
     ps.outstanding++;
   }
@@ -210,22 +225,21 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put", peer, dst, src);
   if (src.elements() == 0) return;
+  const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
-    run_accumulate(c, peer, s, src, d, dst);
+    run_accumulate(c, x, d.describe());
   } else {
-    run_transfer(c, Op::Write, peer, s, src, d, dst, "put");
+    run_transfer(c, Op::Write, x, "put");
   }
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
 }
 
-// Posts every chunk of a transfer and returns; each counts as outstanding work to the peer until
-
 void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
-  post_transfer(c, Op::Write, peer, s, src, d, dst, "put_nbi");
+  post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
 }
@@ -234,14 +248,14 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
-  post_transfer(c, Op::Read, peer, d, dst, s, src, "get_nbi");
+  post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
 
 void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
-  run_transfer(c, Op::Read, peer, d, dst, s, src, "get");
+  run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
 
 }  // namespace rwin

@@ -4,12 +4,12 @@
 
 namespace rwin::detail {
 
-std::vector<uint8_t> window_blob(const std::string& name, DType dtype, Shape2 shape, bool is_signal,
+std::vector<uint8_t> window_blob(const std::string& name, DType dtype, Shape2 shape, BlobKind kind,
                                  std::span<const uint8_t> key) {
   std::vector<uint8_t> b;
   auto put = [&b](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
   const uint32_t magic = kWindowMagic, version = kWindowVersion, name_len = static_cast<uint32_t>(name.size());
-  const uint8_t dt = static_cast<uint8_t>(dtype), sig = is_signal ? 1 : 0;
+  const uint8_t dt = static_cast<uint8_t>(dtype), sig = static_cast<uint8_t>(kind);
   const uint64_t key_len = key.size();
   put(&magic, 4);
   put(&version, 4);
@@ -33,22 +33,29 @@ std::optional<WindowDesc> parse_window_blob(std::span<const uint8_t> b) {
     return true;
   };
   uint32_t magic = 0, version = 0, name_len = 0;
-  uint8_t dtype = 0, is_signal = 0;
+  uint8_t dtype = 0, kind = 0;
   uint64_t key_len = 0;
   WindowDesc d{};
   if (!get(&magic, 4) || !get(&version, 4) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
-  if (!get(&dtype, 1) || !get(&is_signal, 1) || dtype > static_cast<uint8_t>(DType::F64)) return std::nullopt;
+  if (!get(&dtype, 1) || !get(&kind, 1) || dtype > static_cast<uint8_t>(DType::F64) ||
+      kind > static_cast<uint8_t>(BlobKind::Buffer)) {
+    return std::nullopt;
+  }
   if (!get(&d.shape[0], 8) || !get(&d.shape[1], 8) || !get(&name_len, 4) || off + name_len > b.size()) return std::nullopt;
   d.name.assign(reinterpret_cast<const char*>(b.data() + off), name_len);
   off += name_len;
   if (!get(&key_len, 8) || off + key_len != b.size()) return std::nullopt;
   d.dtype = static_cast<DType>(dtype);
-  d.is_signal = is_signal != 0;
+  d.kind = static_cast<BlobKind>(kind);
   d.key = b.subspan(off);
   return d;
 }
 
 std::string describe_window_desc(const WindowDesc& d) {
+  if (d.kind == BlobKind::Buffer) {
+    if (d.shape[0] != 1 || d.shape[1] < 0) return "buffer '" + d.name + "' (not a valid size)";
+    return "buffer '" + d.name + "' (" + std::to_string(d.shape[1]) + " bytes)";
+  }
   std::string s = "'" + d.name + "' " + dtype_name(d.dtype) + "[" + std::to_string(d.shape[0]) + "x" +
                   std::to_string(d.shape[1]) + "]";
   int64_t elems = 0;

@@ -1,4 +1,4 @@
-// Collective windows and signal arrays: allocation with a cross-rank check, handles, free.
+// Window buffers (collective, registered), typed views of them, signal arrays; handles and free.
 #include <atomic>
 
 #include "bounds.h"
@@ -8,36 +8,54 @@
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
-using transport::Op;
-using transport::PostResult;
-using transport::Work;
 
 // ---------------------------------------------------------------------------------------------
-// WindowState
+// BufferState / WindowState
 
-std::string WindowState::describe() const {
-  return "'" + name + "' " + dtype_name(dtype) + "[" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) +
-         "] (" + std::to_string(bytes) + " bytes)";
-}
+std::string BufferState::describe() const { return "buffer '" + name + "' (" + std::to_string(bytes) + " bytes)"; }
 
-void WindowState::release() noexcept {
+void BufferState::release() noexcept {
   rkeys.clear();
   mr.reset();
   ctx = nullptr;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Window / SignalArray handles
+std::string WindowState::describe() const {
+  std::string s = "'" + buf->name + "' " + dtype_name(dtype) + "[" + std::to_string(shape[0]) + "x" +
+                  std::to_string(shape[1]) + "] (" + std::to_string(bytes) + " bytes)";
+  if (!owns_buffer) s += " at byte " + std::to_string(offset) + " of " + buf->describe();
+  return s;
+}
 
-const std::string& Window::name() const { return live(s_, "window").name; }
+// ---------------------------------------------------------------------------------------------
+// Handles
+
+namespace {
+BufferState& live_buffer(const std::shared_ptr<BufferState>& b, const char* what) {
+  if (!b) throw Error(ErrorCode::InvalidArgument, std::string(what) + ": empty buffer handle (never allocated)");
+  if (!b->ctx) throw Error(ErrorCode::UseAfterFree, std::string(what) + ": " + b->describe() + " was freed");
+  return *b;
+}
+}  // namespace
+
+const std::string& WindowBuffer::name() const { return live_buffer(s_, "buffer").name; }
+size_t WindowBuffer::bytes() const { return live_buffer(s_, "buffer").bytes; }
+bool WindowBuffer::valid() const noexcept { return s_ && s_->ctx; }
+void* WindowBuffer::data() const { return live_buffer(s_, "buffer data").mr->addr(); }
+
+const std::string& Window::name() const { return live(s_, "window").name(); }
 DType Window::dtype() const { return live(s_, "window").dtype; }
 Shape2 Window::shape() const { return live(s_, "window").shape; }
 size_t Window::bytes() const { return live(s_, "window").bytes; }
-bool Window::valid() const noexcept { return s_ && s_->ctx; }
+uint64_t Window::byte_offset() const { return live(s_, "window").offset; }
+WindowBuffer Window::buffer() const { return WindowBuffer(live(s_, "window").buf); }
+bool Window::valid() const noexcept { return s_ && s_->ctx(); }
 void* Window::data() const { return live(s_, "window data").base(); }
-Slice Window::slice(Shape2 offsets, Shape2 shape) const { return Slice{s_, offsets, shape}; }
+Slice Window::slice(Shape2 offsets, Shape2 shape) const {
+  live(s_, "window slice");
+  return Slice{s_, offsets, shape};
+}
 Slice Window::all() const { return Slice{s_, {0, 0}, live(s_, "window").shape}; }
 void Window::check_dtype(DType t) const {
   const WindowState& s = live(s_, "window data");
@@ -46,9 +64,9 @@ void Window::check_dtype(DType t) const {
   }
 }
 
-const std::string& SignalArray::name() const { return live(s_, "signals").name; }
+const std::string& SignalArray::name() const { return live(s_, "signals").name(); }
 int64_t SignalArray::size() const { return live(s_, "signals").shape[1]; }
-bool SignalArray::valid() const noexcept { return s_ && s_->ctx; }
+bool SignalArray::valid() const noexcept { return s_ && s_->ctx(); }
 namespace {
 // A word index whose byte offset would wrap becomes an offset past every array (the checks at
 // use then report it), never a small offset that names a real word.
@@ -71,7 +89,7 @@ int64_t* signal_word(const std::shared_ptr<WindowState>& s, int64_t index, const
     throw Error(ErrorCode::OutOfBounds, std::string(what) + ": index " + std::to_string(index) +
                                             " outside signal array " + st.describe());
   }
-  return static_cast<int64_t*>(st.base()) + index;
+  return reinterpret_cast<int64_t*>(st.base()) + index;
 }
 }  // namespace
 
@@ -82,89 +100,171 @@ void SignalArray::store(int64_t index, int64_t value) {
   std::atomic_ref<int64_t>(*signal_word(s_, index, "signal store")).store(value, std::memory_order_release);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Allocation and free
+
 namespace {
 
-std::shared_ptr<WindowState> create_region(ContextImpl& c, const std::string& name, DType dtype, Shape2 shape,
-                                           bool is_signal) {
-  const char* what = is_signal ? "alloc_signals" : "alloc_window";
-  if (shape[0] <= 0 || shape[1] <= 0) {
-    throw Error(ErrorCode::InvalidArgument,
-                c.who() + ": " + what + " '" + name + "': shape " + shape_str(shape) + " must be positive");
-  }
-  auto s = std::make_shared<WindowState>();
-  s->name = name;
-  s->dtype = dtype;
-  s->shape = shape;
-  s->bytes = static_cast<size_t>(shape[0]) * static_cast<size_t>(shape[1]) * dtype_size(dtype);
-  s->is_signal = is_signal;
+// Collective: registers `bytes` here, allgathers the descriptor, checks that every rank asked for
+// the same thing (else WindowMismatch on every rank), unpacks every rank's key. `describe` names
+// what this rank asked for in messages; `dtype`/`shape` go into the descriptor for the check.
+std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, const std::string& name, size_t bytes,
+                                           BufferState::Kind kind, DType dtype, Shape2 shape,
+                                           const std::string& describe) {
+  auto b = std::make_shared<BufferState>();
+  b->kind = kind;
+  b->name = name;
+  b->bytes = bytes;
+  const BlobKind blob_kind = kind == BufferState::Kind::Window    ? BlobKind::Window
+                             : kind == BufferState::Kind::Signals ? BlobKind::Signals
+                                                                  : BlobKind::Buffer;
   std::vector<bootstrap::Bytes> all;
   try {
-    // Rounded up to whole 8-byte words: put(Add) updates 32-bit elements through CAS on the
-    // aligned word that holds them, which for an odd element count reaches past the last one.
-    s->mr = c.tp->allocate((s->bytes + 7) & ~size_t{7});
-    all = c.bs->allgather(detail::window_blob(s->name, s->dtype, s->shape, s->is_signal, s->mr->packed_key()));
+    // Rounded up to whole 8-byte words: put(Add) and int32 signals update small elements through
+    // CAS on the aligned word that holds them, which for an odd size reaches past the last one.
+    b->mr = c.tp->allocate((bytes + 7) & ~size_t{7});
+    all = c.bs->allgather(window_blob(name, dtype, shape, blob_kind, b->mr->packed_key()));
   } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
     c.watch_now();
-    throw Error(error_code(e), c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+    throw Error(error_code(e), c.who() + ": " + what + " " + describe + ": " + e.what());
   }
   // Every rank sees every descriptor, so a mismatch is reported on every rank.
   std::string mismatch;
-  std::vector<detail::WindowDesc> descs;
+  std::vector<WindowDesc> descs;
   for (int r = 0; r < c.nranks; ++r) {
-    auto d = detail::parse_window_blob(all[static_cast<size_t>(r)]);
+    auto d = parse_window_blob(all[static_cast<size_t>(r)]);
     if (!d) {
       throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " '" + name + "': malformed window descriptor from rank " +
                                             std::to_string(r));
     }
-    if (d->dtype != dtype || d->shape != shape || d->name != name || d->is_signal != is_signal) {
-      mismatch += "; rank " + std::to_string(r) + " has " + detail::describe_window_desc(*d);
+    if (d->dtype != dtype || d->shape != shape || d->name != name || d->kind != blob_kind) {
+      mismatch += "; rank " + std::to_string(r) + " has " + describe_window_desc(*d);
     }
     descs.push_back(*d);
   }
   if (!mismatch.empty()) {
     throw Error(ErrorCode::WindowMismatch, c.who() + ": " + what + ": window differs across ranks: rank " +
-                                               std::to_string(c.rank) + " has " + s->describe() + mismatch);
+                                               std::to_string(c.rank) + " has " + describe + mismatch);
   }
   try {
-    for (int r = 0; r < c.nranks; ++r) s->rkeys.push_back(c.tp->unpack_key(r, descs[static_cast<size_t>(r)].key));
+    for (int r = 0; r < c.nranks; ++r) b->rkeys.push_back(c.tp->unpack_key(r, descs[static_cast<size_t>(r)].key));
   } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + s->describe() + ": " + e.what());
+    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   }
-  s->ctx = &c;
-  c.windows.push_back(s);
-  return s;
+  b->ctx = &c;
+  c.buffers.push_back(b);
+  return b;
 }
 
-void free_region(ContextImpl& c, std::shared_ptr<WindowState>& s, const char* what) {
-  WindowState& st = live(s, what);
-  if (st.ctx != &c) throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + ": window belongs to another context");
+// A window or signal array with a buffer of its own.
+std::shared_ptr<WindowState> create_owned(ContextImpl& c, const std::string& name, DType dtype, Shape2 shape,
+                                          bool is_signal) {
+  const char* what = is_signal ? "alloc_signals" : "alloc_window";
+  int64_t elems = 0;
+  uint64_t bytes = 0;
+  if (shape[0] <= 0 || shape[1] <= 0 || __builtin_mul_overflow(shape[0], shape[1], &elems) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(elems), dtype_size(dtype), &bytes) || bytes > (uint64_t{1} << 62)) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + " '" + name + "': shape " + shape_str(shape) +
+                                                " must be positive and its size fit in 2^62 bytes");
+  }
+  auto v = std::make_shared<WindowState>();
+  v->dtype = dtype;
+  v->shape = shape;
+  v->bytes = bytes;
+  v->owns_buffer = true;
+  v->is_signal = is_signal;
+  const std::string describe = "'" + name + "' " + dtype_name(dtype) + "[" + std::to_string(shape[0]) + "x" +
+                               std::to_string(shape[1]) + "] (" + std::to_string(bytes) + " bytes)";
+  v->buf = create_buffer(c, what, name, bytes, is_signal ? BufferState::Kind::Signals : BufferState::Kind::Window,
+                         dtype, shape, describe);
+  return v;
+}
+
+void free_buffer(ContextImpl& c, const std::shared_ptr<BufferState>& b) {
   try {
     c.barrier(c.opt.op_timeout);  // nobody may still write into it
   } catch (...) {
-    // Some rank did not arrive: it may still write into this window. The handle is freed for the
+    // Some rank did not arrive: it may still write into this buffer. The handles are freed for the
     // caller, but the memory stays registered until the transport is quiesced at teardown.
-    c.graveyard.push_back(std::move(st.mr));
-    st.release();
-    std::erase(c.windows, s);
+    c.graveyard.push_back(std::move(b->mr));
+    b->release();
+    std::erase(c.buffers, b);
     throw;
   }
-  st.release();
-  std::erase(c.windows, s);
+  b->release();
+  std::erase(c.buffers, b);
+}
+
+void free_owned(ContextImpl& c, const std::shared_ptr<WindowState>& s, const char* what) {
+  WindowState& st = live(s, what);
+  if (st.ctx() != &c) throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + ": window belongs to another context");
+  if (!st.owns_buffer) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + ": window " + st.describe() +
+                                                " is a view; free its buffer instead");
+  }
+  free_buffer(c, st.buf);
 }
 
 }  // namespace
 
 Window Context::alloc_window(const std::string& name, DType dtype, Shape2 shape) {
-  return Window(create_region(*impl_, name, dtype, shape, false));
+  return Window(create_owned(*impl_, name, dtype, shape, false));
 }
 
 SignalArray Context::alloc_signals(const std::string& name, int64_t count) {
-  return SignalArray(create_region(*impl_, name, DType::I64, Shape2{1, count}, true));
+  return SignalArray(create_owned(*impl_, name, DType::I64, Shape2{1, count}, true));
 }
 
-void Context::free(Window& window) { free_region(*impl_, window.s_, "free window"); }
-void Context::free(SignalArray& signals) { free_region(*impl_, signals.s_, "free signals"); }
+WindowBuffer Context::alloc_window_buffer(const std::string& name, size_t bytes) {
+  ContextImpl& c = *impl_;
+  if (bytes == 0 || bytes > (size_t{1} << 62)) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": alloc_window_buffer '" + name + "': size " +
+                                                std::to_string(bytes) + " bytes must be in [1, 2^62]");
+  }
+  const std::string describe = "buffer '" + name + "' (" + std::to_string(bytes) + " bytes)";
+  return WindowBuffer(create_buffer(c, "alloc_window_buffer", name, bytes, BufferState::Kind::Buffer, DType::I32,
+                                    Shape2{1, static_cast<int64_t>(bytes)}, describe));
+}
+
+Window Context::window(const WindowBuffer& buffer, DType dtype, Shape2 shape, uint64_t byte_offset) {
+  ContextImpl& c = *impl_;
+  BufferState& b = live_buffer(buffer.s_, "window");
+  auto what = [&] {
+    return c.who() + ": window " + dtype_name(dtype) + shape_str(shape) + " at byte " + std::to_string(byte_offset) +
+           " of " + b.describe();
+  };
+  if (b.ctx != &c) throw Error(ErrorCode::InvalidArgument, what() + ": the buffer belongs to another context");
+  if (b.kind == BufferState::Kind::Signals) {
+    throw Error(ErrorCode::InvalidArgument, what() + ": a signal array's buffer; use its SignalSlices");
+  }
+  const uint64_t esz = dtype_size(dtype);
+  if (shape[0] <= 0 || shape[1] <= 0) throw Error(ErrorCode::InvalidArgument, what() + ": the shape must be positive");
+  if (byte_offset % esz != 0) {
+    throw Error(ErrorCode::Misaligned, what() + ": the byte offset is not a multiple of the element size " +
+                                           std::to_string(esz));
+  }
+  uint64_t bytes = 0;
+  if (!view_in_bounds(byte_offset, shape.data(), esz, b.bytes, bytes)) {
+    throw Error(ErrorCode::OutOfBounds, what() + ": the view reaches past the end of the buffer");
+  }
+  auto v = std::make_shared<WindowState>();
+  v->buf = buffer.s_;
+  v->dtype = dtype;
+  v->shape = shape;
+  v->bytes = bytes;
+  v->offset = byte_offset;
+  return Window(std::move(v));
+}
+
+void Context::free(Window& window) { free_owned(*impl_, window.s_, "free window"); }
+void Context::free(SignalArray& signals) { free_owned(*impl_, signals.s_, "free signals"); }
+void Context::free(WindowBuffer& buffer) {
+  ContextImpl& c = *impl_;
+  BufferState& b = live_buffer(buffer.s_, "free buffer");
+  if (b.ctx != &c) throw Error(ErrorCode::InvalidArgument, c.who() + ": free buffer: the buffer belongs to another context");
+  free_buffer(c, buffer.s_);
+}
 
 }  // namespace rwin

@@ -47,8 +47,8 @@ std::vector<uint8_t> bytes_of(const T& v) {
 void window_seeds() {
   using rwin::DType;
   const std::vector<uint8_t> ucx_key = filler(120, 3), verbs_key = filler(28, 9);
-  emit("window_blob", "f64_window", rwin::detail::window_blob("x", DType::F64, {4, 1024}, false, ucx_key));
-  emit("window_blob", "i64_signals", rwin::detail::window_blob("ring_signals", DType::I64, {1, 8}, true, verbs_key));
+  emit("window_blob", "f64_window", rwin::detail::window_blob("x", DType::F64, {4, 1024}, rwin::detail::BlobKind::Window, ucx_key));
+  emit("window_blob", "i64_signals", rwin::detail::window_blob("ring_signals", DType::I64, {1, 8}, rwin::detail::BlobKind::Signals, verbs_key));
   emit("window_blob", "empty_name_key", rwin::detail::window_blob("", DType::I32, {1, 1}, false, {}));
   emit("window_blob", "huge_shape", rwin::detail::window_blob("h", DType::U64, {int64_t{1} << 40, int64_t{1} << 40}, false, {}));
 }

@@ -14,12 +14,12 @@ namespace {
 
 TEST(WindowBlob, RoundTripsAndRejectsTruncation) {
   const std::vector<uint8_t> key{1, 2, 3, 4, 5};
-  const auto b = rwin::detail::window_blob("y", rwin::DType::F32, {4, 1024}, true, key);
+  const auto b = rwin::detail::window_blob("y", rwin::DType::F32, {4, 1024}, rwin::detail::BlobKind::Signals, key);
   const auto d = rwin::detail::parse_window_blob(b);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->name, "y");
   EXPECT_EQ(d->dtype, rwin::DType::F32);
-  EXPECT_TRUE(d->is_signal);
+  EXPECT_EQ(d->kind, rwin::detail::BlobKind::Signals);
   EXPECT_EQ(d->shape, (rwin::Shape2{4, 1024}));
   EXPECT_EQ(std::vector<uint8_t>(d->key.begin(), d->key.end()), key);
   EXPECT_EQ(rwin::detail::describe_window_desc(*d), "'y' f32[4x1024] (16384 bytes)");
@@ -33,7 +33,7 @@ TEST(WindowBlob, RoundTripsAndRejectsTruncation) {
 TEST(WindowBlob, DescribingAHostileShapeDoesNotOverflow) {
   for (rwin::Shape2 shape : {rwin::Shape2{int64_t{1} << 40, int64_t{1} << 40}, rwin::Shape2{-1, 8},
                              rwin::Shape2{INT64_MAX, 2}, rwin::Shape2{int64_t{1} << 61, 1}}) {
-    const auto b = rwin::detail::window_blob("h", rwin::DType::U64, shape, false, {});
+    const auto b = rwin::detail::window_blob("h", rwin::DType::U64, shape, rwin::detail::BlobKind::Window, {});
     const auto d = rwin::detail::parse_window_blob(b);
     ASSERT_TRUE(d.has_value());
     EXPECT_NE(rwin::detail::describe_window_desc(*d).find("(not a valid size)"), std::string::npos);

@@ -29,16 +29,16 @@ enum class ErrorCode {
   OutOfBounds,      // a slice reaches outside its window / signal array
   ShapeMismatch,    // src and dst shapes differ
   DtypeMismatch,    // src and dst dtypes differ, or an unsupported dtype for the operation
-  Misaligned,       // a signal word not on an 8-byte boundary
+  Misaligned,       // a view or signal word not aligned as its element type needs
   WindowMismatch,   // a collective window whose size/dtype/shape differs across ranks
-  UseAfterFree,     // a freed window or signal array
+  UseAfterFree,     // a freed buffer, window (view) or signal array
   Timeout,          // a deadline passed
   PeerFailed,       // the transport to that peer failed; sticky
   Transport,        // set-up of the transport failed
   Bootstrap,        // rendezvous failed
   Unsupported,      // valid request this build/transport cannot do
 };
-const char* to_string(ErrorCode code) noexcept;
+const char* to_string(ErrorCode code) noexcept;  // the code's name: "OutOfBounds"
 
 class Error : public std::runtime_error {
  public:
@@ -117,14 +117,34 @@ struct Options {
 using Shape2 = std::array<int64_t, 2>;
 
 namespace detail {
+struct BufferState;
 struct WindowState;
 struct ContextImpl;
 }  // namespace detail
 
 class Window;
 
+// A collectively allocated buffer of N bytes on every rank (Context::alloc_window_buffer): the
+// memory typed views (Context::window) are made of, as the runtime's window buffers are.
+class WindowBuffer {
+ public:
+  WindowBuffer() = default;
+  const std::string& name() const;
+  size_t bytes() const;
+  bool valid() const noexcept;  // false after Context::free
+  void* data() const;           // this rank's copy (page aligned, zeroed at allocation)
+
+ private:
+  friend class Context;
+  friend class Window;
+  explicit WindowBuffer(std::shared_ptr<detail::BufferState> s) : s_(std::move(s)) {}
+  std::shared_ptr<detail::BufferState> s_;
+};
+
 // A sub-rectangle `offsets + shape` of a window (row-major). As a put/get `dst`/`src` on the
-// remote side it names the peer's copy of the same window at the same offsets.
+// remote side it names the peer's copy of the same window at the same offsets. A slice with no
+// elements (a zero in its shape) is a no-op in put, get, wait and test, once every other check
+// passed (docs/CONTRACT.md).
 struct Slice {
   std::shared_ptr<detail::WindowState> window;
   Shape2 offsets{0, 0};
@@ -139,14 +159,19 @@ struct SignalSlice {
   int64_t count = 1;
 };
 
+// A typed 2-D view of a window buffer: made by alloc_window (with a buffer of its own) or by
+// Context::window (any number of views per buffer, overlapping allowed). Every rank is expected to
+// make the same views: the remote side of an operation is the peer's buffer at the same offset.
 class Window {
  public:
   Window() = default;
-  const std::string& name() const;
+  const std::string& name() const;  // the buffer's name
   DType dtype() const;
   Shape2 shape() const;
   size_t bytes() const;
-  bool valid() const noexcept;  // false after Context::free
+  uint64_t byte_offset() const;  // where element [0, 0] lies in the buffer
+  WindowBuffer buffer() const;   // the buffer this is a view of
+  bool valid() const noexcept;   // false after its buffer was freed
 
   // This rank's copy, row-major with row stride shape()[1]. Throws on dtype mismatch.
   void* data() const;
@@ -156,7 +181,8 @@ class Window {
     return static_cast<T*>(data());
   }
 
-  Slice slice(Shape2 offsets, Shape2 shape) const;  // bounds are checked when the slice is used
+  // Bounds are checked when the slice is used; a freed window throws UseAfterFree here already.
+  Slice slice(Shape2 offsets, Shape2 shape) const;
   Slice all() const;
 
  private:
@@ -212,9 +238,20 @@ class Context {
   Window alloc_window(const std::string& name, DType dtype, Shape2 shape);
   // Collective: `count` signal words, zero-initialised.
   SignalArray alloc_signals(const std::string& name, int64_t count);
-  // Collective: quiet, barrier, deregister. Later use of the handle throws UseAfterFree.
+  // Collective: `bytes` on every rank (else Error(WindowMismatch) on every rank naming the sizes),
+  // page aligned and zeroed, for typed views made with window().
+  WindowBuffer alloc_window_buffer(const std::string& name, size_t bytes);
+  // Local (not collective): a view of `buffer` holding `dtype[shape]` row-major from `byte_offset`.
+  // Checked here: the buffer is live and of this context, shape positive, the view inside the
+  // buffer (OutOfBounds), `byte_offset` a multiple of the element size (Misaligned; that is all the
+  // atomics need too: put(Add) and int32 signals update the aligned 8-byte word holding an element).
+  Window window(const WindowBuffer& buffer, DType dtype, Shape2 shape, uint64_t byte_offset = 0);
+  // Collective: quiet, barrier, deregister. Later use of the handle, and of every view of a freed
+  // buffer, throws UseAfterFree. free(Window) frees a window made by alloc_window; a view made by
+  // window() is freed with its buffer.
   void free(Window& window);
   void free(SignalArray& signals);
+  void free(WindowBuffer& buffer);
 
   // Copies local `src` into `peer`'s `dst`. Returns when `src` may be reused; remote visibility
   // comes with a later notify to the same peer, quiet() or barrier().
@@ -229,12 +266,27 @@ class Context {
   // Updates `peer`'s signal word. Ordered after every earlier put to that peer: when the peer
   // sees the effect, those puts are visible in its memory.
   void notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
+  // Signals as windows, as the runtime has them: element `offsets` of an int32 or int64 window
+  // (or a slice of exactly one element). Same ordering promise. An int32 element is updated
+  // atomically without touching its neighbour in the 8-byte word: AtomicAdd on the word's upper
+  // half is one remote fetch-free add; otherwise a compare-and-swap loop on the word, which waits
+  // for the round trip (docs/CONTRACT.md).
+  void notify(const Window& signal, int peer, Shape2 offsets, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
+  void notify(const Slice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
   // Blocks until every word of the local `signal` satisfies `cmp` against `expected`, driving
-  // transport progress meanwhile. Deadline: `timeout`, else Options::op_timeout.
+  // transport progress meanwhile. Deadline: `timeout`, else Options::op_timeout; a negative
+  // timeout is InvalidArgument.
   void wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp = WaitCmp::GE,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Non-blocking form of wait (drives progress once).
   bool test(const SignalSlice& signal, int64_t expected, WaitCmp cmp = WaitCmp::GE);
+  // wait/test on an int32 or int64 window: one element, or every element of a slice.
+  void wait(const Window& signal, Shape2 offsets, int64_t expected, WaitCmp cmp = WaitCmp::GE,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  void wait(const Slice& signals, int64_t expected, WaitCmp cmp = WaitCmp::GE,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  bool test(const Window& signal, Shape2 offsets, int64_t expected, WaitCmp cmp = WaitCmp::GE);
+  bool test(const Slice& signals, int64_t expected, WaitCmp cmp = WaitCmp::GE);
 
   void fence(int peer);  // later ops to `peer` are delivered after earlier ones
   void quiet();          // every op this rank issued is complete at its target

@@ -1,0 +1,283 @@
+// The runtime's memory model (docs/CONTRACT.md "Buffers and views", "Signals"): window buffers
+// with typed views at byte offsets, int32/int64 signal windows, empty slices; over every transport.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#include "rank_harness.h"
+
+using namespace rwin;
+using rwin_test::expect_error;
+using rwin_test::rank_options;
+using rwin_test::run_ranks;
+using rwin_test::TransportParam;
+
+namespace {
+
+class MemoryModel : public ::testing::TestWithParam<TransportParam> {
+ protected:
+  void SetUp() override {
+    const std::string why = rwin_test::skip_reason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+  }
+  void run(int n, const std::function<void(Context&)>& body) {
+    const TransportParam p = GetParam();
+    auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
+      Context ctx(rank_options(rank, nranks, root, p));
+      body(ctx);
+    });
+    ASSERT_TRUE(res.all_ok()) << res.report();
+  }
+};
+
+constexpr uint8_t kSentinel = 0xA5;
+
+// Views at offsets inside one buffer: put, get and put(Add) through them land at exactly those
+// bytes of the peer's buffer; the bytes around the views keep their sentinel; an overlapping view
+// sees what another view wrote.
+TEST_P(MemoryModel, ViewsAtOffsetsMoveExactlyTheirBytes) {
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+    constexpr size_t kBytes = 4096 + 12;
+    WindowBuffer buf = ctx.alloc_window_buffer("pool", kBytes);
+    MP_CHECK(buf.bytes() == kBytes && buf.name() == "pool", "buffer size/name");
+    Window x = ctx.window(buf, DType::F32, {2, 64}, 0);       // bytes [0, 512)
+    Window y = ctx.window(buf, DType::I32, {1, 31}, 516);     // bytes [516, 640): 4- not 8-aligned
+    Window z = ctx.window(buf, DType::F64, {4, 8}, 1024);     // bytes [1024, 1280)
+    Window xi = ctx.window(buf, DType::I32, {2, 64}, 0);      // aliases x
+    Window tail = ctx.window(buf, DType::I32, {1, 3}, 4096);  // the last 12 bytes
+    MP_CHECK(y.byte_offset() == 516 && y.bytes() == 124 && y.buffer().bytes() == kBytes, "view geometry");
+    auto* raw = static_cast<uint8_t*>(buf.data());
+    std::memset(raw, kSentinel, kBytes);
+    // Local sources live in a second buffer with the same views.
+    WindowBuffer sbuf = ctx.alloc_window_buffer("src", kBytes);
+    Window sx = ctx.window(sbuf, DType::F32, {2, 64}, 0);
+    Window sy = ctx.window(sbuf, DType::I32, {1, 31}, 516);
+    Window sz = ctx.window(sbuf, DType::F64, {4, 8}, 1024);
+    Window stail = ctx.window(sbuf, DType::I32, {1, 3}, 4096);
+    for (int i = 0; i < 128; ++i) sx.data_as<float>()[i] = static_cast<float>(r * 1000 + i);
+    for (int i = 0; i < 31; ++i) sy.data_as<int32_t>()[i] = r + 1;
+    for (int i = 0; i < 32; ++i) sz.data_as<double>()[i] = r * 0.5 + i;
+    for (int i = 0; i < 3; ++i) stail.data_as<int32_t>()[i] = -(r + 1) * (i + 1);
+    // y starts at 0 everywhere, then every rank adds r + 1 into every rank's y.
+    std::memset(static_cast<uint8_t*>(buf.data()) + 516, 0, 124);
+    ctx.barrier();
+    ctx.put(x.all(), next, sx.all());
+    ctx.put(z.slice({1, 2}, {2, 4}), next, sz.slice({1, 2}, {2, 4}));  // strided rectangle
+    ctx.put(tail.all(), next, stail.all());
+    for (int p = 0; p < n; ++p) ctx.put(y.all(), p, sy.all(), AtomicType::Add);
+    ctx.barrier();
+    for (int i = 0; i < 128; ++i) {
+      MP_CHECK(x.data_as<float>()[i] == static_cast<float>(prev * 1000 + i), "x[" << i << "]");
+      float f = static_cast<float>(prev * 1000 + i);
+      int32_t bits;
+      std::memcpy(&bits, &f, 4);
+      MP_CHECK(xi.data_as<int32_t>()[i] == bits, "aliasing view xi[" << i << "]");
+    }
+    const int32_t sum = n * (n + 1) / 2;
+    for (int i = 0; i < 31; ++i) MP_CHECK(y.data_as<int32_t>()[i] == sum, "y[" << i << "] " << y.data_as<int32_t>()[i]);
+    for (int i = 0; i < 3; ++i) MP_CHECK(tail.data_as<int32_t>()[i] == -(prev + 1) * (i + 1), "tail[" << i << "]");
+    for (int row = 0; row < 4; ++row) {
+      for (int col = 0; col < 8; ++col) {
+        const bool in = row >= 1 && row < 3 && col >= 2 && col < 6;
+        const double v = z.data_as<double>()[row * 8 + col];
+        if (in) {
+          MP_CHECK(v == prev * 0.5 + row * 8 + col, "z[" << row << "][" << col << "]");
+        } else {
+          uint8_t b[8];
+          std::memcpy(b, &v, 8);
+          for (uint8_t c : b) MP_CHECK(c == kSentinel, "z[" << row << "][" << col << "] outside the rectangle changed");
+        }
+      }
+    }
+    // Every byte outside the views keeps the sentinel.
+    auto outside = [](size_t i) { return (i >= 512 && i < 516) || (i >= 640 && i < 1024) || (i >= 1280 && i < 4096); };
+    for (size_t i = 0; i < kBytes; ++i) {
+      if (outside(i)) MP_CHECK(raw[i] == kSentinel, "byte " << i << " outside every view changed");
+    }
+    // get through a view at an offset reads the peer's bytes there.
+    Window back = ctx.window(sbuf, DType::I32, {1, 3}, 4096);
+    ctx.get(back.all(), next, tail.all());
+    for (int i = 0; i < 3; ++i) MP_CHECK(back.data_as<int32_t>()[i] == -(r + 1) * (i + 1), "get back[" << i << "]");
+    ctx.barrier();
+  });
+}
+
+TEST_P(MemoryModel, BadViewsAreRefusedAndFreeingTheBufferFreesEveryView) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    WindowBuffer buf = ctx.alloc_window_buffer("b", 4096);
+    expect_error([&] { ctx.window(buf, DType::F32, {1, 4}, 2); }, ErrorCode::Misaligned,
+                 {"rank " + std::to_string(r), "at byte 2", "buffer 'b' (4096 bytes)", "element size 4"});
+    expect_error([&] { ctx.window(buf, DType::F64, {1, 513}, 0); }, ErrorCode::OutOfBounds, {"f64[1, 513]", "past the end"});
+    expect_error([&] { ctx.window(buf, DType::I32, {1, 1}, 4096); }, ErrorCode::OutOfBounds, {"at byte 4096"});
+    expect_error([&] { ctx.window(buf, DType::I32, {kMax, 2}, 0); }, ErrorCode::OutOfBounds, {"past the end"});
+    expect_error([&] { ctx.window(buf, DType::I64, {int64_t{1} << 61, 1}, 8); }, ErrorCode::OutOfBounds, {"past the end"});
+    expect_error([&] { ctx.window(buf, DType::I32, {0, 4}, 0); }, ErrorCode::InvalidArgument, {"positive"});
+    expect_error([&] { ctx.window(WindowBuffer(), DType::I32, {1, 4}, 0); }, ErrorCode::InvalidArgument, {"never allocated"});
+    Window v = ctx.window(buf, DType::I64, {8, 64}, 0);
+    Window w = ctx.window(buf, DType::I32, {1, 4}, 4080);
+    expect_error([&] { ctx.free(v); }, ErrorCode::InvalidArgument, {"is a view", "free its buffer"});
+    // A slice of a view reaching past it is OutOfBounds even though the buffer is larger.
+    Window small = ctx.window(buf, DType::I32, {1, 4}, 0);
+    expect_error([&] { ctx.put(small.slice({0, 2}, {1, 4}), 1 - r, small.slice({0, 0}, {1, 4})); },
+                 ErrorCode::OutOfBounds, {"'b' i32[1x4]", "at byte 0 of buffer 'b'"});
+    ctx.free(buf);
+    MP_CHECK(!buf.valid() && !v.valid() && !w.valid(), "views of a freed buffer still valid");
+    expect_error([&] { ctx.put(v.all(), 1 - r, v.all()); }, ErrorCode::UseAfterFree, {"'b'", "freed"});
+    expect_error([&] { (void)w.slice({0, 0}, {1, 1}); }, ErrorCode::UseAfterFree, {"'b'", "freed"});
+    expect_error([&] { (void)buf.data(); }, ErrorCode::UseAfterFree, {"buffer 'b'", "freed"});
+    expect_error([&] { ctx.window(buf, DType::I32, {1, 4}, 0); }, ErrorCode::UseAfterFree, {"buffer 'b'"});
+    // An alloc_window window is a view of its own buffer; freeing it frees that buffer.
+    Window a = ctx.alloc_window("a", DType::F32, {2, 8});
+    Window alias = ctx.window(a.buffer(), DType::I32, {2, 8}, 0);
+    ctx.free(a);
+    MP_CHECK(!alias.valid(), "a view of a freed window's buffer is still valid");
+    ctx.barrier();
+  });
+}
+
+TEST_P(MemoryModel, BufferSizeDifferingAcrossRanksFailsOnEveryRank) {
+  run(3, [](Context& ctx) {
+    const size_t bytes = ctx.rank() == 2 ? 4104 : 4096;
+    expect_error([&] { ctx.alloc_window_buffer("pool", bytes); }, ErrorCode::WindowMismatch,
+                 {"rank " + std::to_string(ctx.rank()), "rank 2 has buffer 'pool' (4104 bytes)", "buffer 'pool' (4096 bytes)"});
+    ctx.barrier();
+  });
+}
+
+// Adjacent int32 signal elements (both halves of 8-byte words, and words straddled by the view's
+// 4-byte offset) updated concurrently by every rank with AtomicAdd: no update is lost and no
+// neighbour is disturbed. Then Set on one half while the other half is being added to.
+TEST_P(MemoryModel, Int32SignalsLoseNoUpdateAndNeverDisturbTheirNeighbour) {
+  run(4, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size();
+    constexpr int kRounds = 12;
+    constexpr int kElems = 7;
+    WindowBuffer sbuf = ctx.alloc_window_buffer("sig", 64);
+    Window s = ctx.window(sbuf, DType::I32, {1, kElems}, 4);  // elements at bytes 4..32
+    Window s64 = ctx.window(sbuf, DType::I64, {1, 2}, 48);
+    ctx.barrier();
+    for (int round = 0; round < kRounds; ++round) {
+      for (int k = 0; k < n; ++k) {
+        const int p = (r + k) % n;
+        for (int e = 0; e < kElems; ++e) ctx.notify(s, p, {0, e}, e + 1);
+        ctx.notify(s64, p, {0, 1}, 3);
+      }
+    }
+    for (int e = 0; e < kElems; ++e) ctx.wait(s, {0, e}, int64_t{n} * kRounds * (e + 1), WaitCmp::EQ);
+    ctx.wait(s64, {0, 1}, int64_t{n} * kRounds * 3, WaitCmp::EQ);
+    ctx.wait(s.all(), 1, WaitCmp::GE);  // every element of a slice
+    MP_CHECK(ctx.test(s.slice({0, 1}, {1, 3}), 2, WaitCmp::GE), "test over a slice");
+    MP_CHECK(!ctx.test(s.all(), 1000000, WaitCmp::GE), "test of an unmet slice");
+    const int32_t* raw = static_cast<const int32_t*>(sbuf.data());
+    MP_CHECK(raw[0] == 0 && raw[8] == 0 && raw[9] == 0, "bytes around the int32 view changed");
+    ctx.barrier();
+    // Set on element 2r of rank 0 while everyone adds to element 2r + 1 (its word neighbour).
+    Window t = ctx.window(sbuf, DType::I32, {1, 8}, 0);
+    ctx.barrier();
+    if (r == 0) std::memset(sbuf.data(), 0, 32);
+    ctx.barrier();
+    for (int round = 0; round < kRounds; ++round) {
+      ctx.notify(t, 0, {0, 2 * r}, 100 * (r + 1) + round, NotifyOp::Set);
+      for (int q = 0; q < n; ++q) ctx.notify(t, 0, {0, 2 * q + 1}, 1);
+    }
+    ctx.barrier();
+    if (r == 0) {
+      for (int q = 0; q < n; ++q) {
+        ctx.wait(t, {0, 2 * q}, 100 * (q + 1) + kRounds - 1, WaitCmp::EQ, std::chrono::milliseconds(20000));
+        ctx.wait(t, {0, 2 * q + 1}, n * kRounds, WaitCmp::EQ, std::chrono::milliseconds(20000));
+      }
+    }
+    // int32 values that do not fit are refused; int64 signals take them.
+    expect_error([&] { ctx.notify(s, 0, {0, 0}, int64_t{1} << 40); }, ErrorCode::InvalidArgument, {"does not fit", "int32"});
+    expect_error([&] { ctx.notify(ctx.window(sbuf, DType::F32, {1, 4}, 0), 0, {0, 0}, 1); }, ErrorCode::DtypeMismatch,
+                 {"not int32 or int64"});
+    expect_error([&] { ctx.notify(s, 0, {0, kElems}, 1); }, ErrorCode::OutOfBounds, {"[0, 7]"});
+    expect_error([&] { ctx.notify(s.slice({0, 0}, {1, 2}), 0, 1); }, ErrorCode::InvalidArgument, {"exactly one"});
+    ctx.barrier();
+  });
+}
+
+// notify seen => earlier puts visible, for int32 signals on either half of a word, Set and Add.
+TEST_P(MemoryModel, Int32NotifyIsOrderedAfterEarlierPuts) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    constexpr int kIters = 40;
+    constexpr int64_t kElems = 4096;
+    Window data = ctx.alloc_window("data", DType::I32, {1, kElems});
+    Window src = ctx.alloc_window("src", DType::I32, {1, kElems});
+    WindowBuffer sbuf = ctx.alloc_window_buffer("sig", 8);
+    Window sig = ctx.window(sbuf, DType::I32, {1, 2}, 0);
+    ctx.barrier();
+    for (int it = 1; it <= kIters; ++it) {
+      if (r == 0) {
+        for (int64_t i = 0; i < kElems; ++i) src.data_as<int32_t>()[i] = it * 7 + static_cast<int32_t>(i);
+        ctx.put(data.all(), 1, src.all());
+        if (it % 2) {
+          ctx.notify(sig, 1, {0, 0}, it, NotifyOp::Set);  // low half: CAS
+        } else {
+          ctx.notify(sig, 1, {0, 1}, 1);  // high half: fetch-free add
+        }
+        ctx.wait(sig, {0, 0}, it, WaitCmp::GE);  // the ack (rank 1 sets our low half)
+      } else {
+        if (it % 2) {
+          ctx.wait(sig, {0, 0}, it, WaitCmp::GE);
+        } else {
+          ctx.wait(sig, {0, 1}, it / 2, WaitCmp::GE);
+        }
+        for (int64_t i = 0; i < kElems; ++i) {
+          MP_CHECK(data.data_as<int32_t>()[i] == it * 7 + static_cast<int32_t>(i),
+                   "iteration " << it << " element " << i << " not visible after the notify");
+        }
+        ctx.notify(sig, 0, {0, 0}, it, NotifyOp::Set);
+      }
+    }
+    ctx.barrier();
+  });
+}
+
+// Empty slices are a no-op in put, get, wait and test once every other check passed; notify needs
+// exactly one element; a negative timeout is InvalidArgument.
+TEST_P(MemoryModel, EmptySlicesAreNoOpsEverywhereAndTimeoutsMustBeNonNegative) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    Window a = ctx.alloc_window("a", DType::I32, {4, 16});
+    auto sig = ctx.alloc_signals("sig", 2);
+    for (int i = 0; i < 64; ++i) a.data_as<int32_t>()[i] = r * 100 + i;
+    ctx.barrier();
+    const Slice e1 = a.slice({4, 16}, {0, 0});  // at the far corner: still in bounds
+    const Slice e2 = a.slice({1, 3}, {2, 0});
+    ctx.put(e1, 1 - r, e1);
+    ctx.put(e2, 1 - r, e2, AtomicType::Add);
+    ctx.put_nbi(e2, 1 - r, e2);
+    ctx.get(e2, 1 - r, e2);
+    ctx.get_nbi(e1, 1 - r, e1);
+    ctx.quiet();
+    ctx.wait(e2, 1, WaitCmp::EQ, std::chrono::milliseconds(0));  // vacuously true: returns at once
+    MP_CHECK(ctx.test(e1, 5, WaitCmp::EQ), "test of an empty slice");
+    ctx.wait(sig.slice(0, 0), 1, WaitCmp::EQ);
+    MP_CHECK(ctx.test(sig.slice(1, 0), 1, WaitCmp::EQ), "test of an empty signal slice");
+    // The other checks still apply to empty slices.
+    expect_error([&] { ctx.put(e1, 2, e1); }, ErrorCode::PeerOutOfRange, {"peer 2"});
+    expect_error([&] { ctx.get(a.slice({5, 0}, {0, 1}), 1 - r, a.slice({0, 0}, {0, 1})); }, ErrorCode::OutOfBounds, {"dst"});
+    expect_error([&] { ctx.wait(a.slice({0, 17}, {1, 0}), 1); }, ErrorCode::OutOfBounds, {"[0, 17]"});
+    expect_error([&] { ctx.notify(e2, 1 - r, 1); }, ErrorCode::InvalidArgument, {"exactly one"});
+    expect_error([&] { ctx.wait(sig.at(0), 1, WaitCmp::GE, std::chrono::milliseconds(-5)); }, ErrorCode::InvalidArgument,
+                 {"negative timeout -5 ms"});
+    ctx.barrier();
+    for (int i = 0; i < 64; ++i) MP_CHECK(a.data_as<int32_t>()[i] == r * 100 + i, "element " << i << " changed");
+    // slice() of a freed window throws like name().
+    ctx.free(a);
+    expect_error([&] { (void)a.slice({0, 0}, {1, 1}); }, ErrorCode::UseAfterFree, {"'a'", "freed"});
+    expect_error([&] { (void)a.all(); }, ErrorCode::UseAfterFree, {"'a'"});
+    ctx.barrier();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MemoryModel, ::testing::ValuesIn(rwin_test::transports()),
+                         [](const ::testing::TestParamInfo<TransportParam>& pinfo) { return pinfo.param.name; });
+
+}  // namespace
