@@ -49,8 +49,10 @@ void window_seeds() {
   const std::vector<uint8_t> ucx_key = filler(120, 3), verbs_key = filler(28, 9);
   emit("window_blob", "f64_window", rwin::detail::window_blob("x", DType::F64, {4, 1024}, rwin::detail::BlobKind::Window, ucx_key));
   emit("window_blob", "i64_signals", rwin::detail::window_blob("ring_signals", DType::I64, {1, 8}, rwin::detail::BlobKind::Signals, verbs_key));
-  emit("window_blob", "empty_name_key", rwin::detail::window_blob("", DType::I32, {1, 1}, false, {}));
-  emit("window_blob", "huge_shape", rwin::detail::window_blob("h", DType::U64, {int64_t{1} << 40, int64_t{1} << 40}, false, {}));
+  using rwin::detail::BlobKind;
+  emit("window_blob", "empty_name_key", rwin::detail::window_blob("", DType::I32, {1, 1}, BlobKind::Window, {}));
+  emit("window_blob", "huge_shape", rwin::detail::window_blob("h", DType::U64, {int64_t{1} << 40, int64_t{1} << 40}, BlobKind::Window, {}));
+  emit("window_blob", "buffer", rwin::detail::window_blob("pool", DType::I32, {1, 65536}, BlobKind::Buffer, ucx_key));
 }
 
 void verbs_seeds() {
