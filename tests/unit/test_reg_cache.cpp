@@ -3,7 +3,9 @@
 // unmapped and mapped again (libucm's VM_UNMAPPED hooks), also from another thread.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -414,6 +416,30 @@ TEST(RegCacheHooks, PartialMunmapAndMadviseInvalidate) {
   EXPECT_TRUE(c.deregistered(1)) << "madvise(MADV_DONTNEED)";
   EXPECT_FALSE(c.deregistered(2)) << "untouched entry stays";
   munmap(p, 8 * kPage);
+}
+
+TEST(RegCacheHooks, MremapAndShmdtInvalidate) {
+  REQUIRE_HOOKS();
+  Calls c;
+  RegCache rc(fake(c), hooked_config());
+  char* p = map_pages(2);
+  rc.release(rc.acquire(p, 2 * kPage));  // id 0
+  // Grown and moved (a reserved hole right after it forces the move): the old range is gone.
+  char* hole = static_cast<char*>(mmap(p + 2 * kPage, kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
+  void* q = mremap(p, 2 * kPage, 8 * kPage, MREMAP_MAYMOVE);
+  ASSERT_NE(q, MAP_FAILED);
+  const int id = shmget(IPC_PRIVATE, 2 * kPage, IPC_CREAT | 0600);
+  ASSERT_GE(id, 0);
+  void* sh = shmat(id, nullptr, 0);
+  shmctl(id, IPC_RMID, nullptr);
+  ASSERT_NE(sh, reinterpret_cast<void*>(-1));
+  rc.release(rc.acquire(sh, 2 * kPage));  // id 1; applies the mremap
+  EXPECT_TRUE(c.deregistered(0)) << "mremap moved the memory away";
+  ASSERT_EQ(shmdt(sh), 0);
+  rc.release(rc.acquire(q, 8));
+  EXPECT_TRUE(c.deregistered(1)) << "shmdt";
+  munmap(q, 8 * kPage);
+  if (hole != MAP_FAILED) munmap(hole, kPage);
 }
 
 TEST(RegCacheHooks, FreeOfALargeMallocBlockInvalidates) {
