@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "reg_cache.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
@@ -424,7 +425,7 @@ TEST(VerbsTransport, CallerMemoryAsTheLocalSide) {
     // A FetchAdd's old value lands in caller memory (stack slot).
     alignas(8) uint64_t slot = 0;
     auto sreg = c.t().register_memory(&slot, sizeof slot);
-    c.run(atomic_work(Op::FetchAdd, right, &slot, sreg.get(), keys[right]->base() + 600000, keys[right].get(), 5));
+    c.run(atomic_work(Op::FetchAdd, right, &slot, sreg.get(), keys[right]->base() + 800000, keys[right].get(), 5));
     RANK_CHECK(slot == 0, "old value " << slot);
     // A failed registration names the device, the address, the length and errno.
     void* gone = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -445,6 +446,62 @@ TEST(VerbsTransport, CallerMemoryAsTheLocalSide) {
     c.bs().barrier();
     ::munmap(m, 200000);
   });
+}
+
+// The registration cache over real MRs: memory unmapped and mapped again at the same address (and a
+// large malloc block freed and allocated again) must be sent as it is now, never as the pages the
+// first registration pinned. Rank 0 writes, rank 1 checks; with the cache on and forced off.
+TEST(VerbsTransport, RegCacheNeverSendsUnmappedPages) {
+  VERBS_REQUIRE_DEVICE();
+  for (int cache : {1, 0}) {
+    run_ranks(2, [cache](RankCtx& c) {
+      constexpr size_t kBytes = 4 * 4096;
+      constexpr size_t kBig = 40u << 20;  // above glibc's largest mmap threshold
+      auto win = c.t().allocate(kBig);
+      auto keys = c.share(*win);
+      rwin::RegCache::Config cfg;
+      cfg.cache = cache;
+      rwin::RegCache rc([&c](void* a, size_t n) { return c.t().register_memory(a, n); }, cfg);
+      if (c.rank() == 0 && cache == 1) RANK_CHECK(rc.caching(), "hooks unavailable in the guest");
+      char* p = nullptr;
+      for (int round = 0; round < 3; ++round) {
+        const char fill = static_cast<char>('A' + round);
+        if (c.rank() == 0) {
+          void* m = ::mmap(p, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (p ? MAP_FIXED : 0), -1, 0);
+          RANK_CHECK(m != MAP_FAILED && (!p || m == p), "mmap");
+          p = static_cast<char*>(m);
+          std::memset(p, fill, kBytes);
+          const auto* mr = rc.acquire(p + 1, kBytes - 1);
+          c.run(write_work(1, p + 1, mr, keys[1]->base(), keys[1].get(), kBytes - 1));
+          c.run(flush_work(1));
+          rc.release(mr);
+          // Large malloc blocks: freed (glibc munmaps them) and allocated again, usually at the same address.
+          char* big = static_cast<char*>(std::malloc(kBig));
+          std::memset(big, fill + 16, kBig);
+          const auto* bmr = rc.acquire(big, kBig);
+          c.run(write_work(1, big + kBig - 4096, bmr, keys[1]->base() + kBytes, keys[1].get(), 4096));
+          c.run(flush_work(1));
+          rc.release(bmr);
+          std::free(big);
+        }
+        c.bs().barrier();
+        if (c.rank() == 1) {
+          const char* w = static_cast<const char*>(win->addr());
+          for (size_t i = 0; i < kBytes - 1; ++i) RANK_CHECK(w[i] == fill, "round " << round << " byte " << i << ": " << w[i]);
+          for (size_t i = 0; i < 4096; ++i) {
+            RANK_CHECK(w[kBytes + i] == fill + 16, "round " << round << " malloc byte " << i << ": " << int(w[kBytes + i]));
+          }
+        }
+        c.bs().barrier();
+        if (c.rank() == 0) RANK_CHECK(::munmap(p, kBytes) == 0, "munmap");
+      }
+      if (c.rank() == 0) {
+        std::fprintf(stderr, "cache=%d: %lu misses, %lu hits, %lu invalidations\n", cache,
+                     static_cast<unsigned long>(rc.stats().misses), static_cast<unsigned long>(rc.stats().hits),
+                     static_cast<unsigned long>(rc.stats().invalidations));
+      }
+    });
+  }
 }
 
 // A single Write of exactly max_message_bytes (8 MiB on rxe) lands whole.
