@@ -460,7 +460,14 @@ TEST(RegCacheHooks, FreeOfALargeMallocBlockInvalidates) {
     // The next round's malloc usually returns the same address: a hit there would be stale.
   }
   rc.release(rc.acquire(&c, 1));  // applies the last free
-  EXPECT_EQ(c.deregs.size(), 3u);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's allocator keeps freed blocks in quarantine and later unmaps them with raw system calls
+  // that no hook sees (docs/ARCHITECTURE.md, "Not seen by the hooks"); its quarantine is also why
+  // every round above got a new address.
+  std::printf("[ info ] ASan allocator: %zu of 3 frees seen\n", c.deregs.size());
+#else
+  EXPECT_EQ(c.deregs.size(), 3u) << "glibc's free of an mmapped block is a munmap";
+#endif
   // A smaller block glibc may serve from the heap: a free that does not unmap leaves the pages
   // mapped (the registration stays correct); whatever free unmapped is invalidated.
   void* s = std::malloc(1 << 20);
