@@ -444,6 +444,12 @@ TEST(RegCacheHooks, MremapAndShmdtInvalidate) {
 
 TEST(RegCacheHooks, FreeOfALargeMallocBlockInvalidates) {
   REQUIRE_HOOKS();
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer runtimes' allocators map and unmap large blocks with raw system calls no hook
+  // sees (TSan's gives the same address back at once: this test then finds the stale entry). A
+  // documented limit (docs/ARCHITECTURE.md, "Not seen by the hooks"), not a cache bug.
+  GTEST_SKIP() << "sanitizer allocator: large blocks are unmapped by raw system calls, unseen by libucm";
+#endif
   Calls c;
   RegCache rc(fake(c), hooked_config());
   // Above glibc's largest dynamic mmap threshold (32 MiB): always its own mapping, unmapped by free.
@@ -460,14 +466,7 @@ TEST(RegCacheHooks, FreeOfALargeMallocBlockInvalidates) {
     // The next round's malloc usually returns the same address: a hit there would be stale.
   }
   rc.release(rc.acquire(&c, 1));  // applies the last free
-#if defined(__SANITIZE_ADDRESS__)
-  // ASan's allocator keeps freed blocks in quarantine and later unmaps them with raw system calls
-  // that no hook sees (docs/ARCHITECTURE.md, "Not seen by the hooks"); its quarantine is also why
-  // every round above got a new address.
-  std::printf("[ info ] ASan allocator: %zu of 3 frees seen\n", c.deregs.size());
-#else
   EXPECT_EQ(c.deregs.size(), 3u) << "glibc's free of an mmapped block is a munmap";
-#endif
   // A smaller block glibc may serve from the heap: a free that does not unmap leaves the pages
   // mapped (the registration stays correct); whatever free unmapped is invalidated.
   void* s = std::malloc(1 << 20);
@@ -505,6 +504,16 @@ TEST(RegCacheHooks, HeapShrinkInvalidates) {
 // registration of the memory mapped now (the fake registrar records its first word, a generation
 // number written by whoever mapped it). A slot's mutex orders the two threads' use of that slot,
 // as a program's own synchronisation would; the cache itself is only used by this thread.
+#if defined(__SANITIZE_THREAD__)
+// libucm's madvise hook takes a pthread rwlock, and glibc madvises an exiting thread's stack after
+// TSan has torn down that thread's state: TSan's rwlock interceptor then crashes (why
+// tests/sanitizers.sh runs with UCX_MEM_MMAP_HOOK_MODE=none). Under TSan the unmapper thread parks
+// instead of exiting, so this test can run with the hooks on.
+constexpr bool kPark = true;
+#else
+constexpr bool kPark = false;
+#endif
+
 TEST(RegCacheHooks, ConcurrentUnmapsNeverLeaveAStaleEntry) {
   REQUIRE_HOOKS();
   constexpr int kSlots = 8;
@@ -525,7 +534,8 @@ TEST(RegCacheHooks, ConcurrentUnmapsNeverLeaveAStaleEntry) {
   RegCache rc(fake(c), hooked_config(4));  // small: evictions too
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> remaps{0};
-  std::thread unmapper([&] {
+  auto finished = std::make_shared<std::atomic<bool>>(false);  // outlives the test (see kPark)
+  std::thread unmapper([&, finished] {
     std::mt19937 rng(7);
     uint64_t gen = 1000000;
     while (!stop.load(std::memory_order_relaxed)) {
@@ -544,6 +554,10 @@ TEST(RegCacheHooks, ConcurrentUnmapsNeverLeaveAStaleEntry) {
       void* junk = std::malloc(200000 + rng() % 100000);
       std::free(junk);
       remaps.fetch_add(1, std::memory_order_relaxed);
+    }
+    finished->store(true);  // nothing of the test's frame is touched after this
+    if (kPark) {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
   });
   std::mt19937 rng(11);
@@ -565,7 +579,12 @@ TEST(RegCacheHooks, ConcurrentUnmapsNeverLeaveAStaleEntry) {
     ++checked;
   }
   stop = true;
-  unmapper.join();
+  if (kPark) {
+    while (!finished->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    unmapper.detach();
+  } else {
+    unmapper.join();
+  }
   EXPECT_GT(checked, 100u);
   EXPECT_GT(rc.stats().hits, 0u);
   EXPECT_GT(rc.stats().invalidations, 0u);
