@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -138,6 +139,24 @@ TEST(RegCache, HitCostsNoRegistration) {
   EXPECT_EQ(rc.stats().misses, 2u);
   EXPECT_EQ(rc.entries(), 2u);
   EXPECT_EQ(rc.pinned_bytes(), 4 * kPage);
+}
+
+TEST(RegCache, HitsCostNanoseconds) {
+  Arena ar;
+  Calls c;
+  RegCache rc(fake(c), logic_config());
+  for (size_t i = 0; i < 64; ++i) rc.release(rc.acquire(ar.page(i * 2), 100));
+  constexpr int kIters = 1000000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) rc.release(rc.acquire(ar.page(8) + (i & 1023), 64));  // last hit
+  auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) rc.release(rc.acquire(ar.page((static_cast<size_t>(i) * 7 % 64) * 2), 64));  // map hits
+  auto t2 = std::chrono::steady_clock::now();
+  const double last_ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / kIters;
+  const double map_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / kIters;
+  std::printf("[ info ] acquire+release: last hit %.1f ns, map hit among 64 entries %.1f ns\n", last_ns, map_ns);
+  EXPECT_EQ(c.regs.size(), 64u);
+  EXPECT_LT(map_ns, 2000.0);  // loose: sanitizer builds and a busy host
 }
 
 TEST(RegCache, RangeStraddlingPagesAndZeroLength) {
