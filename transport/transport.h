@@ -3,7 +3,7 @@
 // Contract of this interface (every implementation keeps it; the core relies on it):
 //  * Nothing here blocks for longer than a bounded, short time except connect(), which is
 //    collective and bounded by the bootstrap deadline.
-//  * Set-up calls (connect, allocate, unpack_key) throw rwin::transport::TransportError.
+//  * Set-up calls (connect, allocate, register_memory, unpack_key) throw rwin::transport::TransportError.
 //    The data path (post, poll) never throws: it reports through PostResult and Completion.
 //  * Every Work accepted by post() (PostResult::Ok) yields exactly one Completion from a later
 //    poll(), successful or failed, even if the transport signals only some of them internally.
@@ -58,15 +58,22 @@ struct Capabilities {
   // Measured defaults for the core's pipeline where the user set none (bench/RESULTS.md).
   size_t default_chunk_bytes = 1 << 20;
   int default_pipeline_depth = 4;
+  // true: caller memory must be registered (register_memory) before it can be Work::local of a
+  // Write or Read, and registering costs a syscall and pins pages, so the core caches regions
+  // (core/src/reg_cache.h). false: register_memory returns a region that registers nothing (the
+  // library takes any local pointer), and a cache buys nothing.
+  bool local_needs_registration = false;
 };
 
-// Memory that remote peers may read, write and update atomically. Page aligned and zeroed.
+// Memory that remote peers may read, write and update atomically (from allocate(): page aligned
+// and zeroed), or caller memory registered for local use only (from register_memory()).
 class MemoryRegion {
  public:
   virtual ~MemoryRegion() = default;
   void* addr() const noexcept { return addr_; }
   size_t bytes() const noexcept { return bytes_; }
-  // Opaque, versioned bytes a peer passes to Transport::unpack_key().
+  // Opaque, versioned bytes a peer passes to Transport::unpack_key(). A region from
+  // register_memory() has none: it throws TransportError.
   virtual std::vector<uint8_t> packed_key() const = 0;
 
  protected:
@@ -120,6 +127,16 @@ class Transport {
   virtual void connect(bootstrap::Bootstrap& bs) = 0;
 
   virtual std::unique_ptr<MemoryRegion> allocate(size_t bytes) = 0;
+  // Caller memory [addr, addr + bytes) as a local region: usable as Work::local_mr of a Write
+  // (source) or Read (destination, so it is registered writable by the device) and of fetching
+  // atomics' result slot; never exposed to peers (packed_key() throws). addr() and bytes() of the
+  // result are the arguments. The memory stays the caller's: it must stay mapped while the region
+  // lives, and destroying the region deregisters it, never frees it. Costs per transport:
+  // verbs pins the pages (ibv_reg_mr, IBV_ACCESS_LOCAL_WRITE), a syscall and the page walk;
+  // UCX registers nothing (ucp_put/get_nbx, am sends and direct copies take any pointer).
+  // Capabilities::local_needs_registration says which. Throws TransportError naming the device,
+  // address, length and errno when the registration fails (bytes == 0 included).
+  virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) = 0;
   virtual std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) = 0;
 
   // Never blocks. Busy: no room now (poll, then retry). PeerFailed: see peer_error(peer).

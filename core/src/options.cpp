@@ -6,6 +6,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
+#include "reg_cache.h"
 #include "rwin/rwin.h"
 
 namespace rwin {
@@ -128,6 +129,11 @@ Options Options::from_env(Options o) {
     if (const char* v = env("RWIN_JOB_KEY")) o.job_key = v;  // any non-empty string; "" = no key
   }
   return o;
+}
+
+int reg_cache_from_env() {
+  const char* v = env("RWIN_REG_CACHE");
+  return v ? static_cast<int>(parse_int("RWIN_REG_CACHE", v, 0, 1)) : 1;
 }
 
 }  // namespace rwin

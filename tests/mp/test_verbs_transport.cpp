@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "reg_cache.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
@@ -358,6 +360,146 @@ TEST(VerbsTransport, WriteFlushThenReadBack) {
       c.run(read_work(right, back->addr(), back.get(), keys[right]->base(), keys[right].get(), off));
       RANK_CHECK(std::memcmp(back->addr(), s, off) == 0, "read back differs from what was written");
       c.bs().barrier();
+    });
+  }
+}
+
+// Caller memory (register_memory) as a Write's source and a Read's destination: heap, stack and
+// mmap memory, unaligned, against the neighbour's window; a fetching atomic's result slot too.
+TEST(VerbsTransport, CallerMemoryAsTheLocalSide) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    RANK_CHECK(c.t().capabilities().local_needs_registration, "verbs needs an lkey for local memory");
+    constexpr size_t kWin = 1 << 20;
+    const int me = c.rank(), right = (me + 1) % c.nranks(), left = (me + c.nranks() - 1) % c.nranks();
+    auto win = c.t().allocate(kWin);
+    auto keys = c.share(*win);
+    std::vector<uint8_t> heap(300000);
+    uint8_t stack[5000];
+    void* m = ::mmap(nullptr, 200000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    RANK_CHECK(m != MAP_FAILED, "mmap");
+    struct Piece {
+      uint8_t* p;
+      size_t n;
+      size_t off;  // in the target window
+    } pieces[] = {{heap.data() + 1, heap.size() - 1, 0},
+                  {stack + 3, sizeof stack - 3, 400000},
+                  {static_cast<uint8_t*>(m) + 5, 200000 - 5, 500000}};
+    std::vector<std::unique_ptr<MemoryRegion>> regs;
+    int salt = 0;
+    for (const Piece& pc : pieces) {
+      ++salt;
+      for (size_t i = 0; i < pc.n; ++i) pc.p[i] = pattern(me * 10 + salt, i);
+      regs.push_back(c.t().register_memory(pc.p, pc.n));
+      RANK_CHECK(regs.back()->addr() == pc.p && regs.back()->bytes() == pc.n, "region is the caller's range");
+      bool threw = false;
+      try {
+        (void)regs.back()->packed_key();
+      } catch (const TransportError&) {
+        threw = true;
+      }
+      RANK_CHECK(threw, "caller memory has no key for peers");
+      c.post(write_work(right, pc.p, regs.back().get(), keys[right]->base() + pc.off, keys[right].get(), pc.n));
+    }
+    c.run(flush_work(right));
+    c.wait_all();
+    c.bs().barrier();
+    const auto* w = static_cast<const uint8_t*>(win->addr());
+    salt = 0;
+    for (const Piece& pc : pieces) {
+      ++salt;
+      for (size_t i = 0; i < pc.n; ++i) {
+        RANK_CHECK(w[pc.off + i] == pattern(left * 10 + salt, i), "window byte " << pc.off + i << " from rank " << left);
+      }
+    }
+    // Read what we wrote back into the same caller memory.
+    for (size_t k = 0; k < 3; ++k) {
+      std::memset(pieces[k].p, 0, pieces[k].n);
+      c.run(read_work(right, pieces[k].p, regs[k].get(), keys[right]->base() + pieces[k].off, keys[right].get(),
+                      pieces[k].n));
+      for (size_t i = 0; i < pieces[k].n; ++i) {
+        RANK_CHECK(pieces[k].p[i] == pattern(me * 10 + static_cast<int>(k) + 1, i), "read byte " << i << " of piece " << k);
+      }
+    }
+    c.bs().barrier();
+    // A FetchAdd's old value lands in caller memory (stack slot).
+    alignas(8) uint64_t slot = 0;
+    auto sreg = c.t().register_memory(&slot, sizeof slot);
+    c.run(atomic_work(Op::FetchAdd, right, &slot, sreg.get(), keys[right]->base() + 800000, keys[right].get(), 5));
+    RANK_CHECK(slot == 0, "old value " << slot);
+    // A failed registration names the device, the address, the length and errno.
+    void* gone = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ::munmap(gone, 4096);
+    std::string msg;
+    try {
+      c.t().register_memory(gone, 4096);
+    } catch (const TransportError& e) {
+      msg = e.what();
+    }
+    RANK_CHECK(!msg.empty(), "registering unmapped memory succeeded");
+    char where[32];
+    std::snprintf(where, sizeof where, "%p", gone);
+    RANK_CHECK(msg.find("verbs(") != std::string::npos && msg.find(where) != std::string::npos &&
+                   msg.find("4096 bytes") != std::string::npos && msg.find("errno") != std::string::npos,
+               msg);
+    std::fprintf(stderr, "unmapped registration: %s\n", msg.c_str());
+    c.bs().barrier();
+    ::munmap(m, 200000);
+  });
+}
+
+// The registration cache over real MRs: memory unmapped and mapped again at the same address (and a
+// large malloc block freed and allocated again) must be sent as it is now, never as the pages the
+// first registration pinned. Rank 0 writes, rank 1 checks; with the cache on and forced off.
+TEST(VerbsTransport, RegCacheNeverSendsUnmappedPages) {
+  VERBS_REQUIRE_DEVICE();
+  for (int cache : {1, 0}) {
+    run_ranks(2, [cache](RankCtx& c) {
+      constexpr size_t kBytes = 4 * 4096;
+      constexpr size_t kBig = 40u << 20;  // above glibc's largest mmap threshold
+      auto win = c.t().allocate(kBig);
+      auto keys = c.share(*win);
+      rwin::RegCache::Config cfg;
+      cfg.cache = cache;
+      rwin::RegCache rc([&c](void* a, size_t n) { return c.t().register_memory(a, n); }, cfg);
+      if (c.rank() == 0 && cache == 1) RANK_CHECK(rc.caching(), "hooks unavailable in the guest");
+      char* p = nullptr;
+      for (int round = 0; round < 3; ++round) {
+        const char fill = static_cast<char>('A' + round);
+        if (c.rank() == 0) {
+          void* m = ::mmap(p, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (p ? MAP_FIXED : 0), -1, 0);
+          RANK_CHECK(m != MAP_FAILED && (!p || m == p), "mmap");
+          p = static_cast<char*>(m);
+          std::memset(p, fill, kBytes);
+          const auto* mr = rc.acquire(p + 1, kBytes - 1);
+          c.run(write_work(1, p + 1, mr, keys[1]->base(), keys[1].get(), kBytes - 1));
+          c.run(flush_work(1));
+          rc.release(mr);
+          // Large malloc blocks: freed (glibc munmaps them) and allocated again, usually at the same address.
+          char* big = static_cast<char*>(std::malloc(kBig));
+          std::memset(big, fill + 16, kBig);
+          const auto* bmr = rc.acquire(big, kBig);
+          c.run(write_work(1, big + kBig - 4096, bmr, keys[1]->base() + kBytes, keys[1].get(), 4096));
+          c.run(flush_work(1));
+          rc.release(bmr);
+          std::free(big);
+        }
+        c.bs().barrier();
+        if (c.rank() == 1) {
+          const char* w = static_cast<const char*>(win->addr());
+          for (size_t i = 0; i < kBytes - 1; ++i) RANK_CHECK(w[i] == fill, "round " << round << " byte " << i << ": " << w[i]);
+          for (size_t i = 0; i < 4096; ++i) {
+            RANK_CHECK(w[kBytes + i] == fill + 16, "round " << round << " malloc byte " << i << ": " << int(w[kBytes + i]));
+          }
+        }
+        c.bs().barrier();
+        if (c.rank() == 0) RANK_CHECK(::munmap(p, kBytes) == 0, "munmap");
+      }
+      if (c.rank() == 0) {
+        std::fprintf(stderr, "cache=%d: %lu misses, %lu hits, %lu invalidations\n", cache,
+                     static_cast<unsigned long>(rc.stats().misses), static_cast<unsigned long>(rc.stats().hits),
+                     static_cast<unsigned long>(rc.stats().invalidations));
+      }
     });
   }
 }

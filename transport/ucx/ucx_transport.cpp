@@ -164,7 +164,17 @@ struct Registry {
   }
 };
 
-class UcxMemory final : public MemoryRegion {
+// Every MemoryRegion this transport hands out: the UCX memory handle passed with a Write/Read's
+// local side (ucp_put/get_nbx skip a registration-cache lookup with it), null for caller memory.
+class UcxRegion : public MemoryRegion {
+ public:
+  ucp_mem_h memh() const noexcept { return memh_; }
+
+ protected:
+  ucp_mem_h memh_ = nullptr;
+};
+
+class UcxMemory final : public UcxRegion {
  public:
   UcxMemory(ucp_context_h ctx, size_t bytes, std::shared_ptr<Registry> registry)
       : ctx_(ctx), registry_(std::move(registry)) {
@@ -209,14 +219,28 @@ class UcxMemory final : public MemoryRegion {
   UcxMemory& operator=(const UcxMemory&) = delete;
   std::vector<uint8_t> packed_key() const override { return key_; }
   const std::vector<uint8_t>& raw_key() const noexcept { return raw_key_; }
-  ucp_mem_h memh() const noexcept { return memh_; }
 
  private:
   ucp_context_h ctx_;
   std::shared_ptr<Registry> registry_;
-  ucp_mem_h memh_ = nullptr;
   std::vector<uint8_t> key_;
   std::vector<uint8_t> raw_key_;  // ucp_rkey_pack output alone (the probe's goes into the address blob)
+};
+
+// Caller memory as a local region (register_memory): registers nothing. Every mode takes any local
+// pointer: native passes it to ucp_put/get_nbx without a memh (UCX registers through its own
+// hooked registration cache where a zero-copy protocol needs it, or copies); am sends it as the
+// payload of ucp_am_send_nbx, copies it into a batch, or receives a Read's reply into it
+// (memcpy or ucp_am_recv_data_nbx); direct copies with the CPU (ucx_direct.h).
+class UcxCallerMemory final : public UcxRegion {
+ public:
+  UcxCallerMemory(void* addr, size_t bytes) {
+    addr_ = addr;
+    bytes_ = bytes;
+  }
+  std::vector<uint8_t> packed_key() const override {
+    throw TransportError("ucx: caller memory registered with register_memory() is local only: it has no key for peers");
+  }
 };
 
 class UcxRemoteKey final : public RemoteKey {
@@ -403,6 +427,7 @@ class UcxTransport final : public Transport {
     c.write_then_atomic_ordered = false;  // per peer: write_then_atomic_ordered(peer)
     c.needs_target_progress = true;  // true over tcp; harmless (one progress call) over shm
     c.native_set = true;             // UCP_ATOMIC_OP_SWAP / the am target's exchange
+    c.local_needs_registration = false;  // any local pointer (UcxCallerMemory)
     return c;
   }
 
@@ -455,6 +480,16 @@ class UcxTransport final : public Transport {
 
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override {
     return std::make_unique<UcxMemory>(context_.get(), bytes, registry_);
+  }
+
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) override {
+    if (addr == nullptr || bytes == 0) {
+      char where[64];
+      std::snprintf(where, sizeof where, "%p", addr);
+      throw TransportError("ucx: rank " + std::to_string(rank_) + ": cannot register caller memory at " + where +
+                           ", " + std::to_string(bytes) + " bytes: empty range");
+    }
+    return std::make_unique<UcxCallerMemory>(addr, bytes);
   }
 
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> b) override {
@@ -670,10 +705,12 @@ class UcxTransport final : public Transport {
     param.cb.send = &UcxTransport::on_send_done;
     param.user_data = p;
     ucp_rkey_h rkey = w.rkey ? static_cast<const UcxRemoteKey*>(w.rkey)->get() : nullptr;
-    if (w.local_mr && (w.op == Op::Write || w.op == Op::Read)) {
-      // Window memory is UCX's own: passing its handle skips a registration-cache lookup.
+    const ucp_mem_h memh = w.local_mr ? static_cast<const UcxRegion*>(w.local_mr)->memh() : nullptr;
+    if (memh && (w.op == Op::Write || w.op == Op::Read)) {
+      // Window memory is UCX's own: passing its handle skips a registration-cache lookup. Caller
+      // memory (no handle) goes without one: UCX looks it up or copies.
       param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-      param.memh = static_cast<const UcxMemory*>(w.local_mr)->memh();
+      param.memh = memh;
     }
     ucs_status_ptr_t req = nullptr;
     switch (w.op) {

@@ -95,6 +95,7 @@ Capabilities VerbsTransport::capabilities() const {
   // atomic never need it.
   c.write_then_atomic_ordered = true;
   c.needs_target_progress = false;  // one-sided: the responder HCA executes everything
+  c.local_needs_registration = true;  // a Write's source / Read's destination needs an lkey
   c.native_set = false;             // IB has no atomic swap: Swap is a CAS loop (verbs_datapath.cpp)
   return c;
 }

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "transport/verbs/verbs_blob.h"
@@ -36,7 +37,32 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t 
   bytes_ = bytes;
 }
 
+VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
+                                     const std::string& who)
+    : dev_(std::move(dev)), who_(who) {
+  char where[64];
+  std::snprintf(where, sizeof where, "%p", addr);
+  const std::string range = std::string("caller memory at ") + where + ", " + std::to_string(bytes) + " bytes";
+  if (addr == nullptr || bytes == 0) throw TransportError(who + ": cannot register " + range + ": empty range");
+  // LOCAL_WRITE: a Read (and a fetching atomic) lands in it. No remote access: it is never shared.
+  mr_.reset(ibv_reg_mr(dev_->pd.get(), addr, bytes, IBV_ACCESS_LOCAL_WRITE));
+  if (!mr_) {
+    const int err = errno;
+    throw TransportError(who + ": ibv_reg_mr of " + range + " failed: " + std::strerror(err) + " (errno " +
+                         std::to_string(err) + ")" +
+                         (err == ENOMEM || err == EPERM ? " (locked-memory limit? check `ulimit -l`)"
+                          : err == EFAULT           ? " (not mapped, or not readable and writable?)"
+                                                    : ""));
+  }
+  addr_ = addr;
+  bytes_ = bytes;
+}
+
 std::vector<uint8_t> VerbsMemoryRegion::packed_key() const {
+  if (!buf_) {
+    throw TransportError(who_ + ": caller memory registered with register_memory() is local only: it has no key "
+                                "for peers");
+  }
   KeyBlob k;
   k.addr = reinterpret_cast<uint64_t>(addr_);
   k.bytes = bytes_;
@@ -52,6 +78,11 @@ bool VerbsMemoryRegion::contains(const void* p, size_t n) const noexcept {
 
 std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
   return std::make_unique<VerbsMemoryRegion>(dev_, bytes, "rank " + std::to_string(cfg_.rank) + ": " + describe_);
+}
+
+std::unique_ptr<MemoryRegion> VerbsTransport::register_memory(void* addr, size_t bytes) {
+  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{}, dev_, addr, bytes,
+                                             "rank " + std::to_string(cfg_.rank) + ": " + describe_);
 }
 
 std::unique_ptr<RemoteKey> VerbsTransport::unpack_key(int peer, std::span<const uint8_t> packed) {

@@ -23,7 +23,12 @@ class VerbsMemoryRegion final : public MemoryRegion {
  public:
   // Registers `bytes` (rounded up to whole pages) of fresh, zeroed, page-aligned memory.
   VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who);
-  std::vector<uint8_t> packed_key() const override;
+  // Registers the caller's [addr, addr + bytes) for local use only (register_memory): the device
+  // may read it (Write source) and write it (Read destination, atomic results). Owns the MR only.
+  struct CallerMemory {};
+  VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
+                    const std::string& who);
+  std::vector<uint8_t> packed_key() const override;  // throws for caller memory (never remote)
   uint32_t lkey() const noexcept { return mr_->lkey; }
   // True when [p, p + n) lies inside this region.
   bool contains(const void* p, size_t n) const noexcept;
@@ -31,8 +36,9 @@ class VerbsMemoryRegion final : public MemoryRegion {
  private:
   // Declaration order is teardown order reversed: MR first, then the memory, then the PD/context.
   std::shared_ptr<DeviceHandles> dev_;
-  HostBufferPtr buf_;
+  HostBufferPtr buf_;  // null for caller memory
   MrPtr mr_;
+  std::string who_;    // caller memory: names the device in packed_key()'s error
 };
 
 class VerbsRemoteKey final : public RemoteKey {
@@ -69,6 +75,7 @@ class VerbsTransport final : public Transport {
   Capabilities capabilities() const override;
   void connect(bootstrap::Bootstrap& bs) override;
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) override;
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) override;
   PostResult post(const Work& w) override;
   void poll(std::vector<Completion>& out) override;
