@@ -68,6 +68,7 @@ struct Args {
   uint64_t skew = 0;
   bool vs_raw = false;
   bool nbi = false;
+  bool local = false;
   bool raw_fence = false;
   bool csv = false;
   bool json = false;
@@ -96,6 +97,7 @@ struct Args {
                "  --misalign     same as --skew 8 (glibc rep-movsb trap check)\n"
                "  --vs-raw       alternate batches with the same op on raw UCP (verbs: raw libibverbs); report ratios\n"
                "  --nbi          put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi\n"
+               "  --local        rwin's local side (put src, get dst) is plain memory (rwin::Local), not a window\n"
                "  --raw-fence    --vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush\n"
                "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
                "  -o FILE        write the csv/json there (format from --csv/--json or the extension)\n"
@@ -181,6 +183,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--misalign") a.skew = 8;
     else if (k == "--vs-raw") a.vs_raw = true;
     else if (k == "--nbi") a.nbi = true;
+    else if (k == "--local") a.local = true;
     else if (k == "--raw-fence") a.raw_fence = a.vs_raw = true;
     else if (k == "--csv") a.csv = true;
     else if (k == "--json") a.json = true;
@@ -224,10 +227,16 @@ class Ops {
 
 class RwinOps final : public Ops {
  public:
-  RwinOps(rwin::Context& ctx, uint64_t bytes, bool nbi) : ctx_(ctx), nbi_(nbi) {
+  RwinOps(rwin::Context& ctx, uint64_t bytes, bool nbi, bool local) : ctx_(ctx), nbi_(nbi), local_(local) {
     const int64_t words = static_cast<int64_t>(bytes / 8);
     src_ = ctx.alloc_window("perf.src", rwin::DType::I64, {1, words});
     dst_ = ctx.alloc_window("perf.dst", rwin::DType::I64, {1, words});
+    if (local_) {  // page-aligned like the windows, so only the local side's kind differs
+      plain_src_.reset(static_cast<char*>(std::aligned_alloc(4096, bytes)));
+      plain_dst_.reset(static_cast<char*>(std::aligned_alloc(4096, bytes)));
+      std::memset(plain_src_.get(), 0, bytes);
+      std::memset(plain_dst_.get(), 0, bytes);
+    }
     sig_ = ctx.alloc_signals("perf.sig", kWords);
     for (int w = 0; w < kWords; ++w) words_.push_back(sig_.at(w));
   }
@@ -237,19 +246,39 @@ class RwinOps final : public Ops {
     const int64_t n = static_cast<int64_t>(bytes / 8), off = static_cast<int64_t>(skew / 8);
     src_slice_ = src_.slice({0, 0}, {1, n});
     dst_slice_ = dst_.slice({0, off}, {1, n});
+    if (local_) {
+      local_src_ = rwin::Local{plain_src_.get(), rwin::DType::I64, {1, n}, 0};
+      local_dst_ = rwin::Local{plain_dst_.get() + skew, rwin::DType::I64, {1, n}, 0};
+    }
   }
   // --nbi: puts and grouped gets use the non-blocking forms (completed by quiet/notify).
   void put() override {
-    if (nbi_) {
+    if (local_) {
+      if (nbi_) {
+        ctx_.put_nbi(dst_slice_, peer_, local_src_);
+      } else {
+        ctx_.put(dst_slice_, peer_, local_src_);
+      }
+    } else if (nbi_) {
       ctx_.put_nbi(dst_slice_, peer_, src_slice_);
     } else {
       ctx_.put(dst_slice_, peer_, src_slice_);
     }
   }
-  void get() override { ctx_.get(dst_slice_, peer_, src_slice_); }
+  void get() override {
+    if (local_) {
+      ctx_.get(local_dst_, peer_, src_slice_);
+    } else {
+      ctx_.get(dst_slice_, peer_, src_slice_);
+    }
+  }
   void get_group(int n) override {
     for (int i = 0; i < n; ++i) {
-      if (nbi_) {
+      if (local_ && nbi_) {
+        ctx_.get_nbi(local_dst_, peer_, src_slice_);
+      } else if (local_) {
+        ctx_.get(local_dst_, peer_, src_slice_);
+      } else if (nbi_) {
         ctx_.get_nbi(dst_slice_, peer_, src_slice_);
       } else {
         ctx_.get(dst_slice_, peer_, src_slice_);
@@ -264,13 +293,19 @@ class RwinOps final : public Ops {
   }
   void wait(int word, int64_t value) override { ctx_.wait(words_[static_cast<size_t>(word)], value); }
   void quiet() override { ctx_.quiet(); }
-  char* local_src() override { return static_cast<char*>(src_.data()); }
-  char* local_dst() override { return static_cast<char*>(dst_.data()); }
+  char* local_src() override { return local_ ? plain_src_.get() : static_cast<char*>(src_.data()); }
+  char* local_dst() override { return local_ ? plain_dst_.get() : static_cast<char*>(dst_.data()); }
   int64_t load(int word) const { return sig_.load(word); }
 
  private:
   rwin::Context& ctx_;
   bool nbi_;
+  bool local_;
+  struct FreeDeleter {
+    void operator()(char* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> plain_src_, plain_dst_;
+  rwin::Local local_src_, local_dst_;
   int peer_ = 0;
   rwin::Window src_, dst_;
   rwin::SignalArray sig_;
@@ -719,7 +754,7 @@ int main(int argc, char** argv) {
     if (need_pair && ctx.size() < 2) throw std::runtime_error("pair tests need at least 2 ranks (rwinrun -n 2)");
     const uint64_t max_size = *std::max_element(a.sizes.begin(), a.sizes.end());
     const uint64_t buf = (max_size + a.skew + 4095) / 4096 * 4096;
-    RwinOps rw(ctx, buf, a.nbi);
+    RwinOps rw(ctx, buf, a.nbi, a.local);
     std::unique_ptr<Ops> raw;
     std::string raw_name;
     if (a.vs_raw) {
@@ -752,10 +787,10 @@ int main(int argc, char** argv) {
       const auto* s = rw.local_src();
       const auto* d = rw.local_dst();
       std::fprintf(stderr,
-                   "rwin-perf: %d ranks, %s, chunk %s depth %d, src page offset %zu, dst+skew page offset %zu%s%s%s\n",
+                   "rwin-perf: %d ranks, %s, chunk %s depth %d, src page offset %zu, dst+skew page offset %zu%s%s%s%s\n",
                    ctx.size(), ctx.transport_name().c_str(), size_str(ctx.options().chunk_bytes).c_str(),
                    ctx.options().pipeline_depth, reinterpret_cast<uintptr_t>(s) % 4096,
-                   (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096, a.nbi ? ", put/get_nbi" : "",
+                   (reinterpret_cast<uintptr_t>(d) + a.skew) % 4096, a.nbi ? ", put/get_nbi" : "", a.local ? ", local side: plain memory" : "",
                    a.vs_raw ? ", alternating with " : "", raw_name.c_str());
     }
     Runner runner(ctx, a, rw, raw.get());

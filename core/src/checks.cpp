@@ -62,6 +62,40 @@ std::pair<WindowState&, WindowState&> detail::check_transfer(ContextImpl& c, con
   return {d, s};
 }
 
+uint64_t detail::check_local(ContextImpl& c, const char* op, int peer, const char* side, const Local& l,
+                             const Slice& other, const WindowState& w) {
+  auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": " + side + " local memory"; };
+  if (l.shape[0] < 0 || l.shape[1] < 0) {
+    throw Error(ErrorCode::InvalidArgument, where() + " shape " + shape_str(l.shape) + " is negative");
+  }
+  const int64_t stride = l.row_stride == 0 ? l.shape[1] : l.row_stride;
+  if (stride < l.shape[1]) {
+    throw Error(ErrorCode::InvalidArgument, where() + " row stride " + std::to_string(l.row_stride) +
+                                                " is shorter than a row of shape " + shape_str(l.shape));
+  }
+  if (l.shape[0] != other.shape[0] || l.shape[1] != other.shape[1]) {
+    throw Error(ErrorCode::ShapeMismatch, where() + " shape " + shape_str(l.shape) + " differs from the window slice's " +
+                                              shape_str(other.shape) + " (window " + w.describe() + ")");
+  }
+  if (l.dtype != w.dtype) {
+    throw Error(ErrorCode::DtypeMismatch, where() + " of " + dtype_name(l.dtype) + " and window " + w.describe() +
+                                              " have different dtypes");
+  }
+  if (l.shape[0] == 0 || l.shape[1] == 0) return 0;
+  if (!l.data) throw Error(ErrorCode::InvalidArgument, where() + " is a null pointer");
+  // ((rows - 1) * stride + cols) * esz, refused when it does not fit (no product that could wrap).
+  const uint64_t esz = dtype_size(l.dtype);
+  uint64_t elems = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(l.shape[0] - 1), static_cast<uint64_t>(stride), &elems) ||
+      __builtin_add_overflow(elems, static_cast<uint64_t>(l.shape[1]), &elems) ||
+      __builtin_mul_overflow(elems, esz, &bytes) ||
+      bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(l.data)) {
+    throw Error(ErrorCode::OutOfBounds, where() + " shape " + shape_str(l.shape) + " with row stride " +
+                                            std::to_string(stride) + " does not fit in the address space");
+  }
+  return bytes;
+}
+
 // `peer` < 0: a local operation (wait, test).
 SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig) {
   auto where = [&] {

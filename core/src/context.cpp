@@ -37,6 +37,11 @@ ContextImpl::~ContextImpl() {
   if (tp) tp->quiesce(!degraded);
   for (auto& b : buffers) b->release();
   buffers.clear();
+  if (regcache) {
+    for (const auto* mr : nbi_pins) regcache->release(mr);
+    nbi_pins.clear();
+    regcache.reset();
+  }
   graveyard.clear();
   scratch.reset();
 }
@@ -85,6 +90,10 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     if (c.opt.chunk_bytes == 0) c.opt.chunk_bytes = c.caps.default_chunk_bytes;
     if (c.opt.pipeline_depth <= 0) c.opt.pipeline_depth = c.caps.default_pipeline_depth;
     c.scratch = c.tp->allocate(kScratchWords * 8);
+    if (c.caps.local_needs_registration) {  // verbs (lkeys); UCX takes any local pointer as it is
+      transport::Transport* tp = c.tp.get();
+      c.regcache = std::make_unique<RegCache>([tp](void* addr, size_t bytes) { return tp->register_memory(addr, bytes); });
+    }
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {

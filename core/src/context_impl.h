@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backoff.h"
+#include "reg_cache.h"
 #include "bootstrap/bootstrap.h"
 #include "rwin/rwin.h"
 #include "transport/transport.h"
@@ -132,6 +133,11 @@ struct ContextImpl {
   // registered until the transport is quiesced at teardown.
   std::vector<std::unique_ptr<transport::MemoryRegion>> graveyard;
   std::unique_ptr<transport::MemoryRegion> scratch;  // registered 8-byte result slots for atomics
+  // Registrations of plain local memory (rwin::Local); goes before the transport, after quiesce.
+  std::unique_ptr<RegCache> regcache;
+  // Cache entries pinned by put_nbi/get_nbi from plain memory: released once no operation is
+  // outstanding to any peer (quiet, barrier, or a drain that leaves nothing in flight).
+  std::vector<const transport::MemoryRegion*> nbi_pins;
   std::vector<PeerState> peers;
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
@@ -182,6 +188,10 @@ struct ContextImpl {
   void check_peer(int peer, const char* op);
   void abandon(Transfer& t) noexcept;
   std::string outstanding_summary() const;
+  // The registered region covering caller memory [p, p + bytes), pinned (RegCache::acquire);
+  // throws Error(Transport) naming the range.
+  const transport::MemoryRegion* acquire_local(const void* p, uint64_t bytes);
+  void release_nbi_pins() noexcept;  // if nothing is outstanding
   std::string who() const { return "rank " + std::to_string(rank); }
 };
 

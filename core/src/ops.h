@@ -41,6 +41,11 @@ struct SignalTarget {
     return static_cast<uint64_t>((offsets[0] + i) * w->shape[1] + offsets[1] + j) * width;
   }
 };
+// Plain local memory as one side of a put/get: its checks against the window slice it pairs with.
+// Returns the bytes it spans from `data` (0 when empty).
+uint64_t check_local(ContextImpl& c, const char* op, int peer, const char* side, const Local& l, const Slice& other,
+                     const WindowState& w);
+
 // `peer` < 0: a local operation (wait, test).
 SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig);
 SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const Slice& sig);
@@ -64,6 +69,10 @@ struct Xfer {
 };
 // `local` is this rank's side (put: src, get: dst), `remote` the peer's.
 Xfer make_xfer(int peer, const WindowState& local, const Slice& local_slice, const WindowState& remote,
+               const Slice& remote_slice);
+
+// The same with plain local memory (registered as `mr`, or null where the transport needs none).
+Xfer make_xfer(int peer, const Local& local, const transport::MemoryRegion* mr, const WindowState& remote,
                const Slice& remote_slice);
 
 // transfer.cpp: the chunk planner over a transfer (max_chunk 0: the configured chunk size), and the

@@ -2,6 +2,8 @@
 // flush/drain per peer, quiet, and the progress-driving barrier.
 #include <sched.h>
 
+#include <cstdio>
+
 #include "context_impl.h"
 #include "ops.h"
 
@@ -138,6 +140,7 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
   if (!ps.failed.empty()) {
     throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": " + peer_failed_text(peer, ps.failed));
   }
+  release_nbi_pins();
 }
 
 void ContextImpl::quiet(std::chrono::milliseconds timeout) {
@@ -169,6 +172,27 @@ void ContextImpl::abandon(Transfer& t) noexcept {
   for (auto& s : slots) {
     if (s.transfer == &t) s.transfer = nullptr;
   }
+}
+
+const transport::MemoryRegion* ContextImpl::acquire_local(const void* p, uint64_t bytes) {
+  if (!regcache) return nullptr;  // the transport needs no registration of local memory
+  try {
+    return regcache->acquire(p, bytes);
+  } catch (const transport::TransportError& e) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%p", p);
+    throw Error(ErrorCode::Transport, who() + ": registering local memory at " + addr + " (" + std::to_string(bytes) +
+                                          " bytes): " + e.what());
+  }
+}
+
+void ContextImpl::release_nbi_pins() noexcept {
+  if (nbi_pins.empty() || !regcache) return;
+  for (const auto& p : peers) {
+    if (p.outstanding > 0) return;
+  }
+  for (const auto* mr : nbi_pins) regcache->release(mr);
+  nbi_pins.clear();
 }
 
 std::string ContextImpl::outstanding_summary() const {

@@ -32,6 +32,24 @@ Xfer detail::make_xfer(int peer, const WindowState& local, const Slice& local_sl
   return x;
 }
 
+Xfer detail::make_xfer(int peer, const Local& local, const transport::MemoryRegion* mr, const WindowState& remote,
+                       const Slice& remote_slice) {
+  Xfer x;
+  x.peer = peer;
+  x.dtype = local.dtype;
+  x.esz = dtype_size(local.dtype);
+  x.shape = local.shape;
+  x.local_base = static_cast<char*>(local.data);
+  x.local_mr = mr;
+  x.local_cols = local.row_stride == 0 ? local.shape[1] : local.row_stride;
+  x.local_offsets = {0, 0};
+  x.remote_base = remote.remote_base(peer);
+  x.rkey = &remote.rkey(peer);
+  x.remote_cols = remote.shape[1];
+  x.remote_offsets = remote_slice.offsets;
+  return x;
+}
+
 ChunkPlanner detail::plan_chunks(const ContextImpl& c, const Xfer& x, uint64_t max_chunk) {
   TransferShape t;
   t.elem_bytes = x.esz;
@@ -256,6 +274,80 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain local memory (rwin::Local) as the local side
+
+namespace {
+
+// One acquire() of the registration cache, released when the blocking operation returns (or throws).
+struct LocalPin {
+  ContextImpl& c;
+  const transport::MemoryRegion* mr = nullptr;
+  LocalPin(ContextImpl& ctx, const void* p, uint64_t bytes) : c(ctx) { mr = c.acquire_local(p, bytes); }
+  ~LocalPin() {
+    if (mr && c.regcache) c.regcache->release(mr);
+  }
+  LocalPin(const LocalPin&) = delete;
+  LocalPin& operator=(const LocalPin&) = delete;
+};
+
+WindowState& check_remote(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
+  c.check_peer(peer, op);
+  return check_slice(c, op, peer, side, s);
+}
+
+}  // namespace
+
+void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomic) {
+  ContextImpl& c = *impl_;
+  WindowState& d = check_remote(c, "put", peer, "dst", dst);
+  const uint64_t bytes = check_local(c, "put", peer, "src", src, dst, d);
+  if (bytes == 0) return;
+  if (atomic == AtomicType::Add) {
+    run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d.describe());  // reads src with the CPU
+  } else {
+    LocalPin pin(c, src.data, bytes);
+    run_transfer(c, Op::Write, make_xfer(peer, src, pin.mr, d, dst), "put");
+  }
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
+}
+
+void Context::get(const Local& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  WindowState& s = check_remote(c, "get", peer, "src", src);
+  const uint64_t bytes = check_local(c, "get", peer, "dst", dst, src, s);
+  if (bytes == 0) return;
+  LocalPin pin(c, dst.data, bytes);
+  run_transfer(c, Op::Read, make_xfer(peer, dst, pin.mr, s, src), "get");
+}
+
+void Context::put_nbi(const Slice& dst, int peer, const Local& src) {
+  ContextImpl& c = *impl_;
+  WindowState& d = check_remote(c, "put_nbi", peer, "dst", dst);
+  const uint64_t bytes = check_local(c, "put_nbi", peer, "src", src, dst, d);
+  if (bytes == 0) return;
+  const transport::MemoryRegion* mr = c.acquire_local(src.data, bytes);
+  if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)
+  post_transfer(c, Op::Write, make_xfer(peer, src, mr, d, dst), "put_nbi");
+  c.peers[static_cast<size_t>(peer)].dirty = true;
+  c.peers[static_cast<size_t>(peer)].unflushed = true;
+}
+
+void Context::get_nbi(const Local& dst, int peer, const Slice& src) {
+  ContextImpl& c = *impl_;
+  WindowState& s = check_remote(c, "get_nbi", peer, "src", src);
+  const uint64_t bytes = check_local(c, "get_nbi", peer, "dst", dst, src, s);
+  if (bytes == 0) return;
+  const transport::MemoryRegion* mr = c.acquire_local(dst.data, bytes);
+  if (mr) c.nbi_pins.push_back(mr);
+  post_transfer(c, Op::Read, make_xfer(peer, dst, mr, s, src), "get_nbi");
+}
+
+void Context::deregister(const void* ptr) {
+  if (impl_->regcache) impl_->regcache->deregister(ptr);
 }
 
 }  // namespace rwin

@@ -1,8 +1,10 @@
 // The runtime's memory model (docs/CONTRACT.md "Buffers and views", "Signals"): window buffers
 // with typed views at byte offsets, int32/int64 signal windows, empty slices; over every transport.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstring>
+#include <vector>
 #include <limits>
 
 #include "rank_harness.h"
@@ -273,6 +275,118 @@ TEST_P(MemoryModel, EmptySlicesAreNoOpsEverywhereAndTimeoutsMustBeNonNegative) {
     ctx.free(a);
     expect_error([&] { (void)a.slice({0, 0}, {1, 1}); }, ErrorCode::UseAfterFree, {"'a'", "freed"});
     expect_error([&] { (void)a.all(); }, ErrorCode::UseAfterFree, {"'a'"});
+    ctx.barrier();
+  });
+}
+
+// Plain local memory (heap, stack, mmap; contiguous and with a row stride) as put's src and get's
+// dst, also put(Add) and the non-blocking forms; memory unmapped and mapped again at the same address
+// is sent as it is now, never as the registration cache last saw it.
+TEST_P(MemoryModel, PlainLocalMemoryAsTheLocalSide) {
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank(), peer = 1 - r;
+    constexpr int64_t kRows = 8, kCols = 300;
+    Window w = ctx.alloc_window("w", DType::I32, {kRows, kCols});
+    Window acc = ctx.alloc_window("acc", DType::I64, {1, 64});
+    auto sig = ctx.alloc_signals("sig", 1);
+    auto expect_w = [&](int64_t rows, int64_t cols, auto value, const char* what) {
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) {
+          MP_CHECK(w.data_as<int32_t>()[i * kCols + j] == value(i, j), what << " [" << i << "][" << j << "]");
+        }
+      }
+    };
+    auto round = [&](auto&& send, int64_t rows, int64_t cols, auto value, const char* what) {
+      std::memset(w.data(), 0, w.bytes());
+      ctx.barrier();
+      send();
+      ctx.notify(sig.at(0), peer, 1);
+      ctx.wait(sig.at(0), 1, WaitCmp::GE);
+      sig.store(0, 0);
+      expect_w(rows, cols, value, what);
+      ctx.barrier();
+    };
+    // Heap, contiguous rows: the whole window in one put.
+    std::vector<int32_t> heap(kRows * kCols);
+    for (int64_t i = 0; i < kRows * kCols; ++i) heap[static_cast<size_t>(i)] = static_cast<int32_t>(r * 100000 + i);
+    round([&] { ctx.put(w.all(), peer, local(heap.data(), {kRows, kCols})); }, kRows, kCols,
+          [&](int64_t i, int64_t j) { return static_cast<int32_t>(peer * 100000 + i * kCols + j); }, "heap put");
+    // Stack, with a row stride (a 3x5 rectangle out of a 3x7 local array) into an offset slice.
+    int32_t stack[3][7];
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 7; ++j) stack[i][j] = r * 1000 + i * 10 + j;
+    }
+    round([&] { ctx.put(w.slice({0, 0}, {3, 5}), peer, local(&stack[0][0], {3, 5}, 7)); }, 3, 5,
+          [&](int64_t i, int64_t j) { return static_cast<int32_t>(peer * 1000 + i * 10 + j); }, "stack put");
+    // mmap, then unmapped and mapped again at the same address with new contents.
+    const size_t map_bytes = 64 * 4096;
+    void* m = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MP_CHECK(m != MAP_FAILED, "mmap");
+    auto fill = [&](int gen) {
+      auto* p = static_cast<int32_t*>(m);
+      for (int64_t i = 0; i < kRows * kCols; ++i) p[i] = static_cast<int32_t>(gen * 1000000 + r * 100000 + i);
+    };
+    for (int gen = 1; gen <= 3; ++gen) {
+      if (gen > 1) {
+        MP_CHECK(::munmap(m, map_bytes) == 0, "munmap");
+        void* again = ::mmap(m, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        MP_CHECK(again == m, "mmap at the same address");
+      }
+      fill(gen);
+      round([&] { ctx.put(w.all(), peer, local(static_cast<int32_t*>(m), {kRows, kCols})); }, kRows, kCols,
+            [&](int64_t i, int64_t j) { return static_cast<int32_t>(gen * 1000000 + peer * 100000 + i * kCols + j); },
+            "mmap put after remap");
+    }
+    // get into plain memory (heap with a row stride; the gaps stay untouched), blocking and nbi.
+    for (int64_t i = 0; i < kRows * kCols; ++i) w.data_as<int32_t>()[i] = static_cast<int32_t>(r * 7 + i);
+    ctx.barrier();
+    std::vector<int32_t> into(4 * 400, -1);
+    ctx.get(local(into.data(), {4, kCols}, 400), peer, w.slice({2, 0}, {4, kCols}));
+    std::vector<int32_t> into2(kCols, -1);
+    ctx.get_nbi(local(into2.data(), {1, kCols}), peer, w.slice({7, 0}, {1, kCols}));
+    ctx.quiet();
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t j = 0; j < 400; ++j) {
+        const int32_t v = into[static_cast<size_t>(i * 400 + j)];
+        if (j < kCols) {
+          MP_CHECK(v == static_cast<int32_t>(peer * 7 + (i + 2) * kCols + j), "get into heap [" << i << "][" << j << "]");
+        } else {
+          MP_CHECK(v == -1, "get wrote into the row gap at [" << i << "][" << j << "]");
+        }
+      }
+    }
+    for (int64_t j = 0; j < kCols; ++j) {
+      MP_CHECK(into2[static_cast<size_t>(j)] == static_cast<int32_t>(peer * 7 + 7 * kCols + j), "get_nbi [" << j << "]");
+    }
+    ctx.barrier();
+    // put_nbi from the mapping, and put(Add) from the stack into one rank.
+    fill(9);
+    std::memset(w.data(), 0, w.bytes());
+    ctx.barrier();
+    ctx.put_nbi(w.all(), peer, local(static_cast<int32_t*>(m), {kRows, kCols}));
+    int64_t add[64];
+    for (int i = 0; i < 64; ++i) add[i] = i + 1;
+    ctx.put(acc.all(), 0, local(add, {1, 64}), AtomicType::Add);
+    ctx.barrier();
+    expect_w(kRows, kCols, [&](int64_t i, int64_t j) { return static_cast<int32_t>(9000000 + peer * 100000 + i * kCols + j); },
+             "put_nbi");
+    if (r == 0) {
+      for (int i = 0; i < 64; ++i) MP_CHECK(acc.data_as<int64_t>()[i] == 2 * (i + 1), "put(Add) from local [" << i << "]");
+    }
+    ctx.deregister(m);
+    MP_CHECK(::munmap(m, map_bytes) == 0, "munmap");
+    // Misuse of plain memory.
+    expect_error([&] { ctx.put(w.slice({0, 0}, {1, 4}), peer, local(heap.data(), {1, 5})); }, ErrorCode::ShapeMismatch,
+                 {"src local memory", "[1, 5]", "[1, 4]"});
+    expect_error([&] { ctx.put(w.slice({0, 0}, {1, 4}), peer, local(add, {1, 4})); }, ErrorCode::DtypeMismatch,
+                 {"i64", "'w' i32"});
+    expect_error([&] { ctx.get(local(into.data(), {2, 8}, 4), peer, w.slice({0, 0}, {2, 8})); }, ErrorCode::InvalidArgument,
+                 {"row stride 4"});
+    expect_error([&] { ctx.get(Local{nullptr, DType::I32, {1, 4}, 0}, peer, w.slice({0, 0}, {1, 4})); },
+                 ErrorCode::InvalidArgument, {"null pointer"});
+    // (rows - 1) * stride * 4 bytes wraps 64 bits: refused before anything is read.
+    expect_error([&] { ctx.put(w.slice({0, 0}, {2, 4}), peer, local(heap.data(), {2, 4}, int64_t{1} << 62)); },
+                 ErrorCode::OutOfBounds, {"row stride 4611686018427387904", "does not fit"});
     ctx.barrier();
   });
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace rwin {
@@ -192,6 +193,23 @@ class Window {
   std::shared_ptr<detail::WindowState> s_;
 };
 
+// Caller memory that is not a window, as the local side of a put (src) or a get (dst): `dtype[shape]`
+// row-major with `row_stride` elements from one row to the next (0: shape[1], i.e. contiguous). Heap,
+// stack, mmap: any memory the process can read (put) or write (get). rwin registers it with the
+// transport on demand through a registration cache (docs/CONTRACT.md "Plain local memory").
+struct Local {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  Shape2 shape{0, 0};
+  int64_t row_stride = 0;
+  int64_t elements() const noexcept { return shape[0] * shape[1]; }
+};
+template <class T>
+Local local(T* data, Shape2 shape, int64_t row_stride = 0) {
+  return Local{const_cast<void*>(static_cast<const void*>(data)), dtype_of<std::remove_const_t<T>>(), shape,
+               row_stride};
+}
+
 // 64-bit signed signal words in their own registered region (8-byte aligned).
 class SignalArray {
  public:
@@ -263,6 +281,16 @@ class Context {
   // ordered after an earlier put_nbi. Failures surface at the next operation on that peer.
   void put_nbi(const Slice& dst, int peer, const Slice& src);
   void get_nbi(const Slice& dst, int peer, const Slice& src);
+  // The same with plain local memory as the local side. The memory must stay mapped (and, for a
+  // put_nbi, unchanged; for a get_nbi, unread) until the operation completed.
+  void put(const Slice& dst, int peer, const Local& src, AtomicType atomic = AtomicType::None);
+  void get(const Local& dst, int peer, const Slice& src);
+  void put_nbi(const Slice& dst, int peer, const Local& src);
+  void get_nbi(const Local& dst, int peer, const Slice& src);
+  // Drops every cached registration of plain local memory containing `ptr` (no-op if none). Not
+  // required for correctness (unmapped memory is noticed by itself, docs/CONTRACT.md); it releases
+  // pinned pages early. Must not be called while an operation on that memory is in flight.
+  void deregister(const void* ptr);
   // Updates `peer`'s signal word. Ordered after every earlier put to that peer: when the peer
   // sees the effect, those puts are visible in its memory.
   void notify(const SignalSlice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
