@@ -209,6 +209,8 @@ Args parse(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // The operations under test, once on rwin and once on raw UCP.
 
+uint8_t pattern(uint64_t i);  // the byte every source holds at offset i (defined below)
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -222,6 +224,11 @@ class Ops {
   virtual void quiet() = 0;
   virtual char* local_src() = 0;
   virtual char* local_dst() = 0;
+  // Where data lands on the receiving rank: a put's destination window, or a get's local dst.
+  virtual char* landing(bool) { return local_dst(); }
+  virtual void fill_sources(uint64_t bytes) {  // the pattern every source holds
+    for (uint64_t i = 0; i < bytes; ++i) local_src()[i] = static_cast<char>(pattern(i));
+  }
   virtual void set_peer(int peer) = 0;
 };
 
@@ -295,6 +302,14 @@ class RwinOps final : public Ops {
   void quiet() override { ctx_.quiet(); }
   char* local_src() override { return local_ ? plain_src_.get() : static_cast<char*>(src_.data()); }
   char* local_dst() override { return local_ ? plain_dst_.get() : static_cast<char*>(dst_.data()); }
+  // --local: puts still land in the dst window, gets read the peer's src window.
+  char* landing(bool put) override { return put ? static_cast<char*>(dst_.data()) : local_dst(); }
+  void fill_sources(uint64_t bytes) override {
+    Ops::fill_sources(bytes);
+    if (local_) {
+      for (uint64_t i = 0; i < bytes; ++i) static_cast<char*>(src_.data())[i] = static_cast<char>(pattern(i));
+    }
+  }
   int64_t load(int word) const { return sig_.load(word); }
 
  private:
@@ -582,13 +597,13 @@ class Runner {
   void verify_setup(const std::string& test, Ops& o, uint64_t bytes) {
     const bool receiver = (is_put(test) && ctx_.rank() == 1) || (is_get(test) && ctx_.rank() == 0) ||
                           (test == "put_lat" && ctx_.rank() == 0);
-    if (receiver) std::memset(o.local_dst() + a_.skew, 0, bytes);
+    if (receiver) std::memset(o.landing(is_put(test)) + a_.skew, 0, bytes);
   }
   // After it: the data really arrived (a benchmark that moves nothing would look fast).
   void verify_check(const std::string& test, Ops& o, uint64_t bytes) {
     const bool receiver = (is_put(test) && ctx_.rank() == 1) || (is_get(test) && ctx_.rank() == 0);
     if (!receiver || test == "ring_shift") return;
-    const char* d = o.local_dst() + a_.skew;
+    const char* d = o.landing(is_put(test)) + a_.skew;
     for (uint64_t i = 0; i < bytes; ++i) {
       if (static_cast<uint8_t>(d[i]) != pattern(i)) {
         throw std::runtime_error("rank " + std::to_string(ctx_.rank()) + ": " + test + " " + std::to_string(bytes) +
@@ -780,7 +795,7 @@ int main(int argc, char** argv) {
     }
     for (Ops* o : {static_cast<Ops*>(&rw), static_cast<Ops*>(raw.get())}) {
       if (!o || !o->local_src()) continue;  // raw verbs has no buffers on ranks outside the pair
-      for (uint64_t i = 0; i < buf; ++i) o->local_src()[i] = static_cast<char>(pattern(i));
+      o->fill_sources(buf);
     }
     ctx.barrier();
     if (ctx.rank() == 0) {
