@@ -1,0 +1,110 @@
+// put(atomic = Add) bandwidth per element type against a plain put of the same bytes, measured in
+// one run (rank 0 adds into rank 1; both sizes alternate). The figure the collectives issue sets its
+// target against.
+//   rwinrun -n 2 -- build/bin/rwin-accumulate-bw [--dtypes i32,f32,...] [--sizes 4K,64K] [--seconds S]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rwin/rwin.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');) out.push_back(t);
+  return out;
+}
+
+uint64_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  uint64_t mult = 1;
+  if (*end == 'K') mult = 1024, ++end;
+  else if (*end == 'M') mult = 1024 * 1024, ++end;
+  if (end == s.c_str() || *end != '\0' || v == 0) throw std::runtime_error("bad size '" + s + "'");
+  return v * mult;
+}
+
+// MiB/s of `op` repeated until `seconds` passed (at least 3 times), both ranks in step.
+template <class Op>
+double measure(rwin::Context& ctx, uint64_t bytes, double seconds, Op&& op) {
+  int64_t reps = 0;
+  double elapsed = 0;
+  const auto t0 = Clock::now();
+  if (ctx.rank() == 0) {
+    do {
+      op();
+      ++reps;
+      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (reps < 3 || elapsed < seconds);
+    ctx.quiet();
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  ctx.barrier();  // rank 1 progresses here (over tcp the target applies the adds)
+  return static_cast<double>(bytes) * static_cast<double>(reps) / elapsed / 1048576.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dtypes = "i8,i16,i32,i64,u8,u16,u32,u64,f16,bf16,f32,f64";
+  std::string sizes = "4K,64K";
+  double seconds = 0.3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--dtypes") dtypes = value();
+    else if (k == "--sizes") sizes = value();
+    else if (k == "--seconds") seconds = std::stod(value());
+    else if (k == "-h" || k == "--help") {
+      std::printf("usage: rwinrun -n 2 -- rwin-accumulate-bw [--dtypes LIST] [--sizes LIST] [--seconds S]\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "rwin-accumulate-bw: unknown option '%s'\n", k.c_str());
+      return 2;
+    }
+  }
+  try {
+    rwin::Context ctx;
+    if (ctx.size() < 2) throw std::runtime_error("needs 2 ranks (rwinrun -n 2)");
+    if (ctx.rank() == 0) {
+      std::printf("# %s; rank 0 adds into rank 1; %.1f s per figure\n", ctx.transport_name().c_str(), seconds);
+      std::printf("| dtype | size | put MiB/s | put(Add) MiB/s | Add / put |\n|---|---|---|---|---|\n");
+    }
+    for (const std::string& size_s : split(sizes)) {
+      const uint64_t bytes = parse_size(size_s);
+      for (const std::string& name : split(dtypes)) {
+        const rwin::DType dt = rwin::parse_dtype(name);
+        const int64_t n = static_cast<int64_t>(bytes / rwin::dtype_size(dt));
+        rwin::Window dst = ctx.alloc_window("acc.dst." + name, dt, {1, n});
+        rwin::Window src = ctx.alloc_window("acc.src." + name, dt, {1, n});
+        std::memset(src.data(), 0, src.bytes());  // adding zeros keeps every type finite
+        const double put = measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), 1, src.all()); });
+        const double add =
+            measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), 1, src.all(), rwin::AtomicType::Add); });
+        if (ctx.rank() == 0) {
+          std::printf("| %s | %s | %.1f | %.2f | %.4f |\n", name.c_str(), size_s.c_str(), put, add, add / put);
+          std::fflush(stdout);
+        }
+        ctx.free(src);
+        ctx.free(dst);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rwin-accumulate-bw: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
