@@ -594,6 +594,61 @@ TEST_P(Contract, PutAddOnEveryDtypeFromAllRanksIsExact) {
   });
 }
 
+// Small elements through views at byte offsets that are not 8-aligned (an i8 view from byte 3, an
+// i16 and a bf16 view from bytes 22 and 42 of one 56-byte buffer): every rank adds into rank 0 at
+// once; each element's sum is exact and every byte of the buffer outside the views, including
+// the bytes that share a word with a view's first or last element, keeps its value.
+TEST_P(Contract, PutAddThroughViewsAtUnalignedOffsets) {
+  run(4, [](Context& ctx) {
+    constexpr size_t kBytes = 56;
+    const int r = ctx.rank(), n = ctx.size();
+    WindowBuffer buf = ctx.alloc_window_buffer("pool", kBytes);
+    WindowBuffer src = ctx.alloc_window_buffer("src", kBytes);
+    Window a8 = ctx.window(buf, DType::I8, {2, 7}, 3);       // bytes [3, 17)
+    Window a16 = ctx.window(buf, DType::I16, {1, 5}, 22);    // bytes [22, 32)
+    Window ab = ctx.window(buf, DType::BF16, {1, 5}, 42);    // bytes [42, 52)
+    Window s8 = ctx.window(src, DType::I8, {2, 7}, 3);
+    Window s16 = ctx.window(src, DType::I16, {1, 5}, 22);
+    Window sb = ctx.window(src, DType::BF16, {1, 5}, 42);
+    auto* bytes = static_cast<unsigned char*>(buf.data());
+    for (size_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<unsigned char>(0xa0 + i);
+    for (int64_t i = 0; i < 14; ++i) s8.data_as<int8_t>()[i] = static_cast<int8_t>(60 + r + i);  // sums wrap
+    for (int64_t i = 0; i < 5; ++i) {
+      a16.data_as<int16_t>()[i] = static_cast<int16_t>(1000 * i);
+      s16.data_as<int16_t>()[i] = static_cast<int16_t>(-300 * (r + 1));
+      ab.data_as<bf16>()[i] = to_bf16(static_cast<float>(i));
+      sb.data_as<bf16>()[i] = to_bf16(static_cast<float>((r + 1) * (i % 2 ? -1 : 1)));
+    }
+    std::vector<unsigned char> before(bytes, bytes + kBytes);
+    ctx.barrier();
+    for (int round = 0; round < 5; ++round) {
+      ctx.put(a8.all(), 0, s8.all(), AtomicType::Add);
+      ctx.put(a16.all(), 0, s16.all(), AtomicType::Add);
+      ctx.put(ab.all(), 0, sb.all(), AtomicType::Add);
+    }
+    ctx.barrier();
+    if (r == 0) {
+      const int rank_sum = n * (n - 1) / 2, ones = n * (n + 1) / 2;
+      for (size_t i = 0; i < kBytes; ++i) {
+        const bool in8 = i >= 3 && i < 17, in16 = i >= 22 && i < 32, inb = i >= 42 && i < 52;
+        if (!in8 && !in16 && !inb) MP_CHECK(bytes[i] == before[i], "buffer byte " << i << " outside every view changed");
+      }
+      for (int64_t i = 0; i < 14; ++i) {
+        const auto want = static_cast<int8_t>(static_cast<uint8_t>(before[3 + i] + 5 * (n * (60 + i) + rank_sum)));
+        MP_CHECK(a8.data_as<int8_t>()[i] == want, "i8 view[" << i << "] = " << +a8.data_as<int8_t>()[i] << ", expected " << +want);
+      }
+      for (int64_t i = 0; i < 5; ++i) {
+        const auto want16 = static_cast<int16_t>(1000 * i - 5 * 300 * ones);
+        MP_CHECK(a16.data_as<int16_t>()[i] == want16, "i16 view[" << i << "] = " << a16.data_as<int16_t>()[i]);
+        const float wantb = static_cast<float>(i) + 5.0f * ones * (i % 2 ? -1 : 1);
+        MP_CHECK(to_float(ab.data_as<bf16>()[i]) == wantb, "bf16 view[" << i << "] = " << to_float(ab.data_as<bf16>()[i])
+                                                                      << ", expected " << wantb);
+      }
+    }
+    ctx.barrier();
+  });
+}
+
 TEST_P(Contract, PutAddIsOrderedBeforeNotify) {
   run(2, [](Context& ctx) {
     const int r = ctx.rank();
