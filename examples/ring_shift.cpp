@@ -3,7 +3,9 @@
 //   put mode: every rank pushes its src into the next rank's dst  -> y[r] = x[(r-1) % N]
 //   get mode: every rank pulls the next rank's src into its dst   -> y[r] = x[(r+1) % N]
 //
-// x is filled from (rank, index, iteration) so every element of every iteration is checked.
+// x is filled from (rank, index, iteration) so every element of every iteration is checked. Each
+// dtype gets values it holds exactly (f16: half-integers in [-1024, 1024), bf16: half-integers in
+// [-128, 128), 8/16-bit integers: their whole range), so a check compares exact values.
 // Each rank prints OK or its first mismatches; rank 0 then collects every rank's verdict through
 // signal words (notify Set + wait NE) and prints a summary. Exit status 0 only if all ranks agree.
 // For the fault suite (tests/faults/): --seconds S runs for a bounded time instead of --iters, and
@@ -30,7 +32,7 @@ struct Args {
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|i32|i64|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
+               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|f16|bf16|i8|i16|i32|i64|u8|u16|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
                msg);
   std::exit(2);
 }
@@ -64,11 +66,49 @@ int64_t expected_value(int rank, int64_t index, int iter) {
   return (static_cast<int64_t>(rank) * 1000003 + index * 7 + static_cast<int64_t>(iter) * 131) % 16777213;
 }
 
+// The value of an element (exact in T) derived from expected_value, and back to a double to compare
+// and print. Distinct neighbours stay distinct: consecutive indices differ by 7 (mod the range).
+template <class T>
+struct Elem {
+  static T make(int64_t v) { return static_cast<T>(v); }  // below 2^24: exact in every type here
+  static double value(T x) { return static_cast<double>(x); }
+};
+template <>
+struct Elem<rwin::f16> {  // half-integers -1024 .. 1023.5: 11 significant bits at most
+  static rwin::f16 make(int64_t v) { return rwin::to_f16(static_cast<float>(v % 4096 - 2048) / 2); }
+  static double value(rwin::f16 x) { return rwin::to_float(x); }
+};
+template <>
+struct Elem<rwin::bf16> {  // half-integers -128 .. 127.5: 8 significant bits at most
+  static rwin::bf16 make(int64_t v) { return rwin::to_bf16(static_cast<float>(v % 512 - 256) / 2); }
+  static double value(rwin::bf16 x) { return rwin::to_float(x); }
+};
+template <>
+struct Elem<int8_t> {
+  static int8_t make(int64_t v) { return static_cast<int8_t>(v % 256 - 128); }
+  static double value(int8_t x) { return x; }
+};
+template <>
+struct Elem<uint8_t> {
+  static uint8_t make(int64_t v) { return static_cast<uint8_t>(v % 256); }
+  static double value(uint8_t x) { return x; }
+};
+template <>
+struct Elem<int16_t> {
+  static int16_t make(int64_t v) { return static_cast<int16_t>(v % 65536 - 32768); }
+  static double value(int16_t x) { return x; }
+};
+template <>
+struct Elem<uint16_t> {
+  static uint16_t make(int64_t v) { return static_cast<uint16_t>(v % 65536); }
+  static double value(uint16_t x) { return x; }
+};
+
 template <class T>
 void fill(rwin::Window& w, int rank, int iter) {
   T* p = w.data_as<T>();
   const int64_t n = w.shape()[1];
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(expected_value(rank, i, iter));
+  for (int64_t i = 0; i < n; ++i) p[i] = Elem<T>::make(expected_value(rank, i, iter));
 }
 
 template <class T>
@@ -77,12 +117,12 @@ int64_t check(const rwin::Window& w, int from_rank, int iter, int rank) {
   const int64_t n = w.shape()[1];
   int64_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T want = static_cast<T>(expected_value(from_rank, i, iter));
-    if (p[i] != want) {
+    // Every value is exact, so comparing the values (not NaN, never -0) is comparing the bits.
+    const double got = Elem<T>::value(p[i]), want = Elem<T>::value(Elem<T>::make(expected_value(from_rank, i, iter)));
+    if (got != want) {
       if (bad < 5) {
         std::printf("rank %d iter %d: y[%lld] = %.17g, expected %.17g (x[%d][%lld])\n", rank, iter,
-                    static_cast<long long>(i), static_cast<double>(p[i]), static_cast<double>(want), from_rank,
-                    static_cast<long long>(i));
+                    static_cast<long long>(i), got, want, from_rank, static_cast<long long>(i));
       }
       ++bad;
     }
@@ -188,6 +228,12 @@ int main(int argc, char** argv) {
       case rwin::DType::I64: return run<int64_t>(ctx, a, startup_ms);
       case rwin::DType::U32: return run<uint32_t>(ctx, a, startup_ms);
       case rwin::DType::U64: return run<uint64_t>(ctx, a, startup_ms);
+      case rwin::DType::F16: return run<rwin::f16>(ctx, a, startup_ms);
+      case rwin::DType::BF16: return run<rwin::bf16>(ctx, a, startup_ms);
+      case rwin::DType::I8: return run<int8_t>(ctx, a, startup_ms);
+      case rwin::DType::I16: return run<int16_t>(ctx, a, startup_ms);
+      case rwin::DType::U8: return run<uint8_t>(ctx, a, startup_ms);
+      case rwin::DType::U16: return run<uint16_t>(ctx, a, startup_ms);
     }
   } catch (const rwin::Error& e) {
     std::fprintf(stderr, "ring_shift: %s\n", e.what());

@@ -5,6 +5,7 @@
 
 #include "chunk_planner.h"
 #include "context_impl.h"
+#include "dtype_math.h"
 #include "ops.h"
 
 namespace rwin {
@@ -44,11 +45,15 @@ static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, c
 }  // namespace
 
 // put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.
-// 64-bit integers use the transport's remote fetch-add directly. Other dtypes (and 32-bit lanes,
-// which RDMA atomics cannot address on their own) use compare-and-swap on the aligned 8-byte
-// word that holds them: guess, CAS, retry with the value the CAS returned. Two neighbouring
-// 32-bit elements in one word are folded into one CAS. Words are aligned in the peer's address
-// space (its buffer is page aligned; a view may start at any element boundary).
+// 64-bit integers use the transport's remote fetch-add directly. Other dtypes (floats, and 1-, 2-
+// and 4-byte elements, which RDMA atomics cannot address on their own) use compare-and-swap on the
+// aligned 8-byte word that holds them: guess, CAS, retry with the value the CAS returned. Every
+// element of the slice that lies in one word (up to 8 i8/u8, 4 of 2 bytes, 2 of 4 bytes) is folded
+// into one CAS; a byte mask names them, and the other bytes of the word (other ranks' elements,
+// neighbours outside the slice) are written back exactly as the CAS saw them. The arithmetic per
+// element is dtype_math.h's (integers wrap, f16/bf16 round once to nearest even). Words are
+// aligned in the peer's address space (its buffer is page aligned; a view may start at any element
+// boundary, so no element straddles two words).
 void detail::run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name) {
   const int peer = x.peer;
   Deadline deadline(c.opt.op_timeout);
@@ -88,11 +93,11 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const std::string& re
     return;
   }
 
-  // One entry per remote 8-byte word touched, with the addend of each 4-byte lane (or the word).
+  // One entry per remote 8-byte word touched, with the addend of each element laid out as in the word.
   struct WordUpdate {
     uint64_t remote_word;  // the peer's address of the aligned word
     char addend[8];        // element values to add, laid out as in the word
-    bool lane[2];          // which 4-byte lanes take part (both for 8-byte dtypes)
+    uint8_t mask;          // bit b: byte b of the word belongs to an element that takes part
     uint64_t guess;        // what we believe the word holds
   };
   std::vector<WordUpdate> words;
@@ -100,46 +105,14 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const std::string& re
     for (uint64_t off = 0; off < run.bytes; off += esz) {
       const uint64_t ro = x.remote_base + run.remote_offset + off;
       const uint64_t word = ro & ~uint64_t{7};
-      if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, {false, false}, 0});
+      if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, 0, 0});
       WordUpdate& u = words.back();
-      const size_t at = static_cast<size_t>(ro - word);
+      const size_t at = static_cast<size_t>(ro - word);  // a multiple of esz: elements never straddle words
       std::memcpy(u.addend + at, base + run.local_offset + off, esz);
-      if (esz == 8) u.lane[0] = u.lane[1] = true;
-      else u.lane[at / 4] = true;
+      u.mask |= element_mask(at, esz);
     }
   }
-  auto apply = [dt = x.dtype](const WordUpdate& u, uint64_t old) {
-    char out[8];
-    std::memcpy(out, &old, 8);
-    auto lane_add = [&](size_t at) {
-      if (dt == DType::F32) {
-        float a, b;
-        std::memcpy(&a, out + at, 4);
-        std::memcpy(&b, u.addend + at, 4);
-        a += b;
-        std::memcpy(out + at, &a, 4);
-      } else {  // I32 / U32: two's complement wrap, same bits for both
-        uint32_t a, b;
-        std::memcpy(&a, out + at, 4);
-        std::memcpy(&b, u.addend + at, 4);
-        a += b;
-        std::memcpy(out + at, &a, 4);
-      }
-    };
-    if (dt == DType::F64) {
-      double a, b;
-      std::memcpy(&a, out, 8);
-      std::memcpy(&b, u.addend, 8);
-      a += b;
-      std::memcpy(out, &a, 8);
-    } else {
-      if (u.lane[0]) lane_add(0);
-      if (u.lane[1]) lane_add(4);
-    }
-    uint64_t r;
-    std::memcpy(&r, out, 8);
-    return r;
-  };
+  auto apply = [dt = x.dtype](const WordUpdate& u, uint64_t old) { return add_in_word(dt, old, u.addend, u.mask); };
   auto* results = static_cast<uint64_t*>(c.scratch->addr()) + 1;
   const size_t batch_max = kScratchWords - 1;
   for (size_t first = 0; first < words.size(); first += batch_max) {

@@ -50,6 +50,8 @@ Error::Error(ErrorCode code, const std::string& message)
 
 size_t dtype_size(DType t) noexcept {
   switch (t) {
+    case DType::I8: case DType::U8: return 1;
+    case DType::I16: case DType::U16: case DType::F16: case DType::BF16: return 2;
     case DType::I32: case DType::U32: case DType::F32: return 4;
     case DType::I64: case DType::U64: case DType::F64: return 8;
   }
@@ -64,16 +66,23 @@ const char* dtype_name(DType t) noexcept {
     case DType::U64: return "u64";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I8: return "i8";
+    case DType::I16: return "i16";
+    case DType::U8: return "u8";
+    case DType::U16: return "u16";
   }
   return "?";
 }
 
 DType parse_dtype(const std::string& name) {
-  for (DType t : {DType::I32, DType::I64, DType::U32, DType::U64, DType::F32, DType::F64}) {
+  std::string names;
+  for (DType t : all_dtypes) {
     if (name == dtype_name(t)) return t;
+    names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
   }
-  throw Error(ErrorCode::InvalidArgument,
-              "unknown dtype '" + name + "' (expected one of i32, i64, u32, u64, f32, f64)");
+  throw Error(ErrorCode::InvalidArgument, "unknown dtype '" + name + "' (expected one of " + names + ")");
 }
 
 const char* to_string(WaitCmp cmp) noexcept {

@@ -37,7 +37,8 @@ std::optional<WindowDesc> parse_window_blob(std::span<const uint8_t> b) {
   uint64_t key_len = 0;
   WindowDesc d{};
   if (!get(&magic, 4) || !get(&version, 4) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
-  if (!get(&dtype, 1) || !get(&kind, 1) || dtype > static_cast<uint8_t>(DType::F64) ||
+  // Exactly the codes of a DType (dtype_size is 0 for any other byte).
+  if (!get(&dtype, 1) || !get(&kind, 1) || dtype_size(static_cast<DType>(dtype)) == 0 ||
       kind > static_cast<uint8_t>(BlobKind::Buffer)) {
     return std::nullopt;
   }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <thread>
 
 #include "rank_harness.h"
@@ -395,6 +397,255 @@ TEST_P(Contract, PutAddAccumulatesAtomicallyFromAllRanks) {
     accumulate_all_into_rank0<uint64_t>(ctx);
     accumulate_all_into_rank0<float>(ctx);
     accumulate_all_into_rank0<double>(ctx);
+  });
+}
+
+// Element traits for the dtype tests: `make` builds a T from an integer (wrapping for integers;
+// exact for the floats, whose values are kept small), `value` reads one back for references and
+// messages. f16/bf16 are compared by value, every other type with ==.
+template <class T>
+struct Num {
+  static constexpr bool is_float = std::is_floating_point_v<T>;
+  static T make(int64_t v) {
+    if constexpr (is_float) return static_cast<T>(v);
+    else return static_cast<T>(static_cast<uint64_t>(v));  // modulo 2^bits
+  }
+  static double value(T x) { return static_cast<double>(x); }
+  static uint64_t wide(T x) {  // two's complement bits, widened (for the integer reference)
+    if constexpr (std::is_signed_v<T>) return static_cast<uint64_t>(static_cast<int64_t>(x));
+    else return static_cast<uint64_t>(x);
+  }
+  static T pattern(int64_t v) { return is_float ? make(v % 2048 - 1024) : make(v * 2654435761LL); }
+};
+template <>
+struct Num<f16> {
+  static constexpr bool is_float = true;
+  static f16 make(int64_t v) { return to_f16(static_cast<float>(v)); }
+  static double value(f16 x) { return to_float(x); }
+  static f16 pattern(int64_t v) { return make(v % 2048 - 1024); }  // exact: |v| <= 2048
+};
+template <>
+struct Num<bf16> {
+  static constexpr bool is_float = true;
+  static bf16 make(int64_t v) { return to_bf16(static_cast<float>(v)); }
+  static double value(bf16 x) { return to_float(x); }
+  static bf16 pattern(int64_t v) { return make(v % 256 - 128); }  // exact: |v| <= 256
+};
+template <class T>
+bool same(T a, T b) {
+  if constexpr (Num<T>::is_float) return Num<T>::value(a) == Num<T>::value(b);
+  else return a == b;
+}
+
+// put and get of one odd-shaped rectangle ([3, 5] inside [4, 13]: rows of 13 elements, so the
+// slice's elements straddle 8-byte words and rows), every rank to the next; elements outside it
+// keep their values.
+template <class T>
+void put_get_rectangle(Context& ctx) {
+  using N = Num<T>;
+  const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  constexpr int64_t kRows = 4, kCols = 13;
+  Window src = ctx.alloc_window("src", dtype_of<T>(), {kRows, kCols});
+  Window dst = ctx.alloc_window("dst", dtype_of<T>(), {kRows, kCols});
+  auto sig = ctx.alloc_signals("sig", 1);
+  T* s = src.data_as<T>();
+  T* d = dst.data_as<T>();
+  const T keep = N::pattern(-77);
+  for (int64_t i = 0; i < kRows * kCols; ++i) {
+    s[i] = N::pattern(value_of(r, i));
+    d[i] = keep;
+  }
+  ctx.barrier();
+  ctx.put(dst.slice({1, 3}, {3, 5}), next, src.slice({0, 7}, {3, 5}));  // dst[1+i][3+j] = src[i][7+j]
+  ctx.notify(sig.at(0), next, 1);
+  ctx.wait(sig.at(0), 1, WaitCmp::GE);
+  for (int64_t row = 0; row < kRows; ++row) {
+    for (int64_t col = 0; col < kCols; ++col) {
+      const bool inside = row >= 1 && col >= 3 && col < 8;
+      const T want = inside ? N::pattern(value_of(prev, (row - 1) * kCols + col + 4)) : keep;
+      MP_CHECK(same(d[row * kCols + col], want), dtype_name(dtype_of<T>()) << " put: rank " << r << " dst[" << row
+                                                     << "][" << col << "] = " << N::value(d[row * kCols + col])
+                                                     << ", expected " << N::value(want)
+                                                     << (inside ? "" : " (outside the slice: untouched)"));
+    }
+  }
+  ctx.barrier();  // every rank has checked dst: get may overwrite it
+  for (int64_t i = 0; i < kRows * kCols; ++i) d[i] = keep;
+  ctx.get(dst.slice({0, 6}, {3, 5}), next, src.slice({1, 1}, {3, 5}));  // dst[i][6+j] = next's src[1+i][1+j]
+  for (int64_t row = 0; row < kRows; ++row) {
+    for (int64_t col = 0; col < kCols; ++col) {
+      const bool inside = row < 3 && col >= 6 && col < 11;
+      const T want = inside ? N::pattern(value_of(next, (row + 1) * kCols + col - 5)) : keep;
+      MP_CHECK(same(d[row * kCols + col], want), dtype_name(dtype_of<T>()) << " get: rank " << r << " dst[" << row
+                                                     << "][" << col << "] = " << N::value(d[row * kCols + col])
+                                                     << ", expected " << N::value(want));
+    }
+  }
+  ctx.barrier();
+}
+
+TEST_P(Contract, EveryDtypePutAndGetOddRectangles) {
+  run(4, [](Context& ctx) {
+    put_get_rectangle<f16>(ctx);
+    put_get_rectangle<bf16>(ctx);
+    put_get_rectangle<int8_t>(ctx);
+    put_get_rectangle<int16_t>(ctx);
+    put_get_rectangle<uint8_t>(ctx);
+    put_get_rectangle<uint16_t>(ctx);
+    put_get_rectangle<int32_t>(ctx);
+    put_get_rectangle<uint64_t>(ctx);
+    put_get_rectangle<double>(ctx);
+  });
+}
+
+// put(Add) from every rank at once into rank 0's [4, 13] window, for 10 rounds: two overlapping
+// odd rectangles ([3, 5] at (1, 3) and [2, 6] at (0, 7)), and single elements of row 3 where rank
+// r adds only to columns c = r (mod 4), so different ranks update different bytes of the same
+// 8-byte words concurrently. Integers start near their maximum and wrap; the float types add small
+// integers of both signs onto small integers, so every partial sum, in whatever order the updates
+// land, is an integer of magnitude <= 4 + 10 rounds * 2 puts * 12 = 244, exact within bf16's 8
+// significant bits: every order gives the reference exactly.
+// Elements outside every slice keep their initial bits.
+template <class T>
+void add_all_into_rank0(Context& ctx) {
+  using N = Num<T>;
+  constexpr int kRounds = 10;
+  constexpr int64_t kRows = 4, kCols = 13, kElems = kRows * kCols;
+  const int r = ctx.rank(), n = ctx.size();
+  Window acc = ctx.alloc_window("acc", dtype_of<T>(), {kRows, kCols});
+  Window mine = ctx.alloc_window("mine", dtype_of<T>(), {kRows, kCols});
+  auto init = [](int64_t i) {
+    if constexpr (N::is_float) return N::make(i % 9 - 4);
+    else return static_cast<T>(std::numeric_limits<T>::max() - static_cast<T>(i % 7));
+  };
+  auto addend = [](int q, int64_t i) {
+    if constexpr (N::is_float) return N::make((q % 2 + 1) * (i % 3 == 0 ? 2 : 1) * (i % 2 ? -1 : 1));  // |.| <= 4
+    else return N::make((q + 1) * 37 * (i % 5 + 1) + i);
+  };
+  T* a = acc.data_as<T>();
+  T* m = mine.data_as<T>();
+  for (int64_t i = 0; i < kElems; ++i) {
+    a[i] = init(i);
+    m[i] = addend(r, i);
+  }
+  struct Rect {
+    Shape2 dst, src, shape;
+  };
+  std::vector<std::vector<Rect>> rects(static_cast<size_t>(n));  // per rank
+  for (int q = 0; q < n; ++q) {
+    rects[q].push_back({{1, 3}, {0, 0}, {3, 5}});
+    rects[q].push_back({{0, 7}, {2, 1}, {2, 6}});
+    for (int64_t c = q % 4; c < kCols; c += 4) rects[q].push_back({{3, c}, {3, c}, {1, 1}});
+  }
+  ctx.barrier();
+  for (int round = 0; round < kRounds; ++round) {
+    for (const Rect& x : rects[r]) ctx.put(acc.slice(x.dst, x.shape), 0, mine.slice(x.src, x.shape), AtomicType::Add);
+  }
+  ctx.barrier();
+  if (r == 0) {
+    std::vector<uint64_t> isum(kElems);
+    std::vector<double> fsum(kElems);
+    std::vector<bool> touched(kElems, false);
+    for (int64_t i = 0; i < kElems; ++i) {
+      if constexpr (N::is_float) fsum[i] = N::value(init(i));
+      else isum[i] = N::wide(init(i));
+    }
+    for (int q = 0; q < n; ++q) {
+      for (const Rect& x : rects[q]) {
+        for (int64_t i = 0; i < x.shape[0]; ++i) {
+          for (int64_t j = 0; j < x.shape[1]; ++j) {
+            const int64_t to = (x.dst[0] + i) * kCols + x.dst[1] + j, from = (x.src[0] + i) * kCols + x.src[1] + j;
+            touched[to] = true;
+            if constexpr (N::is_float) fsum[to] += kRounds * N::value(addend(q, from));
+            else isum[to] += uint64_t{kRounds} * N::wide(addend(q, from));  // mod 2^64, then mod 2^bits
+          }
+        }
+      }
+    }
+    for (int64_t i = 0; i < kElems; ++i) {
+      T want;
+      if constexpr (N::is_float) want = N::make(static_cast<int64_t>(fsum[i]));
+      else want = static_cast<T>(isum[i]);
+      if (!touched[i]) {
+        MP_CHECK(std::memcmp(&a[i], &want, sizeof(T)) == 0,
+                 dtype_name(dtype_of<T>()) << " acc[" << i / kCols << "][" << i % kCols << "] outside every slice changed");
+      }
+      MP_CHECK(same(a[i], want), dtype_name(dtype_of<T>()) << " acc[" << i / kCols << "][" << i % kCols << "] = "
+                                                          << N::value(a[i]) << ", expected " << N::value(want));
+    }
+  }
+  ctx.barrier();
+}
+
+TEST_P(Contract, PutAddOnEveryDtypeFromAllRanksIsExact) {
+  run(4, [](Context& ctx) {
+    add_all_into_rank0<f16>(ctx);
+    add_all_into_rank0<bf16>(ctx);
+    add_all_into_rank0<int8_t>(ctx);
+    add_all_into_rank0<int16_t>(ctx);
+    add_all_into_rank0<uint8_t>(ctx);
+    add_all_into_rank0<uint16_t>(ctx);
+    add_all_into_rank0<int32_t>(ctx);
+    add_all_into_rank0<int64_t>(ctx);
+    add_all_into_rank0<uint32_t>(ctx);
+    add_all_into_rank0<uint64_t>(ctx);
+    add_all_into_rank0<float>(ctx);
+    add_all_into_rank0<double>(ctx);
+  });
+}
+
+// Small elements through views at byte offsets that are not 8-aligned (an i8 view from byte 3, an
+// i16 and a bf16 view from bytes 22 and 42 of one 56-byte buffer): every rank adds into rank 0 at
+// once; each element's sum is exact and every byte of the buffer outside the views, including
+// the bytes that share a word with a view's first or last element, keeps its value.
+TEST_P(Contract, PutAddThroughViewsAtUnalignedOffsets) {
+  run(4, [](Context& ctx) {
+    constexpr size_t kBytes = 56;
+    const int r = ctx.rank(), n = ctx.size();
+    WindowBuffer buf = ctx.alloc_window_buffer("pool", kBytes);
+    WindowBuffer src = ctx.alloc_window_buffer("src", kBytes);
+    Window a8 = ctx.window(buf, DType::I8, {2, 7}, 3);       // bytes [3, 17)
+    Window a16 = ctx.window(buf, DType::I16, {1, 5}, 22);    // bytes [22, 32)
+    Window ab = ctx.window(buf, DType::BF16, {1, 5}, 42);    // bytes [42, 52)
+    Window s8 = ctx.window(src, DType::I8, {2, 7}, 3);
+    Window s16 = ctx.window(src, DType::I16, {1, 5}, 22);
+    Window sb = ctx.window(src, DType::BF16, {1, 5}, 42);
+    auto* bytes = static_cast<unsigned char*>(buf.data());
+    for (size_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<unsigned char>(0xa0 + i);
+    for (int64_t i = 0; i < 14; ++i) s8.data_as<int8_t>()[i] = static_cast<int8_t>(60 + r + i);  // sums wrap
+    for (int64_t i = 0; i < 5; ++i) {
+      a16.data_as<int16_t>()[i] = static_cast<int16_t>(1000 * i);
+      s16.data_as<int16_t>()[i] = static_cast<int16_t>(-300 * (r + 1));
+      ab.data_as<bf16>()[i] = to_bf16(static_cast<float>(i));
+      sb.data_as<bf16>()[i] = to_bf16(static_cast<float>((r + 1) * (i % 2 ? -1 : 1)));
+    }
+    std::vector<unsigned char> before(bytes, bytes + kBytes);
+    ctx.barrier();
+    for (int round = 0; round < 5; ++round) {
+      ctx.put(a8.all(), 0, s8.all(), AtomicType::Add);
+      ctx.put(a16.all(), 0, s16.all(), AtomicType::Add);
+      ctx.put(ab.all(), 0, sb.all(), AtomicType::Add);
+    }
+    ctx.barrier();
+    if (r == 0) {
+      const int rank_sum = n * (n - 1) / 2, ones = n * (n + 1) / 2;
+      for (size_t i = 0; i < kBytes; ++i) {
+        const bool in8 = i >= 3 && i < 17, in16 = i >= 22 && i < 32, inb = i >= 42 && i < 52;
+        if (!in8 && !in16 && !inb) MP_CHECK(bytes[i] == before[i], "buffer byte " << i << " outside every view changed");
+      }
+      for (int64_t i = 0; i < 14; ++i) {
+        const auto want = static_cast<int8_t>(static_cast<uint8_t>(before[3 + i] + 5 * (n * (60 + i) + rank_sum)));
+        MP_CHECK(a8.data_as<int8_t>()[i] == want, "i8 view[" << i << "] = " << +a8.data_as<int8_t>()[i] << ", expected " << +want);
+      }
+      for (int64_t i = 0; i < 5; ++i) {
+        const auto want16 = static_cast<int16_t>(1000 * i - 5 * 300 * ones);
+        MP_CHECK(a16.data_as<int16_t>()[i] == want16, "i16 view[" << i << "] = " << a16.data_as<int16_t>()[i]);
+        const float wantb = static_cast<float>(i) + 5.0f * ones * (i % 2 ? -1 : 1);
+        MP_CHECK(to_float(ab.data_as<bf16>()[i]) == wantb, "bf16 view[" << i << "] = " << to_float(ab.data_as<bf16>()[i])
+                                                                      << ", expected " << wantb);
+      }
+    }
+    ctx.barrier();
   });
 }
 

@@ -53,10 +53,32 @@ class Error : public std::runtime_error {
 // ---------------------------------------------------------------------------------------------
 // Element types and operation enums (pld.AtomicType, pld.NotifyOp, pld.WaitCmp)
 
-enum class DType : uint8_t { I32, I64, U32, U64, F32, F64 };
-size_t dtype_size(DType t) noexcept;
-const char* dtype_name(DType t) noexcept;  // "i32", "f64", ...
-DType parse_dtype(const std::string& name);  // throws Error(InvalidArgument)
+// The numeric codes travel in window descriptors (core/src/window_blob.cpp): existing values never
+// change, new types are appended. docs/CONTRACT.md has the table of sizes and put(Add) semantics.
+enum class DType : uint8_t { I32, I64, U32, U64, F32, F64, F16, BF16, I8, I16, U8, U16 };
+inline constexpr std::array<DType, 12> all_dtypes = {DType::I32, DType::I64, DType::U32, DType::U64,
+                                                     DType::F32, DType::F64, DType::F16, DType::BF16,
+                                                     DType::I8,  DType::I16, DType::U8,  DType::U16};
+size_t dtype_size(DType t) noexcept;       // 0 for a value that is not a DType
+const char* dtype_name(DType t) noexcept;  // "i32", "f64", "bf16", ...
+DType parse_dtype(const std::string& name);  // throws Error(InvalidArgument) listing every name
+
+// IEEE 754 binary16 and bfloat16 elements, held as their bits (no arithmetic here: convert with
+// to_float, compute in float, convert back).
+struct f16 {
+  uint16_t bits;
+};
+struct bf16 {
+  uint16_t bits;
+};
+// Exact (every f16/bf16 value is a float). NaN stays NaN (payload kept), infinities stay.
+float to_float(f16 h) noexcept;
+float to_float(bf16 h) noexcept;
+// Round to nearest, ties to even. Overflow becomes an infinity of the same sign, values below
+// half the smallest subnormal become a zero of the same sign, NaN stays NaN (made quiet; the top
+// payload bits are kept).
+f16 to_f16(float x) noexcept;
+bf16 to_bf16(float x) noexcept;
 
 template <class T>
 constexpr DType dtype_of();
@@ -66,6 +88,12 @@ template <> constexpr DType dtype_of<uint32_t>() { return DType::U32; }
 template <> constexpr DType dtype_of<uint64_t>() { return DType::U64; }
 template <> constexpr DType dtype_of<float>() { return DType::F32; }
 template <> constexpr DType dtype_of<double>() { return DType::F64; }
+template <> constexpr DType dtype_of<f16>() { return DType::F16; }
+template <> constexpr DType dtype_of<bf16>() { return DType::BF16; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::I8; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::I16; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::U16; }
 
 enum class AtomicType { None, Add };
 enum class NotifyOp { AtomicAdd, Set };
