@@ -162,6 +162,10 @@ std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, con
 std::shared_ptr<WindowState> create_owned(ContextImpl& c, const std::string& name, DType dtype, Shape2 shape,
                                           bool is_signal) {
   const char* what = is_signal ? "alloc_signals" : "alloc_window";
+  if (dtype_size(dtype) == 0) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": " + what + " '" + name + "': dtype code " +
+                                                std::to_string(static_cast<int>(dtype)) + " is not a DType");
+  }
   int64_t elems = 0;
   uint64_t bytes = 0;
   if (shape[0] <= 0 || shape[1] <= 0 || __builtin_mul_overflow(shape[0], shape[1], &elems) ||
@@ -240,6 +244,10 @@ Window Context::window(const WindowBuffer& buffer, DType dtype, Shape2 shape, ui
     throw Error(ErrorCode::InvalidArgument, what() + ": a signal array's buffer; use its SignalSlices");
   }
   const uint64_t esz = dtype_size(dtype);
+  if (esz == 0) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": window of " + b.describe() + ": dtype code " +
+                                                std::to_string(static_cast<int>(dtype)) + " is not a DType");
+  }
   if (shape[0] <= 0 || shape[1] <= 0) throw Error(ErrorCode::InvalidArgument, what() + ": the shape must be positive");
   if (byte_offset % esz != 0) {
     throw Error(ErrorCode::Misaligned, what() + ": the byte offset is not a multiple of the element size " +

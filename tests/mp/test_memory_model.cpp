@@ -118,6 +118,10 @@ TEST_P(MemoryModel, BadViewsAreRefusedAndFreeingTheBufferFreesEveryView) {
     expect_error([&] { ctx.window(buf, DType::I32, {kMax, 2}, 0); }, ErrorCode::OutOfBounds, {"past the end"});
     expect_error([&] { ctx.window(buf, DType::I64, {int64_t{1} << 61, 1}, 8); }, ErrorCode::OutOfBounds, {"past the end"});
     expect_error([&] { ctx.window(buf, DType::I32, {0, 4}, 0); }, ErrorCode::InvalidArgument, {"positive"});
+    expect_error([&] { ctx.window(buf, static_cast<DType>(200), {1, 4}, 0); }, ErrorCode::InvalidArgument,
+                 {"dtype code 200"});
+    expect_error([&] { ctx.alloc_window("bad", static_cast<DType>(77), {1, 4}); }, ErrorCode::InvalidArgument,
+                 {"dtype code 77"});
     expect_error([&] { ctx.window(WindowBuffer(), DType::I32, {1, 4}, 0); }, ErrorCode::InvalidArgument, {"never allocated"});
     Window v = ctx.window(buf, DType::I64, {8, 64}, 0);
     Window w = ctx.window(buf, DType::I32, {1, 4}, 4080);
