@@ -11,9 +11,9 @@ step() {  # step NAME CMD...
   local t0=$SECONDS
   if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; else echo "guest: FAIL $name ($((SECONDS - t0)) s)"; fails=$((fails + 1)); fi
 }
-ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK]: every rank and the summary must say OK
+ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK [DTYPE]]: every rank and the summary must say OK
   local out
-  out=$(RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=${5:-1M} "$BIN/rwinrun" -n "$1" --timeout 600 -- "$BIN/ring_shift" --mode "$2" --size "$3" --iters "$4" 2>&1)
+  out=$(RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=${5:-1M} "$BIN/rwinrun" -n "$1" --timeout 600 -- "$BIN/ring_shift" --mode "$2" --size "$3" --iters "$4" --dtype "${6:-f32}" 2>&1)
   local rc=$?
   echo "$out" | grep -E "ring_shift|FAILED|error|rwinrun" | head -20
   [[ $rc -eq 0 ]] && [[ $(grep -c '] OK$' <<<"$out") -eq $1 ]] && grep -q "all ranks OK" <<<"$out"
@@ -42,6 +42,12 @@ for mode in put get; do
   step "ring $mode 4 ranks 1000003 elems" ring 4 $mode 1000003 2
   step "ring $mode 4 ranks 64 MiB" ring 4 $mode $((16 * 1024 * 1024)) 1
   step "ring $mode 2 ranks 12 MiB + 4 B, chunk 64 MiB (cut at max_msg_sz)" ring 2 $mode 3145729 1 64M
+done
+
+# The half-precision and 8/16-bit types (issue 10) on 2 and 8 ranks.
+for dt in bf16 f16 i8 i16; do
+  step "ring put 2 ranks 4099 $dt" ring 2 put 4099 2 1M $dt
+  step "ring get 8 ranks 4099 $dt" ring 8 get 4099 2 1M $dt
 done
 
 # 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
