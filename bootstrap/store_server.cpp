@@ -138,6 +138,7 @@ struct TcpStoreServer::Impl {
   void key_created(const std::string& key);
   void unpark_complete(Conn& c);
   void unpark_failed(Conn& c);
+  void forget_waits(Conn& c);
   void rank_failed(Conn& c, const std::string& how);
   void drop(Conn& c, const std::string& why);
   void drop_quietly(Conn& c);
@@ -723,7 +724,8 @@ void TcpStoreServer::Impl::unpark_complete(Conn& c) {
   ready.push_back(c.id);  // sends the reply and serves any request queued behind it
 }
 
-void TcpStoreServer::Impl::unpark_failed(Conn& c) {
+// Takes `c` off every key it was parked on.
+void TcpStoreServer::Impl::forget_waits(Conn& c) {
   for (const auto& k : c.waiting) {
     auto it = waiters.find(k);
     if (it == waiters.end()) continue;
@@ -732,6 +734,10 @@ void TcpStoreServer::Impl::unpark_failed(Conn& c) {
     if (v.empty()) waiters.erase(it);
   }
   c.waiting.clear();
+}
+
+void TcpStoreServer::Impl::unpark_failed(Conn& c) {
+  forget_waits(c);
   c.parked = false;
   c.get_key.clear();
   respond_peer_failed(c);
@@ -815,14 +821,7 @@ void TcpStoreServer::Impl::drop_quietly(Conn& c) {
   } else {
     --n_unauth;
   }
-  for (const auto& k : c.waiting) {
-    auto it = waiters.find(k);
-    if (it == waiters.end()) continue;
-    auto& v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), c.id), v.end());
-    if (v.empty()) waiters.erase(it);
-  }
-  c.waiting.clear();
+  forget_waits(c);
   c.in.clear();
   c.in.shrink_to_fit();
   c.out.clear();
