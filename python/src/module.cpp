@@ -43,7 +43,12 @@ using rwin::Shape2;
 // Fork detection
 
 std::atomic<uint64_t> g_fork_gen{0};
-void after_fork_child() { g_fork_gen.fetch_add(1, std::memory_order_relaxed); }
+std::atomic<int> g_live{0};          // Contexts open in this process (including ones inherited over fork)
+std::atomic<int> g_live_at_fork{0};  // > 0: an ancestor had an open Context when it forked us
+void after_fork_child() {
+  g_fork_gen.fetch_add(1, std::memory_order_relaxed);
+  g_live_at_fork.fetch_add(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 struct ForkedError : rwin::Error {
   using rwin::Error::Error;
@@ -212,6 +217,7 @@ struct RwContext {
     if (forked()) return detach_in_child("close()");
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lk(mu);
+    if (ctx) g_live.fetch_sub(1, std::memory_order_relaxed);
     ctx.reset();
   }
   ~RwContext() {
@@ -220,6 +226,7 @@ struct RwContext {
       return;
     }
     if (!ctx) return;
+    g_live.fetch_sub(1, std::memory_order_relaxed);
     if (_Py_IsFinalizing()) {
       ctx.reset();
     } else {
@@ -688,6 +695,15 @@ PYBIND11_MODULE(_rwin, m) {
              };
              if (!timeout.is_none()) o.op_timeout = ms(timeout, "timeout");
              if (!startup_timeout.is_none()) o.startup_timeout = ms(startup_timeout, "startup_timeout");
+             if (const int n = g_live_at_fork.load(std::memory_order_relaxed); n > 0) {
+               // UCX keeps process-wide state (its async thread, which accepts connections) that a
+               // forked child does not get: a second Context there would hang in wire-up. Say so.
+               fail(ErrorCode::Unsupported,
+                    "rwin.Context(): this process (" + std::to_string(getpid()) + ") was forked from one with " +
+                        std::to_string(n) + " open rwin.Context; a Context can be created after fork only if none was "
+                        "open when the process forked (fork the workers first, or close the Context before os.fork(), "
+                        "or use multiprocessing's 'spawn' start method)");
+             }
              auto pc = std::make_unique<RwContext>();
              pc->gen = g_fork_gen.load(std::memory_order_relaxed);
              pc->pid = getpid();
@@ -695,6 +711,7 @@ PYBIND11_MODULE(_rwin, m) {
                py::gil_scoped_release nogil;
                pc->ctx = std::make_unique<rwin::Context>(o);
              }
+             g_live.fetch_add(1, std::memory_order_relaxed);
              pc->rank = pc->ctx->rank();
              pc->nranks = pc->ctx->size();
              pc->transport = pc->ctx->transport_name();

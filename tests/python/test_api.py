@@ -231,6 +231,7 @@ def test_numpy_src_and_dst(ctx, win):
     ctx.put(x, peer=nxt(ctx), src=mine)  # 2-D C-contiguous
     ctx.barrier()
     assert (x.numpy() == mine - 1000 * ctx.rank + 1000 * prv(ctx)).all()
+    ctx.barrier()  # everybody checked before anybody writes again
     row = np.arange(8, dtype=np.float32) - ctx.rank
     ctx.put(x[2, :], peer=nxt(ctx), src=row)  # 1-D into a row
     col = np.full(4, 7 + ctx.rank, np.float32)
@@ -238,14 +239,15 @@ def test_numpy_src_and_dst(ctx, win):
     ctx.barrier()
     assert (x.numpy()[2, [0, 1, 2, 3, 4, 6, 7]] == (np.arange(8) - prv(ctx))[[0, 1, 2, 3, 4, 6, 7]]).all()
     assert (x.numpy()[:, 5] == 7 + prv(ctx)).all()
+    ctx.barrier()
     big = np.zeros((5, 12), np.float32)
     ctx.get(big[1:4, 2:7], peer=nxt(ctx), src=x[0:3, 0:5])  # 2-D with a row stride
     want = np.zeros((5, 12), np.float32)
-    want[1:4, 2:7] = x.numpy()[0:3, 0:5]  # own copy == what the next rank holds? no: compare to a get
     got = np.empty((3, 5), np.float32)
     ctx.get(got, peer=nxt(ctx), src=x[0:3, 0:5])
     want[1:4, 2:7] = got
     assert (big == want).all()
+    ctx.barrier()
     strided_src = np.arange(60, dtype=np.float32).reshape(5, 12)[0:4:1, 3:11]
     ctx.put(x, peer=nxt(ctx), src=strided_src)
     ctx.barrier()
