@@ -9,7 +9,7 @@ bin=$(cd "$bin" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 py=${RWIN_PYTHON:-/usr/bin/python3}
 [[ -x $py ]] || py=python3
-export PYTHONPATH=$bin/../python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$bin/../python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 if [[ ! -f $bin/../python/rwin/__init__.py ]]; then
   echo "python_pytest: SKIPPED: no Python package in $bin/../python (pybind11 missing at configure time?)"
   exit 77
