@@ -8,7 +8,8 @@ packages=(build-essential cmake ninja-build pkg-config git
           libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
           googletest libgtest-dev libbenchmark-dev libssl-dev
           openmpi-bin libopenmpi-dev iproute2 gnuplot-nox
-          clang libclang-rt-14-dev)  # clang + libFuzzer: tests/fuzz, tests/sanitizers.sh
+          clang libclang-rt-14-dev   # clang + libFuzzer: tests/fuzz, tests/sanitizers.sh
+          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest)  # python/: import rwin
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,6 +50,32 @@ for dt in bf16 f16 i8 i16; do
   step "ring get 8 ranks 4099 $dt" ring 8 get 4099 2 1M $dt
 done
 
+# The Python package (issue 11): the SPMD pytest suite over verbs on 2 and 3 ranks, and the seed's
+# program from Python (skipped when the build has no Python package).
+pytest_verbs() {  # pytest_verbs NRANKS
+  local out rc
+  out=$(RWIN_TRANSPORT=verbs RWIN_PYTEST_TIMEOUT=120 PYTHONPATH="$BIN/../python" "$BIN/rwinrun" -n "$1" --timeout 600 -- \
+        /usr/bin/python3 -m pytest tests/python -q -x -p no:cacheprovider 2>&1)
+  rc=$?
+  echo "$out" | grep -E "passed|failed|Error" | head -20
+  [[ $rc -eq 0 ]] && [[ $(grep -cE '^\[[0-9]+\] [0-9]+ passed' <<<"$out") -eq $1 ]] && ! grep -q "[0-9] failed" <<<"$out"
+}
+put_get_py() {  # put_get_py MODE
+  local out
+  out=$(RWIN_TRANSPORT=verbs PYTHONPATH="$BIN/../python" "$BIN/rwinrun" -n 2 --timeout 300 -- /usr/bin/python3 examples/python/put_get.py --mode "$1" --dtype bfloat16 --size 4099 2>&1)
+  local rc=$?
+  echo "$out" | head -5
+  [[ $rc -eq 0 ]] && [[ $(grep -c '] OK$' <<<"$out") -eq 2 ]]
+}
+if [[ -f "$BIN/../python/rwin/__init__.py" ]]; then
+  step "python: pytest suite over verbs, 2 ranks" pytest_verbs 2
+  step "python: pytest suite over verbs, 3 ranks" pytest_verbs 3
+  step "python: put_get.py --mode put over verbs" put_get_py put
+  step "python: put_get.py --mode get over verbs" put_get_py get
+else
+  echo "guest: python package not built: python steps skipped"
+fi
+
 # 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
 step "fault suite: kill -9 of a rank over verbs" bash "$(dirname "$0")/guest-faults.sh" "$BIN"
 echo "guest: $fails failed step(s)"

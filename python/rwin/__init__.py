@@ -1,0 +1,37 @@
+"""rwin: one-sided RDMA windows for Python, shaped like the runtime's ``pld`` module.
+
+    import rwin
+    with rwin.Context() as ctx:               # rank/size/root from the launcher (rwinrun, mpirun, srun)
+        buf = ctx.alloc_window_buffer(4096)   # collective; name optional ("buffer#0", "buffer#1", ...)
+        x = ctx.window(buf, [1, 1024], dtype=rwin.float32, offset=0)   # offset in bytes
+        x.numpy()[:] = ctx.rank               # zero-copy view of this rank's copy
+        ctx.put(x[0:1, 0:512], peer=(ctx.rank + 1) % ctx.nranks, src=x[0:1, 512:1024])
+
+Run under the launcher:  build/bin/rwinrun -n 2 -- /usr/bin/python3 prog.py  (PYTHONPATH=build/python).
+
+Semantics (see README.md "Python"):
+- Windows are 2-D. ``x[r0:r1, c0:c1]`` / ``x[r, c]`` make slices (offsets + shape, no copy); steps other
+  than 1 raise rwin.InvalidArgumentError; negative or out-of-range indices raise rwin.OutOfBoundsError
+  (which is also an IndexError). Slices of slices are relative to the slice.
+- ``put``'s src and ``get``'s dst may be numpy arrays (C-contiguous, or 2-D with contiguous rows and a row
+  stride; 1-D for a one-row or one-column slice): plain local memory, no copy, same dtype (bfloat16: a
+  uint16 array of the bits) and shape as the window side, else DtypeMismatchError / ShapeMismatchError.
+- Errors are rwin.Error subclasses per C++ ErrorCode, with ``.code`` (the code's name, "Timeout") and
+  ``.message`` (the C++ text). Some also derive from the matching builtin: TimeoutError, IndexError,
+  ValueError (InvalidArgument, Misaligned, ShapeMismatch, PeerOutOfRange), TypeError (DtypeMismatch).
+- Blocking calls release the GIL. A Context is used by one thread at a time (calls are serialised).
+- Fork: a Context made before os.fork() raises rwin.ForkedContextError (an InvalidArgumentError) in the
+  child; its close() there only detaches (the parent keeps its connections). ``ctx.rank``/``nranks``
+  still read there. A Context created in the child works.
+- numpy views / DLPack exports of a window must not be used after ``ctx.close()`` or freeing its buffer.
+"""
+from ._rwin import (  # noqa: F401
+    AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
+    InvalidArgumentError, MisalignedError, NotifyOp, OutOfBoundsError, PeerFailedError, PeerOutOfRangeError,
+    ShapeMismatchError, Slice, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
+    WaitCmp, Window, WindowBuffer, WindowMismatchError,
+    bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+)
+
+__version__ = "0.1.0"
+dtypes = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The Python package (issue 11): the SPMD pytest suite tests/python under rwinrun (every rank runs every
+# test) over UCX tcp on 2 and 3 ranks and shared memory on 4, and examples/python/put_get.py in both modes.
+# Verbs: tests/rxe/guest-suite.sh. Skips (exit 77) when the build has no Python package (no pybind11).
+#   bash tests/scripts/python_pytest.sh build/bin
+set -u
+bin=${1:?usage: python_pytest.sh BIN_DIR}
+bin=$(cd "$bin" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+py=${RWIN_PYTHON:-/usr/bin/python3}
+[[ -x $py ]] || py=python3
+export PYTHONPATH=$bin/../python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
+if [[ ! -f $bin/../python/rwin/__init__.py ]]; then
+  echo "python_pytest: SKIPPED: no Python package in $bin/../python (pybind11 missing at configure time?)"
+  exit 77
+fi
+# A sanitizer build's module needs the runtime preloaded into the (uninstrumented) interpreter; CPython's
+# own allocations are then leaks to LSan, so leak checking is off for these processes.
+so=$(ls "$bin"/../python/rwin/_rwin*.so 2>/dev/null | head -1)
+if [[ -n $so ]] && ldd "$so" | grep -q libasan; then
+  pre=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)
+  export LD_PRELOAD=$pre${LD_PRELOAD:+:$LD_PRELOAD} PYTHONMALLOC=malloc
+  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+  echo "python_pytest: ASan build: LD_PRELOAD=$LD_PRELOAD PYTHONMALLOC=malloc, leak checking off"
+fi
+cd "$src"
+pass=0 fail=0
+pytest_run() {  # pytest_run UCX_TLS NRANKS
+  local out rc ranks_ok
+  out=$(UCX_TLS=$1 timeout 200 "$bin/rwinrun" -n "$2" --timeout 180 -- \
+        "$py" -m pytest tests/python -q -x -p no:cacheprovider 2>&1)
+  rc=$?
+  ranks_ok=$(grep -cE '^\[[0-9]+\] [0-9]+ passed(, [0-9]+ skipped)? in ' <<<"$out")
+  if [[ $rc -eq 0 && $ranks_ok -eq $2 ]] && ! grep -qE "AddressSanitizer|runtime error:" <<<"$out"; then
+    pass=$((pass + 1))
+    echo "PASS pytest over $1 on $2 ranks: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank"
+  else
+    fail=$((fail + 1))
+    echo "FAIL pytest over $1 on $2 ranks (status $rc, $ranks_ok of $2 ranks passed):"
+    echo "$out" | tail -150
+  fi
+}
+example_run() {  # example_run UCX_TLS NRANKS MODE DTYPE
+  local out rc
+  out=$(UCX_TLS=$1 timeout 100 "$bin/rwinrun" -n "$2" --timeout 90 -- "$py" examples/python/put_get.py --mode "$3" --dtype "$4" --size 4099 2>&1)
+  rc=$?
+  if [[ $rc -eq 0 && $(grep -c '] OK$' <<<"$out") -eq $2 ]]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL put_get.py --mode $3 --dtype $4 on $2 ranks over $1 (status $rc):"
+    tail -20 <<<"$out"
+  fi
+}
+pytest_run tcp 2
+pytest_run posix,sysv,self 4
+pytest_run tcp 3
+for mode in put get; do
+  example_run tcp 2 $mode float32
+  example_run posix,sysv,self 3 $mode bfloat16
+done
+echo "python_pytest: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
