@@ -245,6 +245,27 @@ TEST_P(MemoryModel, Int32NotifyIsOrderedAfterEarlierPuts) {
   });
 }
 
+// The runtime's pattern (and the Python suite's): every round a fresh buffer holds the int32 signal
+// (same remote address likely, new contents), a ring notify on the word's lower half (CAS), wait,
+// free. A stale CAS guess may only cost a retry, never a lost notify.
+TEST_P(MemoryModel, Int32SignalsInFreshBuffersEveryRound) {
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size(), next = (r + 1) % n;
+    for (int round = 0; round < 60; ++round) {
+      WindowBuffer b = ctx.alloc_window_buffer("sig", 16);
+      Window sig = ctx.window(b, DType::I32, {n, 1});
+      Window data = ctx.window(b, DType::I32, {1, 1}, 12);
+      ctx.barrier();
+      ctx.put(data.all(), next, local(&round, {1, 1}));
+      ctx.notify(sig, next, {0, 0}, 1 + round % 2, round % 3 == 0 ? NotifyOp::Set : NotifyOp::AtomicAdd);
+      ctx.wait(sig, {0, 0}, 1 + round % 2, WaitCmp::EQ, std::chrono::milliseconds(20000));
+      MP_CHECK(data.data_as<int32_t>()[0] == round, "round " << round << ": data " << data.data_as<int32_t>()[0]);
+      ctx.barrier();
+      ctx.free(b);
+    }
+  });
+}
+
 // Empty slices are a no-op in put, get, wait and test once every other check passed; notify needs
 // exactly one element; a negative timeout is InvalidArgument.
 TEST_P(MemoryModel, EmptySlicesAreNoOpsEverywhereAndTimeoutsMustBeNonNegative) {
