@@ -6,11 +6,7 @@
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
-using transport::Op;
-using transport::PostResult;
-using transport::Work;
 
 std::string detail::shape_str(Shape2 s) { return "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]"; }
 

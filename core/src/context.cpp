@@ -8,11 +8,7 @@
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
-using transport::Op;
-using transport::PostResult;
-using transport::Work;
 
 // How a bootstrap failure reaches the user: a peer that died is PeerFailed, as on the data path.
 ErrorCode detail::error_code(const bootstrap::BootstrapError& e) {

@@ -75,16 +75,6 @@ void store(unsigned char* p, T v) noexcept {
   std::memcpy(p, &v, sizeof v);
 }
 
-constexpr size_t size_of(DType t) noexcept {
-  switch (t) {
-    case DType::I8: case DType::U8: return 1;
-    case DType::I16: case DType::U16: case DType::F16: case DType::BF16: return 2;
-    case DType::I32: case DType::U32: case DType::F32: return 4;
-    case DType::I64: case DType::U64: case DType::F64: return 8;
-  }
-  return 0;
-}
-
 // One element: *dst += *addend. Integers go through the unsigned type of their width (wrap).
 template <DType D>
 void add_one(unsigned char* dst, const unsigned char* addend) noexcept {
@@ -110,7 +100,7 @@ void add_one(unsigned char* dst, const unsigned char* addend) noexcept {
 
 template <DType D>
 void add_n(unsigned char* dst, const unsigned char* addend, size_t n) noexcept {
-  constexpr size_t size = size_of(D);
+  constexpr size_t size = dtype_size(D);
   for (size_t i = 0; i < n; ++i) add_one<D>(dst + i * size, addend + i * size);
 }
 
@@ -118,7 +108,7 @@ template <DType D>
 uint64_t word_n(uint64_t word, const unsigned char* addend, uint8_t mask) noexcept {
   unsigned char out[8];
   std::memcpy(out, &word, 8);
-  constexpr size_t size = size_of(D);
+  constexpr size_t size = dtype_size(D);
   for (size_t at = 0; at < 8; at += size) {
     if (mask & (1u << at)) add_one<D>(out + at, addend + at);
   }

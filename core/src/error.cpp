@@ -48,16 +48,6 @@ const char* prose(ErrorCode code) noexcept {
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error("rwin: " + std::string(prose(code)) + ": " + message), code_(code) {}
 
-size_t dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::I8: case DType::U8: return 1;
-    case DType::I16: case DType::U16: case DType::F16: case DType::BF16: return 2;
-    case DType::I32: case DType::U32: case DType::F32: return 4;
-    case DType::I64: case DType::U64: case DType::F64: return 8;
-  }
-  return 0;
-}
-
 const char* dtype_name(DType t) noexcept {
   switch (t) {
     case DType::I32: return "i32";

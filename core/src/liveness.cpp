@@ -9,9 +9,6 @@ namespace rwin {
 
 using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
-using transport::Op;
-using transport::PostResult;
-using transport::Work;
 
 void ContextImpl::watch() {
   // Two clock reads per call at most; the bootstrap is asked every 2 ms (one non-blocking recv).

@@ -9,7 +9,6 @@
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
 using transport::Op;
 using transport::PostResult;

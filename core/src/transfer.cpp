@@ -8,7 +8,6 @@
 
 namespace rwin {
 
-using Clock = std::chrono::steady_clock;
 using namespace detail;  // the core's internal types (context_impl.h, ops.h)
 using transport::Op;
 using transport::PostResult;
@@ -300,50 +299,49 @@ WindowState& check_remote(ContextImpl& c, const char* op, int peer, const char* 
 
 }  // namespace
 
+namespace {
+
+// put/get (blocking or nbi) between plain local memory and a window slice: `op` Write = put.
+void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer, const Slice& remote,
+                    const Local& local) {
+  const bool put = op == Op::Write;
+  WindowState& w = check_remote(c, what, peer, put ? "dst" : "src", remote);
+  const uint64_t bytes = check_local(c, what, peer, put ? "src" : "dst", local, remote, w);
+  if (bytes == 0) return;
+  if (nbi) {
+    const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
+    if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)
+    post_transfer(c, op, make_xfer(peer, local, mr, w, remote), what);
+  } else {
+    LocalPin pin(c, local.data, bytes);
+    run_transfer(c, op, make_xfer(peer, local, pin.mr, w, remote), what);
+  }
+  if (put) {
+    c.peers[static_cast<size_t>(peer)].dirty = true;
+    c.peers[static_cast<size_t>(peer)].unflushed = true;
+  }
+}
+
+}  // namespace
+
 void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomic) {
   ContextImpl& c = *impl_;
+  if (atomic != AtomicType::Add) return local_transfer(c, Op::Write, false, "put", peer, dst, src);
   WindowState& d = check_remote(c, "put", peer, "dst", dst);
-  const uint64_t bytes = check_local(c, "put", peer, "src", src, dst, d);
-  if (bytes == 0) return;
-  if (atomic == AtomicType::Add) {
-    run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d.describe());  // reads src with the CPU
-  } else {
-    LocalPin pin(c, src.data, bytes);
-    run_transfer(c, Op::Write, make_xfer(peer, src, pin.mr, d, dst), "put");
-  }
+  if (check_local(c, "put", peer, "src", src, dst, d) == 0) return;
+  run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d.describe());  // reads src with the CPU
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
 }
 
 void Context::get(const Local& dst, int peer, const Slice& src) {
-  ContextImpl& c = *impl_;
-  WindowState& s = check_remote(c, "get", peer, "src", src);
-  const uint64_t bytes = check_local(c, "get", peer, "dst", dst, src, s);
-  if (bytes == 0) return;
-  LocalPin pin(c, dst.data, bytes);
-  run_transfer(c, Op::Read, make_xfer(peer, dst, pin.mr, s, src), "get");
+  local_transfer(*impl_, Op::Read, false, "get", peer, src, dst);
 }
-
 void Context::put_nbi(const Slice& dst, int peer, const Local& src) {
-  ContextImpl& c = *impl_;
-  WindowState& d = check_remote(c, "put_nbi", peer, "dst", dst);
-  const uint64_t bytes = check_local(c, "put_nbi", peer, "src", src, dst, d);
-  if (bytes == 0) return;
-  const transport::MemoryRegion* mr = c.acquire_local(src.data, bytes);
-  if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)
-  post_transfer(c, Op::Write, make_xfer(peer, src, mr, d, dst), "put_nbi");
-  c.peers[static_cast<size_t>(peer)].dirty = true;
-  c.peers[static_cast<size_t>(peer)].unflushed = true;
+  local_transfer(*impl_, Op::Write, true, "put_nbi", peer, dst, src);
 }
-
 void Context::get_nbi(const Local& dst, int peer, const Slice& src) {
-  ContextImpl& c = *impl_;
-  WindowState& s = check_remote(c, "get_nbi", peer, "src", src);
-  const uint64_t bytes = check_local(c, "get_nbi", peer, "dst", dst, src, s);
-  if (bytes == 0) return;
-  const transport::MemoryRegion* mr = c.acquire_local(dst.data, bytes);
-  if (mr) c.nbi_pins.push_back(mr);
-  post_transfer(c, Op::Read, make_xfer(peer, dst, mr, s, src), "get_nbi");
+  local_transfer(*impl_, Op::Read, true, "get_nbi", peer, src, dst);
 }
 
 void Context::deregister(const void* ptr) {

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "rwin/rwin.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -232,5 +234,28 @@ inline RunResult run_ranks(int n, const TransportParam& p, const RankBody& body,
   }
   return res;
 }
+
+// The fixture of the suites parameterised over transports (test_contract.cpp, test_memory_model.cpp):
+// skips a transport this machine lacks; run() gives each of `n` ranks a ready Context.
+class TransportSuite : public ::testing::TestWithParam<TransportParam> {
+ protected:
+  void SetUp() override {
+    const std::string why = skip_reason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
+  }
+  // `overrides`: chunk_bytes, pipeline_depth and op_timeout, where set, replace rank_options'.
+  void run(int n, const std::function<void(rwin::Context&)>& body, rwin::Options overrides = {}) {
+    const TransportParam p = GetParam();
+    auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
+      rwin::Options o = rank_options(rank, nranks, root, p);
+      if (overrides.chunk_bytes) o.chunk_bytes = overrides.chunk_bytes;
+      if (overrides.pipeline_depth) o.pipeline_depth = overrides.pipeline_depth;
+      if (overrides.op_timeout.count()) o.op_timeout = overrides.op_timeout;
+      rwin::Context ctx(o);
+      body(ctx);
+    });
+    ASSERT_TRUE(res.all_ok()) << res.report();
+  }
+};
 
 }  // namespace rwin_test

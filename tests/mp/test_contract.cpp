@@ -18,26 +18,7 @@ using rwin_test::TransportParam;
 
 namespace {
 
-class Contract : public ::testing::TestWithParam<TransportParam> {
- protected:
-  void SetUp() override {
-    const std::string why = rwin_test::skip_reason(GetParam());
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
-  }
-  // Runs `body` with a ready Context on each of `n` ranks.
-  void run(int n, const std::function<void(Context&)>& body, Options overrides = {}) {
-    const TransportParam p = GetParam();
-    auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
-      Options o = rank_options(rank, nranks, root, p);
-      if (overrides.chunk_bytes) o.chunk_bytes = overrides.chunk_bytes;
-      if (overrides.pipeline_depth) o.pipeline_depth = overrides.pipeline_depth;
-      if (overrides.op_timeout.count()) o.op_timeout = overrides.op_timeout;
-      Context ctx(o);
-      body(ctx);
-    });
-    ASSERT_TRUE(res.all_ok()) << res.report();
-  }
-};
+using Contract = rwin_test::TransportSuite;
 
 int64_t value_of(int rank, int64_t i, int iter = 0) { return (rank * 1000003LL + i * 7 + iter * 131) % 16777213; }
 

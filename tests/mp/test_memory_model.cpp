@@ -17,21 +17,7 @@ using rwin_test::TransportParam;
 
 namespace {
 
-class MemoryModel : public ::testing::TestWithParam<TransportParam> {
- protected:
-  void SetUp() override {
-    const std::string why = rwin_test::skip_reason(GetParam());
-    if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
-  }
-  void run(int n, const std::function<void(Context&)>& body) {
-    const TransportParam p = GetParam();
-    auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
-      Context ctx(rank_options(rank, nranks, root, p));
-      body(ctx);
-    });
-    ASSERT_TRUE(res.all_ok()) << res.report();
-  }
-};
+using MemoryModel = rwin_test::TransportSuite;
 
 constexpr uint8_t kSentinel = 0xA5;
 

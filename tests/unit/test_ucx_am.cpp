@@ -12,49 +12,20 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
+#include "ucx_self_rank.h"
 
 namespace rb = rwin::bootstrap;
 namespace rt = rwin::transport;
 
 namespace {
 
-struct AmRank {
-  rb::Bootstrap bs{0, 1, rb::HostPort::parse("127.0.0.1:0"), std::chrono::milliseconds(10000)};
-  std::unique_ptr<rt::Transport> tp;
-  AmRank() {
-    rt::TransportConfig cfg;
-    cfg.name = "ucx";
-    cfg.ucx_rma = "am";
-    tp = rt::make_transport(cfg);
-    tp->connect(bs);
-  }
-  // Posts one Work to self and polls (bounded) for its single completion.
-  rt::Completion run(rt::Work w) {
-    w.peer = 0;
-    std::vector<rt::Completion> done;
-    EXPECT_EQ(tp->post(w), rt::PostResult::Ok);
-    for (int i = 0; i < 1000000 && done.empty(); ++i) tp->poll(done);
-    EXPECT_EQ(done.size(), 1u) << "exactly one completion per accepted work";
-    if (done.empty()) return rt::Completion{w.cookie, false, "no completion"};
-    EXPECT_EQ(done[0].cookie, w.cookie);
-    return done[0];
-  }
+struct AmRank : rwin_test::UcxSelfRank {
+  AmRank() : UcxSelfRank("am") {}
 };
 
 rt::Work work(rt::Op op, void* local, const rt::MemoryRegion* mr, uint64_t addr, const rt::RemoteKey* rkey, size_t bytes,
               uint64_t operand = 0, uint64_t compare = 0) {
-  rt::Work w;
-  w.op = op;
-  w.peer = 0;  // the one rank talks to itself
-  w.local = local;
-  w.local_mr = mr;
-  w.remote_addr = addr;
-  w.rkey = rkey;
-  w.bytes = bytes;
-  w.operand = operand;
-  w.compare = compare;
-  w.cookie = 77;
-  return w;
+  return rwin_test::self_work(op, local, mr, addr, rkey, bytes, operand, compare);
 }
 
 bool all_zero(const void* p, size_t n) {

@@ -11,44 +11,25 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
+#include "ucx_self_rank.h"
 
 namespace rb = rwin::bootstrap;
 namespace rt = rwin::transport;
 
 namespace {
 
-struct Rank {
-  rb::Bootstrap bs{0, 1, rb::HostPort::parse("127.0.0.1:0"), std::chrono::milliseconds(10000)};
-  std::unique_ptr<rt::Transport> tp;
-  explicit Rank(const std::string& mode) {
-    rt::TransportConfig cfg;
-    cfg.name = "ucx";
-    cfg.ucx_rma = mode;
-    tp = rt::make_transport(cfg);
-    tp->connect(bs);
-  }
+// Each work must complete successfully.
+struct Rank : rwin_test::UcxSelfRank {
+  using UcxSelfRank::UcxSelfRank;
   void run(rt::Work w) {
-    w.peer = 0;
-    static uint64_t cookie = 1;
-    w.cookie = cookie++;
-    std::vector<rt::Completion> done;
-    ASSERT_EQ(tp->post(w), rt::PostResult::Ok);
-    for (int i = 0; i < 10000000 && done.empty(); ++i) tp->poll(done);
-    ASSERT_EQ(done.size(), 1u);
-    EXPECT_TRUE(done[0].ok) << done[0].error;
+    const rt::Completion c = UcxSelfRank::run(w);
+    EXPECT_TRUE(c.ok) << c.error;
   }
 };
 
 rt::Work work(rt::Op op, void* local, const rt::MemoryRegion* mr, uint64_t addr, const rt::RemoteKey* key,
               size_t bytes) {
-  rt::Work w;
-  w.op = op;
-  w.local = local;
-  w.local_mr = mr;
-  w.remote_addr = addr;
-  w.rkey = key;
-  w.bytes = bytes;
-  return w;
+  return rwin_test::self_work(op, local, mr, addr, key, bytes);
 }
 
 uint8_t pat(size_t i, int salt) { return static_cast<uint8_t>(i * 13 + static_cast<size_t>(salt) * 71 + (i >> 10)); }

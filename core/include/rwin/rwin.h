@@ -59,7 +59,15 @@ enum class DType : uint8_t { I32, I64, U32, U64, F32, F64, F16, BF16, I8, I16, U
 inline constexpr std::array<DType, 12> all_dtypes = {DType::I32, DType::I64, DType::U32, DType::U64,
                                                      DType::F32, DType::F64, DType::F16, DType::BF16,
                                                      DType::I8,  DType::I16, DType::U8,  DType::U16};
-size_t dtype_size(DType t) noexcept;       // 0 for a value that is not a DType
+constexpr size_t dtype_size(DType t) noexcept {  // 0 for a value outside the enum
+  switch (t) {
+    case DType::I8: case DType::U8: return 1;
+    case DType::I16: case DType::U16: case DType::F16: case DType::BF16: return 2;
+    case DType::I32: case DType::U32: case DType::F32: return 4;
+    case DType::I64: case DType::U64: case DType::F64: return 8;
+  }
+  return 0;
+}       // 0 for a value that is not a DType
 const char* dtype_name(DType t) noexcept;  // "i32", "f64", "bf16", ...
 DType parse_dtype(const std::string& name);  // throws Error(InvalidArgument) listing every name
 
