@@ -6,16 +6,30 @@
 
 Run (from the source tree, after the CMake build):
 
-    PYTHONPATH=build/python build/bin/rwinrun -n 2 -- /usr/bin/python3 examples/python/put_get.py --mode get
+    build/bin/rwinrun -n 2 -- python3 examples/python/put_get.py --mode get
+
+(it finds build/python by itself; with the package installed, or PYTHONPATH set, from anywhere).
 
 Every rank prints OK (rwinrun prefixes "[rank]"); exit status 1 on a mismatch.
 """
 import argparse
+import os
 import sys
 
-import numpy as np
+# Run from a source tree as the issue writes it (`rwinrun -n 2 -- python3 examples/python/put_get.py`):
+# find the build tree's package, and where `python3` is not Debian's (a pyenv interpreter without
+# python3-numpy) re-run under /usr/bin/python3, the interpreter the package was built for.
+_build = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python")
+if os.path.isdir(_build) and _build not in sys.path:
+    sys.path.append(_build)
+try:
+    import numpy as np
 
-import rwin
+    import rwin
+except ImportError:
+    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.access("/usr/bin/python3", os.X_OK):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+    raise
 
 
 def make_x(rank, size, dtype):
