@@ -275,7 +275,8 @@ class SignalArray {
 class Context {
  public:
   // Collective start-up: rendezvous, transport connect. Deadline: Options::startup_timeout; a
-  // rank that never arrives makes every other rank throw Error(Bootstrap) naming it.
+  // rank that never arrives makes every other rank throw Error(Timeout) naming it (Error(Bootstrap):
+  // the rendezvous itself failed, e.g. the root refused or a job key did not match).
   explicit Context(const Options& options = Options());
   // Best effort: quiet and a bounded barrier, then release every resource. Never throws.
   ~Context();
