@@ -42,13 +42,13 @@ using detail::err_text;
 
 namespace {
 
-// Sends all of `buf` before `deadline`. Returns "" or what went wrong (timeout_msg on timeout).
+// Moves exactly `n` bytes (send: out of `p`, else into it) before `deadline`.
 enum class Io { Ok, Timeout, Closed, Failed };
 
-Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline, int& err) {
-  size_t sent = 0;
-  while (sent < n) {
-    pollfd pf{fd, POLLOUT, 0};
+Io transfer_exact(int fd, uint8_t* p, size_t n, Clock::time_point deadline, int& err, bool send) {
+  size_t done = 0;
+  while (done < n) {
+    pollfd pf{fd, static_cast<short>(send ? POLLOUT : POLLIN), 0};
     const int rc = ::poll(&pf, 1, wire::ms_left(deadline));
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -56,39 +56,24 @@ Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline, int&
       return Io::Failed;
     }
     if (rc == 0) return Io::Timeout;
-    const ssize_t k = ::send(fd, p + sent, n - sent, MSG_NOSIGNAL);
+    const ssize_t k = send ? ::send(fd, p + done, n - done, MSG_NOSIGNAL) : ::recv(fd, p + done, n - done, 0);
     if (k < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       err = errno;
       return err == EPIPE || err == ECONNRESET ? Io::Closed : Io::Failed;
     }
-    sent += static_cast<size_t>(k);
+    if (k == 0 && !send) return Io::Closed;
+    done += static_cast<size_t>(k);
   }
   return Io::Ok;
 }
 
-// Receives exactly `n` bytes before `deadline`.
+Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline, int& err) {
+  return transfer_exact(fd, const_cast<uint8_t*>(p), n, deadline, err, true);  // only read when sending
+}
+
 Io recv_exact(int fd, uint8_t* p, size_t n, Clock::time_point deadline, int& err) {
-  size_t got = 0;
-  while (got < n) {
-    pollfd pf{fd, POLLIN, 0};
-    const int rc = ::poll(&pf, 1, wire::ms_left(deadline));
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      return Io::Failed;
-    }
-    if (rc == 0) return Io::Timeout;
-    const ssize_t k = ::recv(fd, p + got, n - got, 0);
-    if (k < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      err = errno;
-      return err == ECONNRESET ? Io::Closed : Io::Failed;
-    }
-    if (k == 0) return Io::Closed;
-    got += static_cast<size_t>(k);
-  }
-  return Io::Ok;
+  return transfer_exact(fd, p, n, deadline, err, false);
 }
 
 struct Frame {

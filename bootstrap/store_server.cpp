@@ -142,6 +142,9 @@ struct TcpStoreServer::Impl {
   void rank_failed(Conn& c, const std::string& how);
   void drop(Conn& c, const std::string& why);
   void drop_quietly(Conn& c);
+  // Drops `c` for `why`: a rank's connection with a log line (and a failure event for a lease), a
+  // stranger's through the rate-limited stranger log.
+  void close_for(Conn& c, const std::string& why);
   void reap();
   void log_stranger(const std::string& line);
   bool account(size_t old_size, size_t new_size, bool created, Conn& c, const std::string& key);
@@ -392,12 +395,7 @@ void TcpStoreServer::Impl::on_readable(Conn& c) {
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
       const std::string why = "recv failed: " + err_text(errno);
-      if (c.authenticated()) {
-        drop(c, why);
-      } else {
-        log_stranger("closing connection from " + c.peer + ": " + why);
-        drop_quietly(c);
-      }
+      close_for(c, why);
       return;
     }
     c.in.resize(old + static_cast<size_t>(n));
@@ -418,12 +416,7 @@ void TcpStoreServer::Impl::on_readable(Conn& c) {
     if (!c.in.empty()) {
       const std::string why =
           "connection closed inside a request (" + std::to_string(c.in.size()) + " bytes buffered)";
-      if (c.authenticated()) {
-        drop(c, why);
-      } else {
-        log_stranger("closing connection from " + c.peer + ": " + why);
-        drop_quietly(c);
-      }
+      close_for(c, why);
     } else {
       drop(c, "");
     }
@@ -441,12 +434,7 @@ void TcpStoreServer::Impl::process(Conn& c) {
     const auto hr = wire::decode_header(c.in.data() + off, c.in.size() - off, c.state, h, why);
     if (hr == wire::HeaderResult::NeedMore) break;
     if (hr != wire::HeaderResult::Ok) {
-      if (c.authenticated()) {
-        drop(c, why);
-      } else {
-        log_stranger("closing connection from " + c.peer + ": " + why);
-        drop_quietly(c);
-      }
+      close_for(c, why);
       return;
     }
     if (c.in.size() - off - wire::kHeaderSize < h.body_len) break;  // wait for the rest of the frame
@@ -808,6 +796,15 @@ void TcpStoreServer::Impl::drop(Conn& c, const std::string& why) {
     rank_failed(c, why.empty() ? "its bootstrap connection closed" : "its bootstrap connection failed: " + why);
   }
   drop_quietly(c);
+}
+
+void TcpStoreServer::Impl::close_for(Conn& c, const std::string& why) {
+  if (c.authenticated()) {
+    drop(c, why);
+  } else {
+    log_stranger("closing connection from " + c.peer + ": " + why);
+    drop_quietly(c);
+  }
 }
 
 void TcpStoreServer::Impl::drop_quietly(Conn& c) {
