@@ -83,6 +83,8 @@ transport::Work chunk_work(transport::Op op, const Xfer& x, const Chunk& ch);
 // One blocking op without the slot table: posts `w` and polls until its own completion arrives
 // (the cookie kSyncBit | peer << 32 | sequence routes it). Throws PeerFailed / Timeout.
 void run_single(ContextImpl& c, transport::Work& w, const char* what);
+// The same under a caller's deadline (a loop of single ops, e.g. a CAS retry loop, bounded as a whole).
+void run_single(ContextImpl& c, transport::Work& w, const char* what, Deadline& deadline);
 
 // accumulate.cpp: put(atomic = Add), `x.local` the source.
 void run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name);

@@ -32,7 +32,7 @@ std::string element_name(const SignalTarget& t, int64_t i, int64_t j) {
 // CAS found. The neighbouring lane is written back exactly as seen, so concurrent updates of it
 // (by any rank, through either path) are never lost. Blocking: one round trip per attempt.
 void notify_i32_cas(ContextImpl& c, int peer, const transport::RemoteKey& rkey, uint64_t addr, int32_t value,
-                    NotifyOp op) {
+                    NotifyOp op, Deadline& deadline) {
   const uint64_t word = addr & ~uint64_t{7};
   const unsigned shift = static_cast<unsigned>(addr - word) * 8;
   const auto known = c.cas_guess.find({peer, word});
@@ -53,7 +53,7 @@ void notify_i32_cas(ContextImpl& c, int peer, const transport::RemoteKey& rkey, 
     w.bytes = 8;
     w.compare = guess;
     w.operand = desired;
-    run_single(c, w, "notify");
+    run_single(c, w, "notify", deadline);  // one deadline for every attempt
     const uint64_t seen = std::atomic_ref<uint64_t>(*result).load(std::memory_order_acquire);
     if (seen == guess) {
       if (c.cas_guess.size() >= 4096) c.cas_guess.clear();  // only a hint; keep it small
@@ -99,7 +99,7 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
     work.remote_addr = addr - 4;
     work.operand = static_cast<uint64_t>(static_cast<uint32_t>(value)) << 32;
   } else {
-    notify_i32_cas(c, peer, rkey, addr, static_cast<int32_t>(value), op);
+    notify_i32_cas(c, peer, rkey, addr, static_cast<int32_t>(value), op, deadline);
     ps.unflushed = true;
     return;
   }

@@ -93,6 +93,10 @@ bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
 // completion arrives. The cookie (kSyncBit | peer << 32 | sequence) routes the completion here.
 void detail::run_single(ContextImpl& c, Work& w, const char* what) {
   Deadline deadline(c.opt.op_timeout);
+  run_single(c, w, what, deadline);
+}
+
+void detail::run_single(ContextImpl& c, Work& w, const char* what, Deadline& deadline) {
   c.sync_cookie = ContextImpl::kSyncBit | (static_cast<uint64_t>(w.peer) << 32) | (++c.sync_seq & 0xffffffffu);
   c.sync_done = false;
   c.sync_error.clear();
