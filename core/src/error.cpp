@@ -19,6 +19,7 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::Transport: return "Transport";
     case ErrorCode::Bootstrap: return "Bootstrap";
     case ErrorCode::Unsupported: return "Unsupported";
+    case ErrorCode::CollectiveMismatch: return "CollectiveMismatch";
   }
   return "Unknown";
 }
@@ -40,6 +41,7 @@ const char* prose(ErrorCode code) noexcept {
     case ErrorCode::Transport: return "transport";
     case ErrorCode::Bootstrap: return "bootstrap";
     case ErrorCode::Unsupported: return "unsupported";
+    case ErrorCode::CollectiveMismatch: return "collective mismatch";
   }
   return "error";
 }

@@ -28,7 +28,7 @@ Semantics (see README.md "Python"):
 from ._rwin import (  # noqa: F401
     AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
     InvalidArgumentError, MisalignedError, NotifyOp, OutOfBoundsError, PeerFailedError, PeerOutOfRangeError,
-    ShapeMismatchError, Slice, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
+    ShapeMismatchError, Slice, CollectiveMismatchError, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
     WaitCmp, Window, WindowBuffer, WindowMismatchError,
     bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 )

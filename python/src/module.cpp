@@ -57,7 +57,7 @@ struct ForkedError : rwin::Error {
 // ---------------------------------------------------------------------------------------------
 // Errors: rwin.Error and one subclass per ErrorCode, carrying .code (the code's name) and .message.
 
-constexpr int kCodes = 13;
+constexpr int kCodes = 14;
 PyObject* g_error = nullptr;
 PyObject* g_code_error[kCodes] = {};
 PyObject* g_forked_error = nullptr;
@@ -822,6 +822,7 @@ PYBIND11_MODULE(_rwin, m) {
       {ErrorCode::Transport, "TransportError", nullptr},
       {ErrorCode::Bootstrap, "BootstrapError", nullptr},
       {ErrorCode::Unsupported, "UnsupportedError", nullptr},
+      {ErrorCode::CollectiveMismatch, "CollectiveMismatchError", nullptr},
   };
   for (const auto& c : classes) {
     const std::string qual = std::string("rwin.") + c.name;

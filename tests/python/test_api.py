@@ -313,6 +313,7 @@ ERROR_CLASSES = {
     "WindowMismatch": rwin.WindowMismatchError, "UseAfterFree": rwin.UseAfterFreeError,
     "Timeout": rwin.TimeoutError, "PeerFailed": rwin.PeerFailedError, "Transport": rwin.TransportError,
     "Bootstrap": rwin.BootstrapError, "Unsupported": rwin.UnsupportedError,
+    "CollectiveMismatch": rwin.CollectiveMismatchError,
 }
 
 

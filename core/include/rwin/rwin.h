@@ -38,6 +38,7 @@ enum class ErrorCode {
   Transport,        // set-up of the transport failed
   Bootstrap,        // rendezvous failed
   Unsupported,      // valid request this build/transport cannot do
+  CollectiveMismatch,  // members of a collective call disagree (size, dtype, root, op, team)
 };
 const char* to_string(ErrorCode code) noexcept;  // the code's name: "OutOfBounds"
 

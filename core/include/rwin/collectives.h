@@ -1,0 +1,107 @@
+// Collectives built on put / notify / wait and local compute only (no MPI underneath), over the
+// whole job or over a Team (a subset of ranks with its own windows: the runtime's comm domain).
+//
+// Shapes are the runtime's (pypto `pld`): allgather(stage [1, S] -> data [NR, S]),
+// reduce_scatter(data [NR, S]: afterwards row my_rank holds the reduced row), all_to_all(stage
+// [NR, S], data [NR, S]: afterwards data[src] holds stage[my_rank] of src), allreduce / broadcast in
+// place on a view. NR is the team's size, rows are indexed by team rank. Every member calls the same
+// collective in the same order with matching arguments; a mismatch (sizes, dtype, root, op, mode)
+// ends in Error(CollectiveMismatch) on every member, never in a hang, and every call has a
+// deadline (Options::op_timeout). docs/CONTRACT.md ("Collectives") has the semantics, the
+// algorithms, and how the internal scratch and signal windows are sized and reused.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rwin/rwin.h"
+
+namespace rwin {
+
+namespace detail {
+struct TeamState;
+}
+
+// Reductions, on every numeric dtype. Integers wrap (Sum, Prod); f16 and bf16 accumulate in f32
+// and round once (to nearest even) per output element; floating Max/Min follow fmax/fmin (a NaN
+// loses against a number).
+enum class ReduceOp : uint8_t { Sum, Max, Min, Prod };
+const char* reduce_op_name(ReduceOp op) noexcept;  // "sum", "max", "min", "prod"
+ReduceOp parse_reduce_op(const std::string& name);  // throws Error(InvalidArgument)
+
+// allreduce algorithm: Mesh (every member sends its whole input to every other member; each reduces
+// all inputs locally in team-rank order: two message latencies, NR x the data on the wire: for
+// small payloads) or Ring (reduce-scatter then all-gather around the ring, in pipelined chunks:
+// 2 (NR-1)/NR x the data per member: for large ones). Auto picks by size (RWIN_ALLREDUCE_MESH_MAX,
+// docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring forces one for Auto calls.
+enum class AllreduceMode : uint8_t { Auto, Mesh, Ring };
+AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring"
+
+// A subset of the job's ranks. Member functions are collective over the team's members only.
+// Handles are cheap to copy (shared state); the state goes with the Context.
+class Team {
+ public:
+  Team() = default;
+  bool valid() const noexcept;
+  int rank() const;                      // this rank's index in the team
+  int size() const;
+  const std::vector<int>& ranks() const;  // the members' job ranks, in team-rank order
+  int global_rank(int team_rank) const;   // InvalidArgument outside [0, size())
+
+  // Windows of the team alone: collective over the members (same rules as Context's: same name
+  // and size on every member, else WindowMismatch). Non-members hold no copy; a put/get/notify from
+  // or to a non-member on such a window is InvalidArgument. Free them with Context::free (which,
+  // for a team window, synchronises the team, not the job).
+  WindowBuffer alloc_window_buffer(const std::string& name, size_t bytes);
+  Window alloc_window(const std::string& name, DType dtype, Shape2 shape);
+
+  // Credit-based barrier on notify/wait, self-resetting (counters only grow; nothing to clear
+  // between calls). Implies that every put/notify a member issued before it is visible.
+  void barrier();
+  // In place: afterwards every member's `x` holds the root's. `root` is a team rank.
+  void broadcast(const Window& x, int root);
+  // stage [1, S] (or any view of S elements) -> data [NR, S]; data row r = member r's stage.
+  void allgather(const Window& stage, const Window& data);
+  // In place: data [NR, S]; afterwards data row rank() holds op over every member's data row rank().
+  // Other rows are left as scratch-free input (unchanged).
+  void reduce_scatter(const Window& data, ReduceOp op = ReduceOp::Sum);
+  // Not in place: out (S elements) = op over every member's data row rank().
+  void reduce_scatter(const Window& data, const Window& out, ReduceOp op = ReduceOp::Sum);
+  // In place on x: afterwards every member's x holds op over all members' x (bitwise identical on
+  // every member: the same reduction order everywhere).
+  void allreduce(const Window& x, ReduceOp op = ReduceOp::Sum, AllreduceMode mode = AllreduceMode::Auto);
+  // Not in place: dst = op over all members' src (src unchanged; src and dst may be the same view).
+  void allreduce(const Window& src, const Window& dst, ReduceOp op = ReduceOp::Sum,
+                 AllreduceMode mode = AllreduceMode::Auto);
+  // stage [NR, S], data [NR, S]: afterwards data row s holds member s's stage row rank().
+  void all_to_all(const Window& stage, const Window& data);
+
+  // Implementation handle (used by the Python binding and tests).
+  explicit Team(std::shared_ptr<detail::TeamState> s) : s_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<detail::TeamState> s_;
+};
+
+// The whole job as a team (one per Context, made on first use; its internal scratch is shared by
+// every call of the free functions below).
+Team world(Context& ctx);
+// Collective over `ranks` (job ranks, distinct, any order: the order is the team-rank order): every
+// member passes the same list, non-members do not call. A member passing a different list gets
+// Error(CollectiveMismatch) naming both lists; a list without the caller, a duplicate or a rank
+// outside the job is InvalidArgument.
+Team make_team(Context& ctx, const std::vector<int>& ranks);
+
+// The same collectives over the whole job (world(ctx)).
+void barrier_collective(Context& ctx);
+void broadcast(Context& ctx, const Window& x, int root);
+void allgather(Context& ctx, const Window& stage, const Window& data);
+void reduce_scatter(Context& ctx, const Window& data, ReduceOp op = ReduceOp::Sum);
+void allreduce(Context& ctx, const Window& x, ReduceOp op = ReduceOp::Sum, AllreduceMode mode = AllreduceMode::Auto);
+void all_to_all(Context& ctx, const Window& stage, const Window& data);
+
+}  // namespace rwin
