@@ -26,9 +26,9 @@ Semantics (see README.md "Python"):
 - numpy views / DLPack exports of a window must not be used after ``ctx.close()`` or freeing its buffer.
 """
 from ._rwin import (  # noqa: F401
-    AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
+    AllreduceMode, AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
     InvalidArgumentError, MisalignedError, NotifyOp, OutOfBoundsError, PeerFailedError, PeerOutOfRangeError,
-    ShapeMismatchError, Slice, CollectiveMismatchError, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
+    ReduceOp, ShapeMismatchError, Slice, CollectiveMismatchError, Team, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
     WaitCmp, Window, WindowBuffer, WindowMismatchError,
     bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 )
