@@ -151,7 +151,7 @@ def test_team_collectives_and_windows(ctx):
     ctx.barrier()
     ctx.free(buf)
     alone = ctx.team([ctx.rank])
-    y = ctx.window(alone.alloc_window_buffer(64), [1, 16], dtype=rwin.int64)
+    y = ctx.window(alone.alloc_window_buffer(128), [1, 16], dtype=rwin.int64)
     y.numpy()[0, :] = 5
     alone.allreduce(y, op=rwin.ReduceOp.Prod)
     assert (y.numpy() == 5).all()
