@@ -1,7 +1,9 @@
 // put(atomic = Add) bandwidth per element type against a plain put of the same bytes, measured in
-// one run (rank 0 adds into rank 1; both sizes alternate). The figure the collectives issue sets its
-// target against.
+// one run (every rank but the last adds into the last, all at once, into the same elements; with 2
+// ranks: rank 0 into rank 1; both kinds alternate). The figure the collectives issue sets its
+// target against. MiB/s is the sum over the sources: bytes they moved / the slowest one's time.
 //   rwinrun -n 2 -- build/bin/rwin-accumulate-bw [--dtypes i32,f32,...] [--sizes 4K,64K] [--seconds S]
+//   rwinrun -n 5 -- build/bin/rwin-accumulate-bw --dtypes f32 --sizes 1200K     (4 sources into rank 4)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,13 +36,15 @@ uint64_t parse_size(const std::string& s) {
   return v * mult;
 }
 
-// MiB/s of `op` repeated until `seconds` passed (at least 3 times), both ranks in step.
+// MiB/s of `op` repeated by every source until `seconds` passed (at least 3 times), all ranks in
+// step: the bytes of all sources over the longest source's time.
 template <class Op>
 double measure(rwin::Context& ctx, uint64_t bytes, double seconds, Op&& op) {
   int64_t reps = 0;
   double elapsed = 0;
+  ctx.barrier();
   const auto t0 = Clock::now();
-  if (ctx.rank() == 0) {
+  if (ctx.rank() != ctx.size() - 1) {
     do {
       op();
       ++reps;
@@ -49,8 +53,21 @@ double measure(rwin::Context& ctx, uint64_t bytes, double seconds, Op&& op) {
     ctx.quiet();
     elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  ctx.barrier();  // rank 1 progresses here (over tcp the target applies the adds)
-  return static_cast<double>(bytes) * static_cast<double>(reps) / elapsed / 1048576.0;
+  ctx.barrier();  // the target progresses here (it applies staged adds)
+  std::vector<uint8_t> mine(16);
+  std::memcpy(mine.data(), &reps, 8);
+  std::memcpy(mine.data() + 8, &elapsed, 8);
+  int64_t total = 0;
+  double longest = 0;
+  for (const auto& b : ctx.allgather(mine)) {
+    int64_t r = 0;
+    double e = 0;
+    std::memcpy(&r, b.data(), 8);
+    std::memcpy(&e, b.data() + 8, 8);
+    total += r;
+    longest = std::max(longest, e);
+  }
+  return static_cast<double>(bytes) * static_cast<double>(total) / longest / 1048576.0;
 }
 
 }  // namespace
@@ -80,7 +97,8 @@ int main(int argc, char** argv) {
     rwin::Context ctx;
     if (ctx.size() < 2) throw std::runtime_error("needs 2 ranks (rwinrun -n 2)");
     if (ctx.rank() == 0) {
-      std::printf("# %s; rank 0 adds into rank 1; %.1f s per figure\n", ctx.transport_name().c_str(), seconds);
+      std::printf("# %s; ranks 0..%d add into rank %d; %.1f s per figure\n", ctx.transport_name().c_str(),
+                  ctx.size() - 2, ctx.size() - 1, seconds);
       std::printf("| dtype | size | put MiB/s | put(Add) MiB/s | Add / put |\n|---|---|---|---|---|\n");
     }
     for (const std::string& size_s : split(sizes)) {
@@ -91,9 +109,9 @@ int main(int argc, char** argv) {
         rwin::Window dst = ctx.alloc_window("acc.dst." + name, dt, {1, n});
         rwin::Window src = ctx.alloc_window("acc.src." + name, dt, {1, n});
         std::memset(src.data(), 0, src.bytes());  // adding zeros keeps every type finite
-        const double put = measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), 1, src.all()); });
+        const double put = measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), ctx.size() - 1, src.all()); });
         const double add =
-            measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), 1, src.all(), rwin::AtomicType::Add); });
+            measure(ctx, bytes, seconds, [&] { ctx.put(dst.all(), ctx.size() - 1, src.all(), rwin::AtomicType::Add); });
         if (ctx.rank() == 0) {
           std::printf("| %s | %s | %.1f | %.2f | %.4f |\n", name.c_str(), size_s.c_str(), put, add, add / put);
           std::fflush(stdout);

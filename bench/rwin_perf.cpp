@@ -5,6 +5,7 @@
 // Tests (ranks 0 and 1; other ranks idle, except ring_shift which uses every rank):
 //   put_lat      put + notify, peer waits and answers the same way; one way = RTT / 2
 //   put_bw       -O puts then quiet(), repeated; per-op time and MiB/s
+//   put_add_bw   the same with put(..., AtomicType::Add) of i64 (rwin only: no raw baseline)
 //   get_lat      one blocking get, full round trip
 //   get_bw       -O gets (rwin's get is blocking; raw keeps -O in flight), then quiet
 //   notify_lat   notify ping-pong; one way = RTT / 2
@@ -81,7 +82,7 @@ struct Args {
   std::fprintf(stderr,
                "%s\n"
                "usage: rwinrun -n 2 -- rwin-perf [options]\n"
-               "  -t LIST        tests: put_lat,put_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy\n"
+               "  -t LIST        tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy\n"
                "                 (default: the six pair tests)\n"
                "  -s SIZES       bytes, multiples of 8: a list 8,4096,64K or a sweep 8:16M (x2) / 8:16M:x4\n"
                "  -n N           iterations per test and size (default 2000; capped by --max-bytes)\n"
@@ -193,7 +194,7 @@ Args parse(int argc, char** argv) {
     else if (k == "-h" || k == "--help") usage("rwin-perf: rwin latency/bandwidth benchmark");
     else usage("unknown argument " + k);
   }
-  static const char* known[] = {"put_lat", "put_bw", "get_lat", "get_bw", "notify_lat", "notify_rate", "ring_shift", "memcpy"};
+  static const char* known[] = {"put_lat", "put_bw", "put_add_bw", "get_lat", "get_bw", "notify_lat", "notify_rate", "ring_shift", "memcpy"};
   for (const auto& t : a.tests) {
     if (std::none_of(std::begin(known), std::end(known), [&](const char* n) { return t == n; })) usage("unknown test " + t);
   }
@@ -216,6 +217,7 @@ class Ops {
   virtual ~Ops() = default;
   virtual void prepare(uint64_t bytes, uint64_t skew) = 0;  // sizes/offsets of the following ops
   virtual void put() = 0;                                   // local src -> peer dst + skew
+  virtual void put_add() {}                                 // the same as put(Add) (rwin only)
   virtual void get() = 0;                                   // peer src -> local dst + skew, blocking
   virtual void get_group(int n) = 0;                        // n gets, all complete on return
   virtual void notify(int word) = 0;                        // peer's word += 1, after earlier puts
@@ -270,6 +272,13 @@ class RwinOps final : public Ops {
       ctx_.put_nbi(dst_slice_, peer_, src_slice_);
     } else {
       ctx_.put(dst_slice_, peer_, src_slice_);
+    }
+  }
+  void put_add() override {
+    if (local_) {
+      ctx_.put(dst_slice_, peer_, local_src_, rwin::AtomicType::Add);
+    } else {
+      ctx_.put(dst_slice_, peer_, src_slice_, rwin::AtomicType::Add);
     }
   }
   void get() override {
@@ -424,7 +433,7 @@ std::string jnum(double v) {
 // ---------------------------------------------------------------------------------------------
 // The runner
 
-bool is_bw(const std::string& t) { return t == "put_bw" || t == "get_bw" || t == "notify_rate"; }
+bool is_bw(const std::string& t) { return t == "put_bw" || t == "put_add_bw" || t == "get_bw" || t == "notify_rate"; }
 bool is_put(const std::string& t) { return t == "put_lat" || t == "put_bw" || t == "ring_shift"; }
 bool is_get(const std::string& t) { return t == "get_lat" || t == "get_bw"; }
 
@@ -455,7 +464,7 @@ class Runner {
     const bool pair = test != "ring_shift";
     const bool in_pair = !pair || ctx_.rank() < 2;
     std::vector<Ops*> modes{&rw_};
-    if (raw_ && pair) modes.push_back(raw_);
+    if (raw_ && pair && test != "put_add_bw") modes.push_back(raw_);
     for (Ops* m : modes) {
       m->set_peer(pair ? 1 - ctx_.rank() : (ctx_.rank() + 1) % ctx_.size());
       m->prepare(bytes, a_.skew);
@@ -546,6 +555,12 @@ class Runner {
       if (test == "put_bw") {
         for (int64_t g = 0; g < ops / O; ++g) {
           for (int i = 0; i < O; ++i) o.put();
+          o.quiet();
+          lap(O);
+        }
+      } else if (test == "put_add_bw") {  // the passive side progresses in wait(kDone), applying staged slots
+        for (int64_t g = 0; g < ops / O; ++g) {
+          for (int i = 0; i < O; ++i) o.put_add();
           o.quiet();
           lap(O);
         }

@@ -2,6 +2,7 @@
 //
 //   put mode: every rank pushes its src into the next rank's dst  -> y[r] = x[(r-1) % N]
 //   get mode: every rank pulls the next rank's src into its dst   -> y[r] = x[(r+1) % N]
+//   add mode: as put, with put(Add) into a dst its owner zeroed    -> y[r] = 0 + x[(r-1) % N]
 //
 // x is filled from (rank, index, iteration) so every element of every iteration is checked. Each
 // dtype gets values it holds exactly (f16: half-integers in [-1024, 1024), bf16: half-integers in
@@ -32,7 +33,7 @@ struct Args {
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "%s\nusage: ring_shift [--mode put|get] [--size ELEMS] [--dtype f32|f64|f16|bf16|i8|i16|i32|i64|u8|u16|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
+               "%s\nusage: ring_shift [--mode put|get|add] [--size ELEMS] [--dtype f32|f64|f16|bf16|i8|i16|i32|i64|u8|u16|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
                msg);
   std::exit(2);
 }
@@ -54,7 +55,7 @@ Args parse(int argc, char** argv) {
     else if (k == "-h" || k == "--help") usage("ring_shift: the seed's ring shift on rwin");
     else usage(("unknown argument " + k).c_str());
   }
-  if (a.mode != "put" && a.mode != "get") usage("--mode must be put or get");
+  if (a.mode != "put" && a.mode != "get" && a.mode != "add") usage("--mode must be put, get or add");
   if (a.size < 1) usage("--size must be >= 1");
   if (a.iters < 1) usage("--iters must be >= 1");
   if (!(a.seconds >= 0 && a.seconds <= 86400)) usage("--seconds must be in [0, 86400]");
@@ -175,13 +176,15 @@ int run(rwin::Context& ctx, const Args& a, double startup_ms) {
       iters = it;
       break;
     }
-    if (a.mode == "put") {
+    if (a.mode == "put" || a.mode == "add") {
+      const bool add = a.mode == "add";
       fill<T>(src, r, it);
       if (it > 0) ctx.wait(sig.at(1), it, WaitCmp::GE);  // next rank finished reading our last put
-      ctx.put(dst.all(), next, src.all(), rwin::AtomicType::None);
+      ctx.put(dst.all(), next, src.all(), add ? rwin::AtomicType::Add : rwin::AtomicType::None);
       ctx.notify(sig.at(0), next, 1, NotifyOp::AtomicAdd);  // ordered after the put
       ctx.wait(sig.at(0), it + 1, WaitCmp::GE);             // prev rank's data has landed here
       bad += check<T>(dst, prev, it, r);
+      if (add) std::memset(dst.data(), 0, dst.bytes());     // zero plus prev's next x is x again
       ctx.notify(sig.at(1), prev, 1, NotifyOp::AtomicAdd);  // prev may overwrite our dst now
     } else {
       if (it > 0) ctx.wait(sig.at(1), it, WaitCmp::GE);  // prev rank finished reading our src

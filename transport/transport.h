@@ -152,6 +152,15 @@ class Transport {
     (void)peer;
     return capabilities().write_then_atomic_ordered;
   }
+  // This process's address of the peer's bytes [remote_addr, remote_addr + bytes) of `key` when the
+  // peer's memory is mapped here (UCX direct mode: posix/sysv shared memory on the same host,
+  // ucp_rkey_ptr), else nullptr. The core then reads and writes them with the CPU (put(Add) applies
+  // its sums there under the buffer's stripe locks, core/src/stripe_locks.h). The pointer stays
+  // valid as long as `key`. Never blocks, never throws.
+  virtual void* mapped(int peer, const RemoteKey& key, uint64_t remote_addr, size_t bytes) const noexcept {
+    (void)peer, (void)key, (void)remote_addr, (void)bytes;
+    return nullptr;
+  }
   // The core learned that `peer` is gone (its bootstrap lease closed, or it missed a deadline):
   // stop talking to it now. Afterwards post() to it returns PeerFailed with peer_error(peer) ==
   // `why` (unless the transport had its own failure first), nothing of this transport touches the

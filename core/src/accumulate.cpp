@@ -1,4 +1,13 @@
-// put(atomic = Add): element-wise remote accumulation through the transport's atomics.
+// put(atomic = Add): element-wise accumulation, applied by the CPU under the buffer's stripe locks.
+//
+// Two paths, one locking discipline (stripe_locks.h):
+//  - mapped: the destination is this rank's own memory, or a peer's that the transport mapped into
+//    this process (UCX direct mode: shared memory on one host). The caller adds in place.
+//  - staged: every other peer. The caller writes its addends into slots of the target's staging
+//    region and the target adds them in its progress (staging.h, staging.cpp).
+// Either way the element loop runs with the stripe's lock held by whoever runs it, so put(Add)s
+// from any ranks through any paths into the same elements never lose an update or tear an element.
+// They are not atomic against plain puts, notifies or CPU stores to the same bytes (docs/CONTRACT.md).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -7,6 +16,7 @@
 #include "context_impl.h"
 #include "dtype_math.h"
 #include "ops.h"
+#include "stripe_locks.h"
 
 namespace rwin {
 
@@ -16,131 +26,194 @@ using transport::Work;
 
 namespace {
 
-// Waits until at most `limit` atomics of `tr` are in flight; throws on failure or deadline.
-static void settle(ContextImpl& c, Transfer& tr, int peer, Deadline& deadline, const std::string& what,
-                   int limit = 0) {
+std::string stripe_name(const LockWait& lw, uint64_t stripe) {
+  return "stripe " + std::to_string(stripe) + " (bytes " + std::to_string(stripe * kStripeBytes) + "..+" +
+         std::to_string(kStripeBytes) + ") of " + (lw.buf ? lw.buf->describe() : std::string("a buffer")) +
+         (lw.target >= 0 ? " on peer " + std::to_string(lw.target) : std::string());
+}
+
+// Takes the lock word of `stripe`; returns once it is ours.
+void lock_stripe(ContextImpl& c, uint64_t* word, uint64_t stripe, const LockWait& lw) {
+  const uint64_t me = static_cast<uint64_t>(c.rank) + 1;
+  if (try_lock(word, me) == 0) return;
+  Deadline own(c.opt.op_timeout);
+  Deadline& deadline = lw.deadline ? *lw.deadline : own;
   Backoff backoff;
-  while (tr.inflight > limit) {
-    c.progress();
-    if (tr.inflight <= limit) break;
+  for (uint32_t spins = 1;; ++spins) {
+    const uint64_t holder = try_lock(word, me);
+    if (holder == 0) return;
+    if (spins % 64 != 0) {
+      backoff.idle();
+      continue;
+    }
+    // A holder only runs an element loop: this is rare and short, unless the holder died in it.
+    if (!lw.in_progress) c.progress();
     c.watch();
-    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
-      c.abandon(tr);
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, f));
+    const int h = holder <= static_cast<uint64_t>(c.nranks) ? static_cast<int>(holder) - 1 : -1;
+    const std::string what = c.who() + ": " + (lw.what ? *lw.what : std::string("applying put(Add)"));
+    if (h >= 0 && !c.peers[static_cast<size_t>(h)].failed.empty()) {
+      if (lw.in_progress) {
+        uint64_t expected = holder;  // break the dead holder's lock, then take it as usual
+        std::atomic_ref<uint64_t>(*word).compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+        continue;
+      }
+      throw Error(ErrorCode::PeerFailed, what + ": " + stripe_name(lw, stripe) + " is locked by rank " +
+                                             std::to_string(h) + ", which failed: " +
+                                             c.peer_failed_text(h, c.peers[static_cast<size_t>(h)].failed));
+    }
+    if (lw.target >= 0 && !c.peers[static_cast<size_t>(lw.target)].failed.empty()) {
+      throw Error(ErrorCode::PeerFailed, what + ": " + c.peer_failed_text(lw.target, c.peers[static_cast<size_t>(lw.target)].failed));
     }
     if (deadline.passed()) {
-      c.peers[static_cast<size_t>(peer)].failed = c.who() + ": " + what + ": deadline passed";
-      c.abandon(tr);
-      throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + std::to_string(tr.inflight) +
-                                          " element atomics unfinished after " +
-                                          std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")");
+      c.degraded = true;
+      throw Error(ErrorCode::Timeout, what + ": " + stripe_name(lw, stripe) + " still locked by rank " +
+                                          (h >= 0 ? std::to_string(h) : "(lock word " + std::to_string(holder) + ")") +
+                                          " after " + std::to_string(deadline.limit().count()) + " ms");
     }
     backoff.idle();
   }
-  if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
 }
 
 }  // namespace
 
-// put(atomic = Add): dst[i] += src[i], atomic against every other Add into the same elements.
-// 64-bit integers use the transport's remote fetch-add directly. Other dtypes (floats, and 1-, 2-
-// and 4-byte elements, which RDMA atomics cannot address on their own) use compare-and-swap on the
-// aligned 8-byte word that holds them: guess, CAS, retry with the value the CAS returned. Every
-// element of the slice that lies in one word (up to 8 i8/u8, 4 of 2 bytes, 2 of 4 bytes) is folded
-// into one CAS; a byte mask names them, and the other bytes of the word (other ranks' elements,
-// neighbours outside the slice) are written back exactly as the CAS saw them. The arithmetic per
-// element is dtype_math.h's (integers wrap, f16/bf16 round once to nearest even). Words are
-// aligned in the peer's address space (its buffer is page aligned; a view may start at any element
-// boundary, so no element straddles two words).
-void detail::run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name) {
+void detail::add_locked(ContextImpl& c, char* base, uint64_t buf_bytes, uint64_t off, const char* src, uint64_t bytes,
+                        DType t, const LockWait& lw) {
+  auto* locks = reinterpret_cast<uint64_t*>(base + lock_offset(buf_bytes));
+  const size_t esz = dtype_size(t);
+  const uint64_t end = off + bytes;
+  while (off < end) {
+    const uint64_t piece_end = stripe_piece_end(off, end);  // a multiple of esz from off: stripes are
+    const uint64_t stripe = off / kStripeBytes;              // multiples of 8, views element aligned
+    lock_stripe(c, locks + stripe, stripe, lw);
+    add_into(t, base + off, src, (piece_end - off) / esz);
+    unlock(locks + stripe);
+    src += piece_end - off;
+    off = piece_end;
+  }
+}
+
+namespace {
+
+// The staged path: slots into the target's staging region, each acknowledged once applied.
+void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
   const int peer = x.peer;
+  const size_t p = static_cast<size_t>(peer);
+  StagingState& st = *c.staging;
+  PeerState& ps = c.peers[p];
+  const StagingLayout& tl = st.layouts[p];
+  const uint64_t payload = std::min<uint64_t>(tl.payload_bytes(), (c.caps.max_message_bytes - kSlotHeaderBytes) & ~uint64_t{63});
+  const transport::RemoteKey& skey = *st.rkeys[p];
   Deadline deadline(c.opt.op_timeout);
-  const std::string what = "put(Add) peer " + std::to_string(peer) + " into " + remote_name;
-  const size_t esz = x.esz;
-  // Runs only (no cutting): the atomics go element by element.
-  ChunkPlanner planner = plan_chunks(c, x, uint64_t{1} << 62);
-  const transport::RemoteKey& rkey = *x.rkey;
-  const char* base = x.local_base;
+  ChunkPlanner planner = plan_chunks(c, x, payload);
+  const auto acked = [&] {
+    return std::atomic_ref<uint64_t>(*st.word(st.mine.acked_word(peer))).load(std::memory_order_acquire);
+  };
   Transfer tr;
-  detail::Chunk run;
-  // Posts one element atomic, keeping at most kAtomicsInFlight of them outstanding.
-  auto post_atomic = [&](Work& w) {
-    settle(c, tr, peer, deadline, what, kAtomicsInFlight - 1);
-    w.peer = peer;
-    w.rkey = &rkey;
-    w.bytes = 8;
-    Slot s;
-    s.kind = Slot::Atomic;
-    s.peer = peer;
-    s.transfer = &tr;
-    c.post_blocking(w, s, deadline, "put(Add)");
-    tr.inflight++;
-  };
-
-  if (x.dtype == DType::I64 || x.dtype == DType::U64) {
-    while (planner.next(run)) {
-      for (uint64_t off = 0; off < run.bytes; off += 8) {
-        Work w;
-        w.op = Op::AtomicAdd;
-        w.remote_addr = x.remote_base + run.remote_offset + off;
-        std::memcpy(&w.operand, base + run.local_offset + off, 8);
-        post_atomic(w);
+  // Waits until `done()`; throws PeerFailed / Timeout naming the rest of the transfer.
+  const auto wait_for = [&](auto done, const Chunk* ch) {
+    Backoff backoff;
+    while (!done()) {
+      c.progress();
+      if (done()) break;
+      c.watch();
+      if (!ps.failed.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, ps.failed));
+      if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
+      if (deadline.passed()) {
+        c.degraded = true;
+        const std::string at = ch ? "waiting for a free slot for bytes " + std::to_string(ch->remote_offset) + "..+" +
+                                        std::to_string(ch->bytes) + " of the slice"
+                                  : "waiting for the peer to apply the last slots";
+        throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + at + ": " + std::to_string(st.posted_to[p] - acked()) +
+                                            " slot(s) posted and not applied after " +
+                                            std::to_string(deadline.limit().count()) +
+                                            " ms (the target applies them only while it is inside an rwin call; " +
+                                            c.tp->describe() + ")");
       }
+      backoff.idle();
     }
-    settle(c, tr, peer, deadline, what);
-    return;
-  }
-
-  // One entry per remote 8-byte word touched, with the addend of each element laid out as in the word.
-  struct WordUpdate {
-    uint64_t remote_word;  // the peer's address of the aligned word
-    char addend[8];        // element values to add, laid out as in the word
-    uint8_t mask;          // bit b: byte b of the word belongs to an element that takes part
-    uint64_t guess;        // what we believe the word holds
+    if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
   };
-  std::vector<WordUpdate> words;
+  try {
+    Chunk ch;
+    while (planner.next(ch)) {
+      wait_for([&] { return st.posted_to[p] - acked() < st.mine.slots; }, &ch);
+      const uint64_t seq = st.posted_to[p];
+      const uint64_t k = seq % tl.slots;
+      char* out = static_cast<char*>(st.mr->addr()) + st.mine.outbox(k);
+      SlotHeader h;
+      h.dtype = static_cast<uint8_t>(x.dtype);
+      h.src = static_cast<uint32_t>(c.rank);
+      h.seq = seq;
+      h.addr = x.remote_base + ch.remote_offset;
+      h.bytes = ch.bytes;
+      std::memcpy(out, &h, sizeof h);
+      std::memcpy(out + kSlotHeaderBytes, x.local_base + ch.local_offset, ch.bytes);
+      Work w;
+      w.op = Op::Write;
+      w.peer = peer;
+      w.local = out;
+      w.local_mr = st.mr.get();
+      w.rkey = &skey;
+      w.remote_addr = skey.base() + tl.inbox(c.rank, k);
+      w.bytes = kSlotHeaderBytes + ch.bytes;
+      Slot s;
+      s.kind = Slot::Chunk;
+      s.peer = peer;
+      s.transfer = &tr;
+      s.index = seq;
+      s.total = planner.total_chunks();
+      c.post_blocking(w, s, deadline, "put(Add)");
+      tr.inflight++;
+      // The "posted" bump must land after the slot: in order on an ordered transport (one RC QP,
+      // UCX am), else after a flush (as notify does after puts, signals.cpp).
+      if (!ps.ordered) c.drain(peer, deadline, "put(Add)");
+      Work a;
+      a.op = Op::AtomicAdd;
+      a.peer = peer;
+      a.rkey = &skey;
+      a.remote_addr = skey.base() + tl.posted_word(c.rank);
+      a.bytes = 8;
+      a.operand = 1;
+      Slot as;
+      as.kind = Slot::Async;
+      as.peer = peer;
+      c.post_blocking(a, as, deadline, "put(Add)");
+      ps.outstanding++;
+      ps.unflushed = true;
+      st.posted_to[p]++;
+      c.progress();  // on its way now (transport.h: a transport may hold posted work until a poll)
+    }
+    wait_for([&] { return acked() == st.posted_to[p] && tr.inflight == 0; }, nullptr);
+  } catch (...) {
+    c.abandon(tr);
+    throw;
+  }
+}
+
+}  // namespace
+
+// put(atomic = Add): dst[i] += src[i] (dtype_math.h: integers wrap, f16/bf16 round once per
+// element update), atomic per element against every other put(Add) into the same elements.
+// Returns once every element is added at the target, so a notify after it is ordered behind the sums.
+void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& dst) {
+  const int peer = x.peer;
+  const std::string what = "put(Add) to peer " + std::to_string(peer) + " into " + dst.describe();
+  const BufferState& b = *dst.buf;
+  const transport::RemoteKey& rkey = *x.rkey;
+  char* mapped = peer == c.rank ? static_cast<char*>(b.mr->addr())
+                                : static_cast<char*>(c.tp->mapped(peer, rkey, rkey.base(), region_bytes(b.bytes)));
+  if (mapped == nullptr) return run_staged(c, x, what);
+  Deadline deadline(c.opt.op_timeout);
+  LockWait lw;
+  lw.buf = &b;
+  lw.target = peer == c.rank ? -1 : peer;
+  lw.deadline = &deadline;
+  lw.what = &what;
+  const uint64_t view = x.remote_base - rkey.base();  // the view's byte offset in its buffer
+  ChunkPlanner planner = plan_chunks(c, x, uint64_t{1} << 62);  // runs, uncut
+  Chunk run;
   while (planner.next(run)) {
-    for (uint64_t off = 0; off < run.bytes; off += esz) {
-      const uint64_t ro = x.remote_base + run.remote_offset + off;
-      const uint64_t word = ro & ~uint64_t{7};
-      if (words.empty() || words.back().remote_word != word) words.push_back(WordUpdate{word, {}, 0, 0});
-      WordUpdate& u = words.back();
-      const size_t at = static_cast<size_t>(ro - word);  // a multiple of esz: elements never straddle words
-      std::memcpy(u.addend + at, base + run.local_offset + off, esz);
-      u.mask |= element_mask(at, esz);
-    }
-  }
-  auto apply = [dt = x.dtype](const WordUpdate& u, uint64_t old) { return add_in_word(dt, old, u.addend, u.mask); };
-  auto* results = static_cast<uint64_t*>(c.scratch->addr()) + 1;
-  const size_t batch_max = kScratchWords - 1;
-  for (size_t first = 0; first < words.size(); first += batch_max) {
-    const size_t count = std::min(batch_max, words.size() - first);
-    std::vector<size_t> pending(count);
-    for (size_t i = 0; i < count; ++i) pending[i] = i;
-    while (!pending.empty()) {
-      for (size_t i : pending) {
-        WordUpdate& u = words[first + i];
-        Work w;
-        w.op = Op::CompareSwap;
-        w.local = &results[i];
-        w.local_mr = c.scratch.get();
-        w.remote_addr = u.remote_word;
-        w.compare = u.guess;
-        w.operand = apply(u, u.guess);
-        post_atomic(w);
-      }
-      settle(c, tr, peer, deadline, what);
-      std::vector<size_t> again;
-      for (size_t i : pending) {
-        WordUpdate& u = words[first + i];
-        const uint64_t seen = std::atomic_ref<uint64_t>(results[i]).load(std::memory_order_acquire);
-        if (seen != u.guess) {  // someone else got there first: retry from what is there now
-          u.guess = seen;
-          again.push_back(i);
-        }
-      }
-      pending.swap(again);
-    }
+    add_locked(c, mapped, b.bytes, view + run.remote_offset, x.local_base + run.local_offset, run.bytes, x.dtype, lw);
   }
 }
 

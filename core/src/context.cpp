@@ -30,6 +30,7 @@ ContextImpl::~ContextImpl() {
   // still in a socket, a rendezvous receive, a queue pair), then release it.
   // Remote keys belong to the transport's worker: they go while it still exists.
   for (auto& b : buffers) b->rkeys.clear();
+  if (staging) staging->rkeys.clear();
   if (tp) tp->quiesce(!degraded);
   for (auto& b : buffers) b->release();
   buffers.clear();
@@ -39,6 +40,7 @@ ContextImpl::~ContextImpl() {
     regcache.reset();
   }
   graveyard.clear();
+  staging.reset();
   scratch.reset();
 }
 
@@ -86,6 +88,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     if (c.opt.chunk_bytes == 0) c.opt.chunk_bytes = c.caps.default_chunk_bytes;
     if (c.opt.pipeline_depth <= 0) c.opt.pipeline_depth = c.caps.default_pipeline_depth;
     c.scratch = c.tp->allocate(kScratchWords * 8);
+    c.start_staging();
     if (c.caps.local_needs_registration) {  // verbs (lkeys); UCX takes any local pointer as it is
       transport::Transport* tp = c.tp.get();
       c.regcache = std::make_unique<RegCache>([tp](void* addr, size_t bytes) { return tp->register_memory(addr, bytes); });

@@ -11,6 +11,7 @@
 
 #include "backoff.h"
 #include "reg_cache.h"
+#include "staging.h"
 #include "bootstrap/bootstrap.h"
 #include "rwin/rwin.h"
 #include "transport/transport.h"
@@ -89,12 +90,13 @@ struct Transfer {
 
 // What a cookie stands for until its completion arrives.
 struct Slot {
-  // Chunk, Atomic: part of a blocking transfer; Async: counted in the peer's outstanding work
-  // (notify, put_nbi/get_nbi chunks); Flush: likewise, and clears the peer's dirty state.
-  enum Kind : uint8_t { Chunk, Async, Flush, Atomic } kind = Chunk;
+  // Chunk: part of a blocking transfer (put/get chunks, put(Add) slot writes); Async: counted in
+  // the peer's outstanding work (notify, put_nbi/get_nbi chunks, put(Add) posted/acked bumps);
+  // Flush: likewise, and clears the peer's dirty state.
+  enum Kind : uint8_t { Chunk, Async, Flush } kind = Chunk;
   int peer = -1;
-  Transfer* transfer = nullptr;  // Chunk, Atomic
-  uint64_t index = 0;            // Chunk: chunk number (for messages); Atomic: word index
+  Transfer* transfer = nullptr;  // Chunk
+  uint64_t index = 0;            // Chunk: chunk number (for messages)
   uint64_t total = 0;            // Chunk: chunks in the transfer
 };
 
@@ -116,6 +118,22 @@ struct KnownFailure {
   std::chrono::steady_clock::time_point when;
 };
 
+// The staging protocol of put(Add) (staging.h): this rank's region and every peer's, and the
+// counters of both directions.
+struct StagingState {
+  std::unique_ptr<transport::MemoryRegion> mr;  // this rank's staging region (layout `mine`)
+  StagingLayout mine;
+  std::vector<StagingLayout> layouts;                       // index = peer: the layout of its region
+  std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer
+  std::vector<uint64_t> posted_to;     // per target: slots this rank posted to it
+  std::vector<uint64_t> applied_from;  // per source: its slots applied here
+  std::vector<uint64_t> ack_owed;      // per source: applied, ack not yet posted (transport busy)
+  bool applying = false;               // inside apply_staged(): progress() must not recurse into it
+  uint64_t* word(uint64_t offset) const noexcept {
+    return reinterpret_cast<uint64_t*>(static_cast<char*>(mr->addr()) + offset);
+  }
+};
+
 struct ContextImpl {
   Options opt;
   int rank = 0;
@@ -133,6 +151,8 @@ struct ContextImpl {
   // registered until the transport is quiesced at teardown.
   std::vector<std::unique_ptr<transport::MemoryRegion>> graveyard;
   std::unique_ptr<transport::MemoryRegion> scratch;  // registered 8-byte result slots for atomics
+  std::unique_ptr<StagingState> staging;             // put(Add) staging (staging.cpp); goes with the
+                                                     // buffers, after quiesce
   // Registrations of plain local memory (rwin::Local); goes before the transport, after quiesce.
   std::unique_ptr<RegCache> regcache;
   // Cache entries pinned by put_nbi/get_nbi from plain memory: released once no operation is
@@ -181,6 +201,11 @@ struct ContextImpl {
   uint32_t take_slot(const Slot& s);
   void post_blocking(transport::Work& w, const Slot& s, Deadline& deadline, const char* what);
   void progress();
+  // staging.cpp. Collective, at start-up: allocates this rank's staging region and learns every
+  // peer's. apply_staged(): called by progress(); adds every slot posted to this rank into its
+  // buffers and acknowledges them.
+  void start_staging();
+  void apply_staged();
   void post_flush(int peer, Deadline& deadline);
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);

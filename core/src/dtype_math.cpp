@@ -104,18 +104,6 @@ void add_n(unsigned char* dst, const unsigned char* addend, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) add_one<D>(dst + i * size, addend + i * size);
 }
 
-template <DType D>
-uint64_t word_n(uint64_t word, const unsigned char* addend, uint8_t mask) noexcept {
-  unsigned char out[8];
-  std::memcpy(out, &word, 8);
-  constexpr size_t size = dtype_size(D);
-  for (size_t at = 0; at < 8; at += size) {
-    if (mask & (1u << at)) add_one<D>(out + at, addend + at);
-  }
-  std::memcpy(&word, out, 8);
-  return word;
-}
-
 }  // namespace
 
 #define RWIN_DTYPE_DISPATCH(t, F, ...)               \
@@ -138,12 +126,6 @@ void add_into(DType t, void* dst, const void* addend, size_t n) noexcept {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* a = static_cast<const unsigned char*>(addend);
   RWIN_DTYPE_DISPATCH(t, add_n, d, a, n)
-}
-
-uint64_t add_in_word(DType t, uint64_t word, const void* addend, uint8_t byte_mask) noexcept {
-  const auto* a = static_cast<const unsigned char*>(addend);
-  RWIN_DTYPE_DISPATCH(t, word_n, word, a, byte_mask)
-  return word;  // not a DType: unchanged
 }
 
 #undef RWIN_DTYPE_DISPATCH

@@ -12,9 +12,8 @@
 
 namespace rwin::detail {
 
-constexpr size_t kScratchWords = 8192;  // atomic result slots (64 KiB); word 0 is the
-                                        // sink for notify(Set), the rest serve put(Add)
-constexpr int kAtomicsInFlight = 256;   // element atomics of one put(Add) in flight
+constexpr size_t kScratchWords = 8;  // atomic result slots; word 0 is the sink for notify(Set),
+                                     // word 1 the result of an int32 notify's CAS
 
 // How a bootstrap failure reaches the user: a peer that died is PeerFailed, as on the data path.
 ErrorCode error_code(const bootstrap::BootstrapError& e);
@@ -86,7 +85,27 @@ void run_single(ContextImpl& c, transport::Work& w, const char* what);
 // The same under a caller's deadline (a loop of single ops, e.g. a CAS retry loop, bounded as a whole).
 void run_single(ContextImpl& c, transport::Work& w, const char* what, Deadline& deadline);
 
-// accumulate.cpp: put(atomic = Add), `x.local` the source.
-void run_accumulate(ContextImpl& c, const Xfer& x, const std::string& remote_name);
+// accumulate.cpp: put(atomic = Add) into `dst` (the peer's copy of it), `x.local` the source.
+void run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& dst);
+
+// How add_locked waits for a stripe lock another rank holds.
+struct LockWait {
+  // true: inside progress() (the target applying staged slots): no progress() while waiting (no
+  // recursion), and the lock of a holder known to have failed is broken (the stripe then holds
+  // whatever that holder left: memory a failed peer wrote into is undefined anyway). false: a
+  // put(Add) caller: it progresses while it waits, and a failed holder is PeerFailed.
+  bool in_progress = false;
+  const BufferState* buf = nullptr;  // for messages
+  int target = -1;                   // whose buffer (a peer's mapped here), -1: this rank's
+  Deadline* deadline = nullptr;      // null: a deadline of its own (op_timeout)
+  const std::string* what = nullptr; // "put(Add) to peer 1 into 'x' f32[...]" (the caller's side)
+};
+
+// dst[i] += src[i] over `bytes` of elements of `t` at byte `off` of a buffer of `buf_bytes` user
+// bytes whose byte 0 is at `base` in this process (this rank's memory or a peer's mapped here),
+// holding the lock of each stripe while adding into it (stripe_locks.h). Holds no lock while it
+// waits or calls anything but the element loop. Throws PeerFailed / Timeout (see LockWait).
+void add_locked(ContextImpl& c, char* base, uint64_t buf_bytes, uint64_t off, const char* src, uint64_t bytes, DType t,
+                const LockWait& lw);
 
 }  // namespace rwin::detail

@@ -116,6 +116,11 @@ Options Options::from_env(Options o) {
       o.pipeline_depth = static_cast<int>(parse_int("RWIN_PIPELINE_DEPTH", v, 1, 4096));
     }
   }
+  if (o.accumulate_staging_bytes == 0) {
+    const char* v = env("RWIN_ACCUMULATE_STAGING_BYTES");
+    o.accumulate_staging_bytes =
+        v ? static_cast<size_t>(parse_size("RWIN_ACCUMULATE_STAGING_BYTES", v, 1, size_t{1} << 40)) : size_t{4} << 20;
+  }
   if (o.startup_timeout.count() <= 0) {
     const char* v = env("RWIN_STARTUP_TIMEOUT_MS");
     o.startup_timeout = v ? std::chrono::milliseconds(parse_int("RWIN_STARTUP_TIMEOUT_MS", v, 1, 86400000))

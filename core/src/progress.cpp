@@ -71,6 +71,8 @@ void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, cons
 
 void ContextImpl::progress() {
   completions.clear();
+  // Staged put(Add)s first: the acknowledgements it posts then leave with this poll.
+  if (staging) apply_staged();
   tp->poll(completions);
   for (auto& c : completions) {
     if (c.cookie & kSyncBit) {
@@ -86,7 +88,6 @@ void ContextImpl::progress() {
     PeerState& peer = peers[static_cast<size_t>(s.peer)];
     switch (s.kind) {
       case Slot::Chunk:
-      case Slot::Atomic:
         if (!s.transfer) break;  // its transfer gave up (deadline); only the slot is returned
         s.transfer->inflight--;
         if (!c.ok && s.transfer->error.empty()) {

@@ -248,7 +248,7 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   if (src.elements() == 0) return;
   const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
-    run_accumulate(c, x, d.describe());
+    run_accumulate(c, x, d);
   } else {
     run_transfer(c, Op::Write, x, "put");
   }
@@ -333,7 +333,7 @@ void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomi
   if (atomic != AtomicType::Add) return local_transfer(c, Op::Write, false, "put", peer, dst, src);
   WindowState& d = check_remote(c, "put", peer, "dst", dst);
   if (check_local(c, "put", peer, "src", src, dst, d) == 0) return;
-  run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d.describe());  // reads src with the CPU
+  run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d);  // reads src with the CPU
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
 }

@@ -4,6 +4,7 @@
 #include "bounds.h"
 #include "context_impl.h"
 #include "ops.h"
+#include "stripe_locks.h"
 #include "window_blob.h"
 
 namespace rwin {
@@ -120,9 +121,10 @@ std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, con
                                                                   : BlobKind::Buffer;
   std::vector<bootstrap::Bytes> all;
   try {
-    // Rounded up to whole 8-byte words: put(Add) and int32 signals update small elements through
-    // CAS on the aligned word that holds them, which for an odd size reaches past the last one.
-    b->mr = c.tp->allocate((bytes + 7) & ~size_t{7});
+    // The user's bytes, then the hidden stripe locks of put(Add) (stripe_locks.h); the lock table
+    // starts at a 64-byte boundary, so an int32 signal's CAS on the aligned 8-byte word holding it
+    // stays inside the region for an odd size too.
+    b->mr = c.tp->allocate(region_bytes(bytes));
     all = c.bs->allgather(window_blob(name, dtype, shape, blob_kind, b->mr->packed_key()));
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());

@@ -4,7 +4,8 @@
   faults.py BIN_DIR [--asan-bin DIR] [--trials N] [--seed S] [--only kill,stop,stranger]
             [--transports tcp,shm] [--bound S] [--cap S] ...      (see --help)
 
-kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>`; after a seeded random delay past
+kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>` (and --add-trials more with
+        `--mode add`: put(Add) through the staging protocol over tcp, in place over shm); after a seeded random delay past
         start-up, kill -9 a random rank (rank 0 serves the store). Every survivor must exit non-zero within
         --bound seconds of the kill (detection time, measured here per survivor), not crash (signal death,
         sanitizer report, glibc abort, assertion), and print a last error line naming the victim
@@ -256,17 +257,20 @@ class Suite:
         print(f"{'PASS' if ok else 'FAIL'} {text}", flush=True)
 
     # ---- kill -9 -----------------------------------------------------------------------------------
-    def kill_trials(self, build, bin_dir, transport, rng):
+    def kill_trials(self, build, bin_dir, transport, rng, mode="put", trials=None):
         a = self.a
+        trials = a.trials if trials is None else trials
+        if trials <= 0:
+            return
         stats = {"ok": 0, "hang": 0, "crash": 0, "wrong": 0, "slow": 0, "other": 0}
         times = []
         lo, hi = a.delay
-        for i in range(1, a.trials + 1):
+        for i in range(1, trials + 1):
             victim, delay = rng.randrange(NRANKS), rng.uniform(lo, hi)
-            job = Job(bin_dir, transport, ["--mode", "put", "--size", str(a.size), "--iters", "100000000"],
+            job = Job(bin_dir, transport, ["--mode", mode, "--size", str(a.size), "--iters", "100000000"],
                       {"RWIN_TIMEOUT_MS": str(a.timeout_ms)})
             job.start_all()
-            name = f"kill {build} {transport} {i}/{a.trials}: rank {victim}"
+            name = f"kill {build} {transport}{'' if mode == 'put' else ' ' + mode} {i}/{trials}: rank {victim}"
             flags, detail = self.one_kill(job, victim, delay, times)
             left = job.finish()
             if left:
@@ -276,7 +280,7 @@ class Suite:
             for f in flags or {"ok"}:
                 stats[f] += 1
             self.check(not flags, f"{name} [{','.join(sorted(flags)) or 'ok'}] {detail}")
-        self.rows.append((build, transport, a.trials, stats, times))
+        self.rows.append((build if mode == "put" else f"{build} {mode}", transport, trials, stats, times))
 
     def one_kill(self, job, victim, delay, times):
         a = self.a
@@ -494,6 +498,8 @@ def main():
     p.add_argument("bin", help="build bin dir (ring_shift)")
     p.add_argument("--asan-bin", help="an ASan+UBSan build's bin dir: the same kill trials again with it")
     p.add_argument("--trials", type=int, default=20, help="kill trials per transport and build (default 20)")
+    p.add_argument("--add-trials", type=int, default=3,
+                   help="kill trials of ring_shift --mode add (put(Add)) per transport and build (default 3)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--only", default="kill,stop,stranger", help="comma list of kill, stop, stranger")
     p.add_argument("--transports", default="tcp,shm", help="comma list of tcp, shm, verbs (default tcp,shm)")
@@ -536,6 +542,7 @@ def main():
             if "kill" in a.only:
                 for t in a.transports:
                     s.kill_trials(build, b, t, rng)
+                    s.kill_trials(build, b, t, rng, mode="add", trials=a.add_trials)
         b = builds[0][1]
         if "stop" in a.only:
             for t in a.transports:

@@ -13,6 +13,7 @@
 #include "transport/ucx/ucx_am_wire.h"
 #include "transport/ucx/ucx_blob.h"
 #include "transport/verbs/verbs_blob.h"
+#include "staging.h"
 #include "window_blob.h"
 
 namespace fs = std::filesystem;
@@ -180,6 +181,28 @@ void store_seeds() {
 
 }  // namespace
 
+// staging_header_fuzz.cpp reads [64-byte header | expected seq | payload]: headers that pass.
+void staging_seeds() {
+  using rwin::detail::SlotHeader;
+  auto slot = [](uint8_t dtype, uint32_t src, uint64_t seq, uint64_t addr, uint64_t bytes) {
+    SlotHeader h;
+    h.dtype = dtype;
+    h.src = src;
+    h.seq = seq;
+    h.addr = addr;
+    h.bytes = bytes;
+    std::vector<uint8_t> b(rwin::detail::kSlotHeaderBytes + 16, 0);
+    std::memcpy(b.data(), &h, sizeof h);
+    const uint64_t payload = 16320;
+    std::memcpy(b.data() + rwin::detail::kSlotHeaderBytes, &seq, 8);
+    std::memcpy(b.data() + rwin::detail::kSlotHeaderBytes + 8, &payload, 8);
+    return b;
+  };
+  emit("staging_header", "f32_in_second", slot(static_cast<uint8_t>(rwin::DType::F32), 1, 5, 0x7f0000000040, 400));
+  emit("staging_header", "u8_whole_first", slot(static_cast<uint8_t>(rwin::DType::U8), 0, 0, 0x10000, 4096));
+  emit("staging_header", "f64_at_top", slot(static_cast<uint8_t>(rwin::DType::F64), 3, 9, UINT64_MAX - 4095, 4096));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -191,5 +214,6 @@ int main(int argc, char** argv) {
   ucx_blob_seeds();
   am_seeds();
   store_seeds();
+  staging_seeds();
   return 0;
 }

@@ -243,7 +243,7 @@ class TransportSuite : public ::testing::TestWithParam<TransportParam> {
     const std::string why = skip_reason(GetParam());
     if (!why.empty()) GTEST_SKIP() << "skipped: " << why;
   }
-  // `overrides`: chunk_bytes, pipeline_depth and op_timeout, where set, replace rank_options'.
+  // `overrides`: chunk_bytes, pipeline_depth, op_timeout and accumulate_staging_bytes, where set, replace rank_options'.
   void run(int n, const std::function<void(rwin::Context&)>& body, rwin::Options overrides = {}) {
     const TransportParam p = GetParam();
     auto res = run_ranks(n, p, [&](int rank, int nranks, const std::string& root) {
@@ -251,6 +251,7 @@ class TransportSuite : public ::testing::TestWithParam<TransportParam> {
       if (overrides.chunk_bytes) o.chunk_bytes = overrides.chunk_bytes;
       if (overrides.pipeline_depth) o.pipeline_depth = overrides.pipeline_depth;
       if (overrides.op_timeout.count()) o.op_timeout = overrides.op_timeout;
+      if (overrides.accumulate_staging_bytes) o.accumulate_staging_bytes = overrides.accumulate_staging_bytes;
       rwin::Context ctx(o);
       body(ctx);
     });

@@ -521,6 +521,16 @@ class UcxTransport final : public Transport {
     return key;
   }
 
+  void* mapped(int peer, const RemoteKey& key, uint64_t remote_addr, size_t bytes) const noexcept override {
+    if (peer < 0 || peer >= nranks_ || !peers_[static_cast<size_t>(peer)].direct) return nullptr;
+    const auto& rk = static_cast<const UcxRemoteKey&>(key);
+    if (!rk.mapped() || remote_addr < rk.base() || remote_addr - rk.base() > rk.bytes() ||
+        bytes > rk.bytes() - (remote_addr - rk.base())) {
+      return nullptr;
+    }
+    return rk.mapped() + (remote_addr - rk.base());
+  }
+
   PostResult post(const Work& w) override {
     Peer& peer = peers_[static_cast<size_t>(w.peer)];
     if (!peer.error.empty()) return PostResult::PeerFailed;

@@ -139,6 +139,8 @@ struct Options {
                            // -1: RWIN_UCX_TCP_ZCOPY, else 0
   size_t chunk_bytes = 0;  // 0: RWIN_CHUNK_BYTES, else the transport's measured default (docs/CONFIG.md)
   int pipeline_depth = 0;  // chunks in flight per transfer; 0: RWIN_PIPELINE_DEPTH, else the transport's
+  size_t accumulate_staging_bytes = 0;  // put(Add) staging inbox per rank; 0: RWIN_ACCUMULATE_STAGING_BYTES,
+                                        // else 4 MiB (docs/CONFIG.md)
   std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
   std::chrono::milliseconds op_timeout{0};       // default deadline of blocking ops (RWIN_TIMEOUT_MS, else 60 s)
   std::string job_key;  // the job's secret for the bootstrap store; empty: RWIN_JOB_KEY, else none (loopback only)

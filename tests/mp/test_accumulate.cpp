@@ -1,0 +1,187 @@
+// put(..., AtomicType::Add) under concurrency (docs/CONTRACT.md, "Accumulate"): every rank adds
+// into the same elements of every rank at once, through every path at the same time (its own
+// memory, peers mapped here, the staging protocol), for every dtype and for sizes around the
+// protocol's edges: one element, odd counts, exactly a stripe, across stripe boundaries, more than
+// one staging slot and more than a source's whole staging area. Results against a reference
+// computed here.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "rank_harness.h"
+#include "stripe_locks.h"
+
+using namespace rwin;
+
+namespace {
+
+using Accumulate = rwin_test::TransportSuite;
+
+// Small staging, so the sizes below need several slots and wrap each source's ring: 16 KiB slots
+// (the minimum), 4 per source.
+constexpr size_t kStaging = 64 << 10;
+constexpr uint64_t kStripe = rwin::detail::kStripeBytes;
+
+constexpr DType kTypes[] = {DType::I8, DType::U8, DType::I16, DType::U16, DType::I32, DType::U32,
+                            DType::I64, DType::U64, DType::F32, DType::F64, DType::F16, DType::BF16};
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+// Element i as added by rank r. Integers: large values, so every width wraps. Floats: 1..5, so
+// every partial sum is a small integer, exact in each float type (bf16 up to 256).
+uint64_t addend(DType t, int r, uint64_t i) {
+  if (is_float(t)) return (static_cast<uint64_t>(r) + i) % 5 + 1;
+  return (static_cast<uint64_t>(r) + 1) * 0x9E3779B97F4A7C15ull + i * 0x100000001b3ull;
+}
+uint64_t initial(DType t, uint64_t i) { return is_float(t) ? i % 3 : i * 0xbf58476d1ce4e5b9ull; }
+
+// Stores integer value v as element of type t (integers truncate: two's complement wrap).
+void store(DType t, void* p, uint64_t v) {
+  switch (t) {
+    case DType::F32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
+    case DType::F64: { const double d = static_cast<double>(v); std::memcpy(p, &d, 8); return; }
+    case DType::F16: { const f16 h = to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); return; }
+    case DType::BF16: { const bf16 h = to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); return; }
+    default: std::memcpy(p, &v, dtype_size(t)); return;  // little-endian: the low bytes
+  }
+}
+
+struct Case {
+  const char* name;
+  uint64_t offset;  // view's byte offset in the buffer, a multiple of the element size
+  int64_t count;    // elements
+};
+
+// Cases for elements of `esz` bytes in a buffer of kBufBytes.
+constexpr uint64_t kBufBytes = 4 * kStripe + 4096;
+std::vector<Case> cases(size_t esz) {
+  const int64_t stripe_elems = static_cast<int64_t>(kStripe / esz);
+  return {
+      {"one element", 3 * esz, 1},
+      {"odd count at an odd element offset", 5 * esz, 333},
+      {"exactly a stripe", kStripe, stripe_elems},
+      {"across a stripe boundary", kStripe - 7 * esz, 19},
+      {"larger than a slot and a source's staging area, across stripes", esz, 3 * stripe_elems + 11},
+  };
+}
+
+// Every rank adds into every rank's view (its own included), `rounds` times back to back, each
+// rank starting at a different peer; afterwards each rank checks its view against the reference.
+void all_add_into_all(Context& ctx, int rounds) {
+  const int r = ctx.rank(), n = ctx.size();
+  WindowBuffer dst = ctx.alloc_window_buffer("acc.dst", kBufBytes);
+  WindowBuffer src = ctx.alloc_window_buffer("acc.src", kBufBytes);
+  for (DType t : kTypes) {
+    const size_t esz = dtype_size(t);
+    for (const Case& c : cases(esz)) {
+      Window d = ctx.window(dst, t, {1, c.count}, c.offset);
+      Window s = ctx.window(src, t, {1, c.count}, c.offset);
+      auto* db = static_cast<unsigned char*>(dst.data());
+      std::memset(db, 0x5a, kBufBytes);
+      for (int64_t i = 0; i < c.count; ++i) {
+        store(t, static_cast<char*>(d.data()) + i * esz, initial(t, static_cast<uint64_t>(i)));
+        store(t, static_cast<char*>(s.data()) + i * esz, addend(t, r, static_cast<uint64_t>(i)));
+      }
+      ctx.barrier();
+      for (int round = 0; round < rounds; ++round) {
+        for (int k = 0; k < n; ++k) ctx.put(d.all(), (r + k) % n, s.all(), AtomicType::Add);
+      }
+      ctx.barrier();
+      std::vector<unsigned char> want(esz);
+      for (int64_t i = 0; i < c.count; ++i) {
+        uint64_t sum = initial(t, static_cast<uint64_t>(i));
+        for (int q = 0; q < n; ++q) sum += static_cast<uint64_t>(rounds) * addend(t, q, static_cast<uint64_t>(i));
+        store(t, want.data(), sum);
+        const unsigned char* got = static_cast<const unsigned char*>(d.data()) + i * esz;
+        MP_CHECK(std::memcmp(got, want.data(), esz) == 0,
+                 dtype_name(t) << " " << c.name << ": element " << i << " of " << c.count << " is not the sum");
+      }
+      for (uint64_t b = 0; b < kBufBytes; ++b) {
+        const bool in = b >= c.offset && b < c.offset + static_cast<uint64_t>(c.count) * esz;
+        if (!in) MP_CHECK(db[b] == 0x5a, dtype_name(t) << " " << c.name << ": byte " << b << " outside the view changed");
+      }
+      ctx.barrier();  // nobody adds into the next case's memory before everyone checked this one
+    }
+  }
+}
+
+TEST_P(Accumulate, EveryRankAddsIntoEveryRankEveryDtypeAndSize) {
+  Options o;
+  o.accumulate_staging_bytes = kStaging;
+  run(3, [](Context& ctx) { all_add_into_all(ctx, 2); }, o);
+}
+
+TEST_P(Accumulate, FiveRanksAddIntoEveryRank) {
+  Options o;
+  o.accumulate_staging_bytes = kStaging;
+  run(5, [](Context& ctx) { all_add_into_all(ctx, 1); }, o);
+}
+
+// Two ranks with the default staging (one slot holds the largest case), and eight contending on
+// every stripe.
+TEST_P(Accumulate, TwoAndEightRanksWithTheirStaging) {
+  run(2, [](Context& ctx) { all_add_into_all(ctx, 2); });
+  Options o;
+  o.accumulate_staging_bytes = kStaging;
+  run(8, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size();
+    // Every rank adds 1..8 into the same 3 stripes + a bit of rank 0's f32 window, 3 rounds.
+    const int64_t count = static_cast<int64_t>(3 * kStripe / 4) + 5;
+    Window acc = ctx.alloc_window("acc", DType::F32, {1, count});
+    Window mine = ctx.alloc_window("mine", DType::F32, {1, count});
+    for (int64_t i = 0; i < count; ++i) mine.data_as<float>()[i] = static_cast<float>(r + 1);
+    ctx.barrier();
+    for (int round = 0; round < 3; ++round) ctx.put(acc.all(), 0, mine.all(), AtomicType::Add);
+    ctx.barrier();
+    if (r == 0) {
+      const float want = 3.0f * static_cast<float>(n * (n + 1) / 2);
+      for (int64_t i = 0; i < count; ++i) MP_CHECK(acc.data_as<float>()[i] == want, "acc[" << i << "]");
+    }
+    ctx.barrier();
+  }, o);
+}
+
+// put(Add) returns once its sums are in the target's memory: a notify after it is ordered behind
+// them, also when the sums take many staging slots.
+TEST_P(Accumulate, NotifyAfterAManySlotPutAddSeesTheSums) {
+  Options o;
+  o.accumulate_staging_bytes = kStaging;
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank(), n = ctx.size(), target = n - 1;
+    const int64_t count = 50000;  // 400 KiB of i64: 25 slots, 6 rings of one source's staging
+    Window acc = ctx.alloc_window("acc", DType::I64, {1, count});
+    Window mine = ctx.alloc_window("mine", DType::I64, {1, count});
+    SignalArray sig = ctx.alloc_signals("sig", 1);
+    for (int64_t i = 0; i < count; ++i) mine.data_as<int64_t>()[i] = (int64_t{r} + 1) << 20 | i;
+    ctx.barrier();
+    constexpr int kRounds = 4;
+    if (r != target) {
+      for (int k = 0; k < kRounds; ++k) {
+        ctx.put(acc.all(), target, mine.all(), AtomicType::Add);
+        ctx.notify(sig.at(0), target, 1);
+      }
+    } else {
+      for (int k = 1; k <= kRounds * (n - 1); ++k) {
+        ctx.wait(sig.at(0), k, WaitCmp::GE);
+        const int64_t seen = sig.load(0);
+        // Each of `seen` notifies stands behind one whole put(Add): at least that much is summed.
+        for (int64_t i = 0; i < count; i += 997) {
+          const int64_t v = acc.data_as<int64_t>()[i];
+          MP_CHECK(v >= seen * ((int64_t{1} << 20) | i), "after notify " << seen << " acc[" << i << "] = " << v);
+        }
+      }
+      int64_t ranks = 0;
+      for (int q = 0; q < n - 1; ++q) ranks += (int64_t{q} + 1) << 20;
+      for (int64_t i = 0; i < count; ++i) {
+        MP_CHECK(acc.data_as<int64_t>()[i] == kRounds * (ranks + (n - 1) * i), "acc[" << i << "]");
+      }
+    }
+    ctx.barrier();
+  }, o);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Accumulate, ::testing::ValuesIn(rwin_test::transports()),
+                         [](const ::testing::TestParamInfo<rwin_test::TransportParam>& pinfo) { return pinfo.param.name; });
+
+}  // namespace
