@@ -23,7 +23,7 @@ struct ContextAccess {
 
 // What every message of a collective call carries in front of its payload (64 bytes), so that a
 // receiver can tell a peer that runs a different call from one that runs the same.
-enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll };
+enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll, Barrier };
 const char* coll_kind_name(CollKind k) noexcept;
 
 struct MsgHeader {
@@ -39,7 +39,8 @@ struct MsgHeader {
   int32_t sender = -1;          // team rank
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
-  uint8_t pad[16] = {};
+  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
+  uint8_t pad[15] = {};
 };
 static_assert(sizeof(MsgHeader) == 64);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
@@ -105,8 +106,10 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
 TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what);
 
 // channel.cpp: workspace, the message engine, barrier.
-void ensure_workspace(TeamState& t, uint64_t payload_bytes);  // collective; may grow
-void team_barrier(TeamState& t, const char* what);
+// Collective; may grow. `h`: the call's header, for the growth handshake (none for a barrier).
+void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h);
+// `h`: the barrier call's header (Team::barrier), so that a member running another call is noticed.
+void team_barrier(TeamState& t, const char* what, const MsgHeader* h = nullptr);
 std::shared_ptr<WindowState> byte_view(const WindowState& w);  // U8 [1, bytes] over the same memory
 
 // Where outgoing payload comes from: `ready` chunks (null: all) of `bytes` bytes at `offset` of `src`.
