@@ -50,7 +50,7 @@ std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 o
 struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
   int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
-  uint64_t mesh_max = 64 * 1024;      // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes
+  uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
   static CollConfig from_env();
