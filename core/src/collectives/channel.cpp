@@ -107,12 +107,13 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
 
 [[noreturn]] void raise_abort(TeamState& t, const char* what) {
   const int64_t v = t.load(kAbortWord);
-  const int d = static_cast<int>(v - 1);
+  const int d = static_cast<int>(v & 0xffff) - 1;
   throw Error(ErrorCode::CollectiveMismatch,
               t.c->who() + ": " + what + " on " + t.describe() + " (call #" + std::to_string(t.call_seq) +
                   "): team rank " + std::to_string(d) + " (job rank " +
                   std::to_string(d >= 0 && d < t.nr ? t.ranks[static_cast<size_t>(d)] : -1) +
-                  ") found that the members' collective calls differ (its error names both sides)");
+                  ") found that the members' calls #" + std::to_string(static_cast<uint64_t>(v) >> 16) +
+                  " differ (its error names both sides)");
 }
 
 // Tells every other member (so that each one's wait ends now, not at its deadline), then throws.
@@ -121,7 +122,8 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
     try {
-      t.ctx->notify(sig_at(t, kAbortWord), t.ranks[static_cast<size_t>(p)], t.me + 1, NotifyOp::Set);
+      t.ctx->notify(sig_at(t, kAbortWord), t.ranks[static_cast<size_t>(p)],
+                     static_cast<int64_t>(mine.call_seq << 16) | (t.me + 1), NotifyOp::Set);
     } catch (const Error&) {
       // best effort: that member then ends at its own deadline
     }
@@ -198,7 +200,7 @@ struct Waiter {
   void idle(const std::function<std::string()>& waiting_for) {
     ContextImpl& c = *t.c;
     c.progress();
-    if (t.load(kAbortWord) != 0) raise_abort(t, what);
+    if (t.abort_now() != 0) raise_abort(t, what);
     if ((++round & 63) == 0) {
       peek();
       c.watch();
@@ -233,7 +235,7 @@ MsgHeader begin_call(TeamState& t, CollKind kind, const char* what) {
   h.kind = static_cast<uint8_t>(kind);
   h.team_id = t.id;
   h.call_seq = ++t.call_seq;
-  if (t.signals && t.load(kAbortWord) != 0) raise_abort(t, what);
+  if (t.signals && t.abort_now() != 0) raise_abort(t, what);
   h.sender = t.me;
   return h;
 }

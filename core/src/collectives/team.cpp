@@ -110,9 +110,9 @@ std::vector<std::vector<uint8_t>> team_exchange(TeamState& t, const std::string&
   for (int r : t.ranks) keys.push_back(prefix + std::to_string(r));
   // A member that found a mismatch meanwhile (e.g. in a growth handshake) ends this wait too.
   auto check = [&t, what] {
-    if (t.signals && t.signals->ctx() && t.load(kAbortWord) != 0) {
+    if (t.signals && t.signals->ctx() && t.abort_now() != 0) {
       throw Error(ErrorCode::CollectiveMismatch, t.c->who() + ": " + what + " on " + t.describe() + ": team rank " +
-                                                     std::to_string(t.load(kAbortWord) - 1) +
+                                                     std::to_string((t.abort_now() & 0xffff) - 1) +
                                                      " found that the members' collective calls differ");
     }
   };

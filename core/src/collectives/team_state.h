@@ -57,7 +57,8 @@ struct CollConfig {
 };
 
 // Counter words of a member's signal region. Every word only grows.
-//   [0]                 abort: non-zero once some member found a mismatch (team rank + 1)
+//   [0]                 abort: non-zero once some member found a mismatch: call_seq << 16 | (team rank + 1)
+//                       (a member still in an earlier call finishes that one first)
 //   [1, 1 + 32)         dissemination barrier, one word per round
 //   [33, 33 + NR)       data[p]: messages from team rank p that have landed here
 //   [33 + NR, 33 + 2NR) ack[p]: messages of ours that team rank p has consumed
@@ -91,6 +92,8 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
   int64_t load(int64_t index) const;
+  // An abort reported for this call or an earlier one (0 when none applies yet).
+  int64_t abort_now() const { const int64_t v = load(0); return v != 0 && (static_cast<uint64_t>(v) >> 16) <= call_seq ? v : 0; }
   ContextImpl& live(const char* what) const;  // throws UseAfterFree once the context is gone
 };
 
