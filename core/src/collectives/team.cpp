@@ -6,6 +6,7 @@
 
 #include "collectives/team_state.h"
 #include "ops.h"
+#include "stripe_locks.h"
 #include "window_blob.h"
 
 namespace rwin {
@@ -134,7 +135,7 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
                                                                   : BlobKind::Buffer;
   std::vector<std::vector<uint8_t>> all;
   try {
-    b->mr = c.tp->allocate((bytes + 7) & ~size_t{7});
+    b->mr = c.tp->allocate(region_bytes(bytes));  // with put(Add)'s lock table, as create_buffer
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   }
