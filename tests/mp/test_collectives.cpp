@@ -383,6 +383,19 @@ TEST_P(Collectives, DisjointTeams) {
     expect_error([&] { ctx.notify(tw, outsider, {0, 0}, 1); }, ErrorCode::InvalidArgument, {"not a member"});
     ctx.put(tw.all(), members[static_cast<size_t>((team.rank() + 1) % team.size())], tw.all());
     team.barrier();
+    // put(Add) from every member into the first member's team window (its lock table is there too).
+    Window add = team.alloc_window("tadd", DType::I64, {1, 70000});
+    std::vector<int64_t> mine(70000, r + 1);
+    ctx.put(add.all(), members[0], rwin::local(mine.data(), {1, 70000}), AtomicType::Add);
+    team.barrier();
+    if (team.rank() == 0) {
+      int64_t want_sum = 0;
+      for (int m : members) want_sum += m + 1;
+      const auto* got = static_cast<const int64_t*>(add.data());
+      for (int64_t i = 0; i < 70000; ++i) MP_CHECK(got[i] == want_sum, "team put(Add) element " << i << ": " << got[i]);
+    }
+    team.barrier();
+    ctx.free(add);
     ctx.free(tw);
     expect_error([&] { make_team(ctx, {r, r}); }, ErrorCode::InvalidArgument, {"twice"});
     expect_error([&] { make_team(ctx, {(r + 1) % 5}); }, ErrorCode::InvalidArgument, {"not in the list"});
