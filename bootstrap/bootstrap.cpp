@@ -361,7 +361,12 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
     // A failed rank may be the one missing; it will not come (the rule the store applies to
     // parked waits).
     poll_failures();
+    // The answer above may predate a rank's arrival: a rank that arrived, saw everyone and then left
+    // after an error of its own (a timed-out wait before the barrier) is reported failed right after.
+    // Its set was answered before its lease closed, so asking once more tells the two apart.
     if (!failures_.empty()) {
+      const auto again = store_call([&] { return store_->check(keys); });
+      if (std::all_of(again.begin(), again.end(), [](bool b) { return b; })) return;
       throw BootstrapError(BootstrapError::Kind::PeerFailed, who + " waiting for " +
                                                                  std::string(n_missing == 1 ? "rank " : "ranks ") +
                                                                  missing + ": " + failure_summary());
