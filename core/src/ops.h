@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "chunk_planner.h"
@@ -19,6 +21,13 @@ constexpr size_t kScratchWords = 8;  // atomic result slots; word 0 is the sink 
 ErrorCode error_code(const bootstrap::BootstrapError& e);
 
 std::string shape_str(Shape2 s);  // "[4, 1024]"
+
+// A collectively registered buffer (windows.cpp): the job's (alloc_window*, alloc_signals) or a
+// team's (members only, `exchange` over the team). WindowMismatch on every member if they differ.
+std::shared_ptr<BufferState> create_buffer_among(
+    ContextImpl& c, const char* what, const std::string& name, size_t bytes, BufferState::Kind kind, DType dtype,
+    Shape2 shape, const std::string& describe, const std::vector<int>& members, const std::string& scope,
+    const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange);
 
 // checks.cpp. Each throws Error naming this rank, the operation, the peer and the sizes.
 WindowState& live(const std::shared_ptr<WindowState>& s, const char* what);  // not empty, not freed

@@ -104,14 +104,15 @@ void SignalArray::store(int64_t index, int64_t value) {
 // ---------------------------------------------------------------------------------------------
 // Allocation and free
 
-namespace {
-
-// Collective: registers `bytes` here, allgathers the descriptor, checks that every rank asked for
-// the same thing (else WindowMismatch on every rank), unpacks every rank's key. `describe` names
-// what this rank asked for in messages; `dtype`/`shape` go into the descriptor for the check.
-std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, const std::string& name, size_t bytes,
-                                           BufferState::Kind kind, DType dtype, Shape2 shape,
-                                           const std::string& describe) {
+// Registers `bytes` here, exchanges the descriptor among `members` (job ranks; `exchange` returns
+// every member's blob in that order), checks that every member asked for the same thing (else
+// WindowMismatch on every member), unpacks every member's key. `describe` names what this rank asked
+// for in messages; `dtype`/`shape` go into the descriptor for the check; `scope` is "" for the job or
+// " on team 3 {0, 2}".
+std::shared_ptr<BufferState> detail::create_buffer_among(
+    ContextImpl& c, const char* what, const std::string& name, size_t bytes, BufferState::Kind kind, DType dtype,
+    Shape2 shape, const std::string& describe, const std::vector<int>& members, const std::string& scope,
+    const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange) {
   auto b = std::make_shared<BufferState>();
   b->kind = kind;
   b->name = name;
@@ -125,39 +126,55 @@ std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, con
     // starts at a 64-byte boundary, so an int32 signal's CAS on the aligned 8-byte word holding it
     // stays inside the region for an odd size too.
     b->mr = c.tp->allocate(region_bytes(bytes));
-    all = c.bs->allgather(window_blob(name, dtype, shape, blob_kind, b->mr->packed_key()));
+    all = exchange(window_blob(name, dtype, shape, blob_kind, b->mr->packed_key()));
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
     c.watch_now();
     throw Error(error_code(e), c.who() + ": " + what + " " + describe + ": " + e.what());
   }
-  // Every rank sees every descriptor, so a mismatch is reported on every rank.
+  // Every member sees every descriptor, so a mismatch is reported on every member.
   std::string mismatch;
   std::vector<WindowDesc> descs;
-  for (int r = 0; r < c.nranks; ++r) {
-    auto d = parse_window_blob(all[static_cast<size_t>(r)]);
+  for (size_t i = 0; i < members.size(); ++i) {
+    auto d = parse_window_blob(all[i]);
     if (!d) {
       throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " '" + name + "': malformed window descriptor from rank " +
-                                            std::to_string(r));
+                                            std::to_string(members[i]));
     }
     if (d->dtype != dtype || d->shape != shape || d->name != name || d->kind != blob_kind) {
-      mismatch += "; rank " + std::to_string(r) + " has " + describe_window_desc(*d);
+      mismatch += "; rank " + std::to_string(members[i]) + " has " + describe_window_desc(*d);
     }
     descs.push_back(*d);
   }
   if (!mismatch.empty()) {
-    throw Error(ErrorCode::WindowMismatch, c.who() + ": " + what + ": window differs across ranks: rank " +
+    throw Error(ErrorCode::WindowMismatch, c.who() + ": " + what + scope + ": window differs across " +
+                                               (scope.empty() ? "ranks" : "members") + ": rank " +
                                                std::to_string(c.rank) + " has " + describe + mismatch);
   }
+  b->rkeys.resize(static_cast<size_t>(c.nranks));  // non-members (of a team buffer) stay null
   try {
-    for (int r = 0; r < c.nranks; ++r) b->rkeys.push_back(c.tp->unpack_key(r, descs[static_cast<size_t>(r)].key));
+    for (size_t i = 0; i < members.size(); ++i) {
+      b->rkeys[static_cast<size_t>(members[i])] = c.tp->unpack_key(members[i], descs[i].key);
+    }
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   }
   b->ctx = &c;
   c.buffers.push_back(b);
   return b;
+}
+
+namespace {
+
+// Collective: registers `bytes` here, allgathers the descriptor over the job.
+std::shared_ptr<BufferState> create_buffer(ContextImpl& c, const char* what, const std::string& name, size_t bytes,
+                                           BufferState::Kind kind, DType dtype, Shape2 shape,
+                                           const std::string& describe) {
+  std::vector<int> all(static_cast<size_t>(c.nranks));
+  for (int r = 0; r < c.nranks; ++r) all[static_cast<size_t>(r)] = r;
+  return create_buffer_among(c, what, name, bytes, kind, dtype, shape, describe, all, "",
+                             [&](const std::vector<uint8_t>& mine) { return c.bs->allgather(mine); });
 }
 
 // A window or signal array with a buffer of its own.

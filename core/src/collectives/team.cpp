@@ -6,7 +6,6 @@
 
 #include "collectives/team_state.h"
 #include "ops.h"
-#include "stripe_locks.h"
 #include "window_blob.h"
 
 namespace rwin {
@@ -125,49 +124,11 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
                                                 BufferState::Kind kind, DType dtype, Shape2 shape,
                                                 const std::string& describe) {
   ContextImpl& c = t.live(what);
-  auto b = std::make_shared<BufferState>();
-  b->kind = kind;
-  b->name = name;
-  b->bytes = bytes;
+  auto b = create_buffer_among(c, what, name, bytes, kind, dtype, shape, describe, t.ranks, " on " + t.describe(),
+                               [&](const std::vector<uint8_t>& mine) {
+                                 return team_exchange(t, "w" + std::to_string(++t.alloc_seq), mine, what);
+                               });
   b->team = t.describe();
-  const BlobKind blob_kind = kind == BufferState::Kind::Window    ? BlobKind::Window
-                             : kind == BufferState::Kind::Signals ? BlobKind::Signals
-                                                                  : BlobKind::Buffer;
-  std::vector<std::vector<uint8_t>> all;
-  try {
-    b->mr = c.tp->allocate(region_bytes(bytes));  // with put(Add)'s lock table, as create_buffer
-  } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
-  }
-  all = team_exchange(t, "w" + std::to_string(++t.alloc_seq), window_blob(name, dtype, shape, blob_kind,
-                                                                            b->mr->packed_key()), what);
-  std::string mismatch;
-  std::vector<WindowDesc> descs;
-  for (int i = 0; i < t.nr; ++i) {
-    auto d = parse_window_blob(all[static_cast<size_t>(i)]);
-    if (!d) {
-      throw Error(ErrorCode::Bootstrap, c.who() + ": " + what + " '" + name + "': malformed window descriptor from rank " +
-                                            std::to_string(t.ranks[static_cast<size_t>(i)]));
-    }
-    if (d->dtype != dtype || d->shape != shape || d->name != name || d->kind != blob_kind) {
-      mismatch += "; rank " + std::to_string(t.ranks[static_cast<size_t>(i)]) + " has " + describe_window_desc(*d);
-    }
-    descs.push_back(*d);
-  }
-  if (!mismatch.empty()) {
-    throw Error(ErrorCode::WindowMismatch, c.who() + ": " + what + " on " + t.describe() +
-                                               ": window differs across members: rank " + std::to_string(c.rank) +
-                                               " has " + describe + mismatch);
-  }
-  b->rkeys.resize(static_cast<size_t>(c.nranks));
-  try {
-    for (int i = 0; i < t.nr; ++i) {
-      const int r = t.ranks[static_cast<size_t>(i)];
-      b->rkeys[static_cast<size_t>(r)] = c.tp->unpack_key(r, descs[static_cast<size_t>(i)].key);
-    }
-  } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
-  }
   std::weak_ptr<TeamState> weak = t.shared_from_this();
   b->team_sync = [weak] {
     auto ts = weak.lock();
@@ -175,8 +136,6 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
     ts->c->quiet(ts->c->opt.op_timeout);
     team_barrier(*ts, "free (team barrier)");
   };
-  b->ctx = &c;
-  c.buffers.push_back(b);
   return b;
 }
 
