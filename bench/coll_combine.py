@@ -94,16 +94,22 @@ for np_ in nps:
         keys = [k for k in summary if k[0] == np_ and k[1] == tr]
         keys.sort(key=lambda k: (COLLS.index(k[2]) if k[2] in COLLS else 99, k[3]))
         print(f"## {np_} ranks, {tr}\n")
-        print("| collective | size | rwin avg us | MPI avg us | SHMEM avg us | rwin busbw | MPI busbw | SHMEM busbw "
-              "| rwin/MPI | rwin/SHMEM | check r/m/s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        others = [t for t in ("mpi", "shmem", "shmembasic") if any(t in summary[k] for k in keys)]
+        others += sorted({t for k in keys for t in summary[k]} - set(others) - {"rwin"})
+        name = {"mpi": "MPI", "shmem": "SHMEM", "shmembasic": "SHMEM-basic"}
+        cols = ["collective", "size", "rwin avg us"] + [f"{name.get(t, t)} avg us" for t in others]
+        cols += ["rwin busbw"] + [f"{name.get(t, t)} busbw" for t in others]
+        cols += [f"rwin/{name.get(t, t)}" for t in others] + ["check " + "/".join(["rwin"] + others)]
+        print("| " + " | ".join(cols) + " |")
+        print("|" + "---|" * len(cols))
         for k in keys:
             e = summary[k]
             g = lambda tool, f: e.get(tool, {}).get(f)
-            print(f"| {k[2]} | {size_str(k[3])} | {fnum(g('rwin', 't'))} | {fnum(g('mpi', 't'))} | "
-                  f"{fnum(g('shmem', 't'))} | {fnum(g('rwin', 'bus'))} | {fnum(g('mpi', 'bus'))} | "
-                  f"{fnum(g('shmem', 'bus'))} | {fnum(g('mpi', 'ratio'), 'x')} | {fnum(g('shmem', 'ratio'), 'x')} | "
-                  f"{g('rwin', 'checks') or '-'}/{g('mpi', 'checks') or '-'}/{g('shmem', 'checks') or '-'} |")
+            cells = [k[2], size_str(k[3]), fnum(g("rwin", "t"))] + [fnum(g(t, "t")) for t in others]
+            cells += [fnum(g("rwin", "bus"))] + [fnum(g(t, "bus")) for t in others]
+            cells += [fnum(g(t, "ratio"), "x") for t in others]
+            cells += ["/".join(g(t, "checks") or "-" for t in ["rwin"] + others)]
+            print("| " + " | ".join(cells) + " |")
         print()
 
 # gnuplot: data files per (np, tool, transport, coll), one plot script per np.
@@ -124,7 +130,7 @@ for np_ in nps:
         with open(os.path.join(datadir, f"np{np_}_{coll}_{tool}_{tr}.dat"), "w") as fh:
             for s, t, b in sorted(pts):
                 fh.write(f"{s} {t} {b}\n")
-    colors = {"rwin": "#d62728", "mpi": "#1f77b4", "shmem": "#2ca02c"}
+    colors = {"rwin": "#d62728", "mpi": "#1f77b4", "shmem": "#2ca02c", "shmembasic": "#9467bd"}
     dash = {"shm": 1, "tcp": 2, "rxe": 3}
     with open(os.path.join(out, f"plot_np{np_}.gp"), "w") as fh:
         for what, col, ylabel, name in (("time", 2, "time per call (us)", "coll_time"),

@@ -15,11 +15,15 @@
 # Environment (override either mode): NPS ("4"; e.g. "2 4 8"), SIZES, ITERS, ROUNDS, MAX_BYTES,
 #   MIN_ITERS, TRANSPORTS ("shm tcp"), TESTS (allreduce,allgather,reduce_scatter,all_to_all,broadcast,
 #   barrier), DTYPE (f32), OP (sum), RWIN_MODE (allreduce mode: auto), RXE=1 (also rwin over verbs in
-#   one soft-RoCE guest, tests/rxe/run-in-guest.sh: rwin only, quick sizes; ~40 MB/s).
+#   one soft-RoCE guest, tests/rxe/run-in-guest.sh: rwin only, quick sizes; ~40 MB/s), SCOLL (OSHMEM
+#   scoll component for the "shmem" tool, default: OSHMEM's choice), TOOLS ("rwin mpi shmem shmembasic";
+#   shmembasic = OSHMEM with --mca scoll basic: its own one-sided collectives over spml ucx).
 # Transports:
 #   shm  rwin UCX_TLS=posix,sysv,self; MPI pml ob1 + btl vader,self (Open MPI's single-node default,
-#        single-copy CMA); OSHMEM spml ucx with UCX_TLS=posix,sysv,self (UCX-allocated heap), its
-#        collectives (scoll) on the same ob1/vader MPI underneath
+#        single-copy CMA); OSHMEM spml ucx with UCX_TLS=posix,sysv,self (UCX-allocated heap). Its
+#        collectives: OSHMEM's default scoll component is "mpi" (priority 77: reduce, broadcast,
+#        fcollect and barrier call Open MPI's coll/tuned on ob1/vader underneath; alltoall is
+#        scoll basic over the spml); SCOLL=basic forces OSHMEM's own one-sided algorithms
 #   tcp  rwin UCX_TLS=tcp UCX_NET_DEVICES=lo; MPI pml ob1 + btl tcp,self on lo; OSHMEM spml ucx with
 #        UCX_TLS=tcp on lo, MPI underneath on btl tcp
 # Every rank is pinned to CPU rank mod 2 (rwin-perf does it itself; mpirun/oshrun --map-by core with
@@ -46,6 +50,7 @@ MAX_BYTES=${MAX_BYTES:-$D_MAXB}
 MIN_ITERS=${MIN_ITERS:-$D_MINI}
 NPS=${NPS:-4}
 TRANSPORTS=${TRANSPORTS:-shm tcp}
+TOOLS=${TOOLS:-rwin mpi shmem shmembasic}
 TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 DTYPE=${DTYPE:-f32}
 OP=${OP:-sum}
@@ -87,12 +92,13 @@ run_mpi() {
   timeout 1500 mpirun "${ORTE[@]}" -np "$np" "${btl[@]}" "$MPI" "${COMMON[@]}" --transport "$tr" -o "$f" \
     >>"$LOG" 2>&1 || log "mpi $tr np$np round $r failed (rc $?)"
 }
+run_shmembasic() { SCOLL=basic TOOL=shmembasic run_shmem "$@"; }
 run_shmem() {
   [[ -n $SHMEM ]] || return 0
-  local np=$1 tr=$2 r=$3 f=$OUT/raw/shmem_${tr}_np$1_r$3.csv
+  local np=$1 tr=$2 r=$3 f=$OUT/raw/${TOOL:-shmem}_${tr}_np$1_r$3.csv
   local envs=(UCX_TLS=posix,sysv,self) btl=(--mca pml ob1 --mca btl vader,self) x=(-x UCX_TLS)
   [[ $tr == tcp ]] && envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo) btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) x=(-x UCX_TLS -x UCX_NET_DEVICES)
-  env "${envs[@]}" timeout 1500 oshrun "${ORTE[@]}" -np "$np" "${btl[@]}" --mca spml ucx "${x[@]}" -x UCX_LOG_LEVEL \
+  env "${envs[@]}" timeout 1500 oshrun "${ORTE[@]}" -np "$np" "${btl[@]}" --mca spml ucx ${SCOLL:+--mca scoll $SCOLL} "${x[@]}" -x UCX_LOG_LEVEL \
     -x SHMEM_SYMMETRIC_SIZE=1G "$SHMEM" "${COMMON[@]}" --transport "$tr" -o "$f" >>"$LOG" 2>&1 ||
     log "shmem $tr np$np round $r failed (rc $?)"
 }
@@ -106,9 +112,9 @@ start=$SECONDS
 for np in $NPS; do
   for r in $(seq 1 "$ROUNDS"); do
     for tr in $TRANSPORTS; do
-      case $(( (r - 1) % 3 )) in  # rotate who goes first
-        0) order="rwin mpi shmem" ;; 1) order="mpi shmem rwin" ;; *) order="shmem rwin mpi" ;;
-      esac
+      read -r -a t <<<"$TOOLS"  # rotate who goes first
+      k=$(( (r - 1) % ${#t[@]} ))
+      order="${t[*]:k} ${t[*]:0:k}"
       for tool in $order; do
         log "np $np round $r/$ROUNDS $tr: $tool ($((SECONDS - start)) s)"
         "run_$tool" "$np" "$tr" "$r"
