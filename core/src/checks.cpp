@@ -16,6 +16,13 @@ WindowState& detail::live(const std::shared_ptr<WindowState>& s, const char* wha
   return *s;
 }
 
+namespace {
+// A team window has no remote key for a rank outside the team.
+std::string not_member(const WindowState& w, int peer) {
+  return " belongs to " + w.buf->team + "; peer " + std::to_string(peer) + " is not a member";
+}
+}  // namespace
+
 // Checks one side of a put/get and returns its window.
 WindowState& detail::check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
   // Messages are built only on failure: this runs on every put and get.
@@ -25,6 +32,7 @@ WindowState& detail::check_slice(ContextImpl& c, const char* op, int peer, const
   if (!w.ctx()) throw Error(ErrorCode::UseAfterFree, where() + " window " + w.describe() + " was freed");
   if (w.ctx() != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
   if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where() + " is a signal array; use notify/wait");
+  if (!w.buf->team.empty() && !w.buf->rkeys[static_cast<size_t>(peer)]) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + not_member(w, peer));
   const bool ok = detail::slice_in_bounds(s.offsets.data(), s.shape.data(), w.shape.data());  // no wrap
   if (!ok) {
     throw Error(ErrorCode::OutOfBounds, where() + " slice offsets " + shape_str(s.offsets) + " shape " +
@@ -111,6 +119,9 @@ SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, cons
     throw Error(ErrorCode::OutOfBounds, where() + " words [" + std::to_string(sig.byte_offset / 8) + ", +" +
                                             std::to_string(sig.count) + ") outside " + w.describe());
   }
+  if (peer >= 0 && !w.buf->team.empty() && !w.buf->rkeys[static_cast<size_t>(peer)]) {
+    throw Error(ErrorCode::InvalidArgument, where() + " array " + w.describe() + not_member(w, peer));
+  }
   SignalTarget t;
   t.w = &w;
   t.width = 8;
@@ -133,6 +144,9 @@ SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, cons
   if (!slice_in_bounds(sig.offsets.data(), sig.shape.data(), w.shape.data())) {
     throw Error(ErrorCode::OutOfBounds, where() + " offsets " + shape_str(sig.offsets) + " shape " +
                                             shape_str(sig.shape) + " is outside window " + w.describe());
+  }
+  if (peer >= 0 && !w.buf->team.empty() && !w.buf->rkeys[static_cast<size_t>(peer)]) {
+    throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + not_member(w, peer));
   }
   SignalTarget t;
   t.w = &w;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "bootstrap/netif.h"
+#include "collectives/team_state.h"
 #include "context_impl.h"
 #include "ops.h"
 
@@ -28,6 +29,14 @@ ErrorCode detail::error_code(const bootstrap::BootstrapError& e) {
 ContextImpl::~ContextImpl() {
   // First make sure nothing can write into our memory any more (a dead or late peer's data
   // still in a socket, a rendezvous receive, a queue pair), then release it.
+  // Team handles may outlive the context: they only ever see a null context from now on.
+  for (auto& w : teams) {
+    if (auto t = w.lock()) {
+      t->ctx = nullptr;
+      t->c = nullptr;
+    }
+  }
+  world_team.reset();
   // Remote keys belong to the transport's worker: they go while it still exists.
   for (auto& b : buffers) b->rkeys.clear();
   if (tp) tp->quiesce(!degraded);

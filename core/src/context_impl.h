@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 namespace rwin::detail {
 
 struct ContextImpl;
+struct TeamState;  // collectives/team_state.h
 
 // One collectively allocated registered region: a window buffer (alloc_window_buffer), the buffer
 // behind an alloc_window, or a signal array. The context holds every live one and releases its
@@ -29,7 +31,11 @@ struct BufferState {
   std::string name;
   size_t bytes = 0;
   std::unique_ptr<transport::MemoryRegion> mr;
-  std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer
+  std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer; null: not a member of its team
+  // A team's buffer (collectives): who may be a peer on it, and how free() synchronises (the team's
+  // barrier instead of the job's).
+  std::string team;  // "team 3 {1, 3}"; empty: the job's
+  std::function<void()> team_sync;
 
   std::string describe() const;  // "buffer 'b' (65536 bytes)"
   void release() noexcept;       // drops native resources; the buffer becomes "freed"
@@ -161,6 +167,12 @@ struct ContextImpl {
   // Set once an operation timed out or a peer failed: shutdown then skips its barrier (it could
   // only wait for a rank that is gone or stuck) and leaves within a short, fixed time.
   bool degraded = false;
+
+  // Collectives: the world team (made at first use), every team made (their state loses its context
+  // pointer when this goes), and per peer how many make_team handshakes we had with it.
+  std::shared_ptr<TeamState> world_team;
+  std::vector<std::weak_ptr<TeamState>> teams;
+  std::vector<uint64_t> team_handshakes;
 
   ~ContextImpl();
 

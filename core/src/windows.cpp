@@ -188,7 +188,11 @@ std::shared_ptr<WindowState> create_owned(ContextImpl& c, const std::string& nam
 
 void free_buffer(ContextImpl& c, const std::shared_ptr<BufferState>& b) {
   try {
-    c.barrier(c.opt.op_timeout);  // nobody may still write into it
+    if (b->team_sync) {
+      b->team_sync();  // a team's buffer: only its members hold a copy
+    } else {
+      c.barrier(c.opt.op_timeout);  // nobody may still write into it
+    }
   } catch (...) {
     // Some rank did not arrive: it may still write into this buffer. The handles are freed for the
     // caller, but the memory stays registered until the transport is quiesced at teardown.

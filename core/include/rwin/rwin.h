@@ -158,6 +158,7 @@ namespace detail {
 struct BufferState;
 struct WindowState;
 struct ContextImpl;
+struct ContextAccess;  // the collectives' way in (core/src/collectives)
 }  // namespace detail
 
 class Window;
@@ -175,6 +176,7 @@ class WindowBuffer {
  private:
   friend class Context;
   friend class Window;
+  friend struct detail::ContextAccess;
   explicit WindowBuffer(std::shared_ptr<detail::BufferState> s) : s_(std::move(s)) {}
   std::shared_ptr<detail::BufferState> s_;
 };
@@ -225,6 +227,7 @@ class Window {
 
  private:
   friend class Context;
+  friend struct detail::ContextAccess;
   explicit Window(std::shared_ptr<detail::WindowState> s) : s_(std::move(s)) {}
   void check_dtype(DType t) const;
   std::shared_ptr<detail::WindowState> s_;
@@ -364,6 +367,7 @@ class Context {
   std::vector<std::vector<uint8_t>> allgather(const std::vector<uint8_t>& mine);
 
  private:
+  friend struct detail::ContextAccess;
   std::unique_ptr<detail::ContextImpl> impl_;
 };
 

@@ -1,0 +1,443 @@
+// The collectives' message layer: the team workspace (scratch slots and counters), messages with a
+// header through per-peer slots under credits, mismatch reporting, and the dissemination barrier.
+//
+// A message from member s to member r goes to slot (n mod K) of r's scratch region for s, where n
+// counts s's messages to r over the team's life (`sent` on s, `recvd` on r: both sides count alike
+// because every member makes the same calls in the same order). s then adds 1 to r's data[s] word
+// (ordered after the puts, rwin.h), r waits for data[s] >= n + 1, reads the slot and adds 1 to s's
+// ack[r]. s writes slot n mod K again only for message n + K, after ack[r] >= n + 1: a slot is never
+// overwritten before its reader is done with it. Counters only grow: nothing is reset between calls.
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "bootstrap/parse_number.h"
+#include "collectives/team_state.h"
+#include "ops.h"
+
+namespace rwin::detail {
+
+// ---------------------------------------------------------------------------------------------
+// Names and configuration
+
+const char* coll_kind_name(CollKind k) noexcept {
+  switch (k) {
+    case CollKind::Broadcast: return "broadcast";
+    case CollKind::Allgather: return "allgather";
+    case CollKind::ReduceScatter: return "reduce_scatter";
+    case CollKind::Allreduce: return "allreduce";
+    case CollKind::AllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+std::string describe_header(const MsgHeader& h) {
+  std::string s = coll_kind_name(static_cast<CollKind>(h.kind));
+  s += std::string(" ") + dtype_name(static_cast<DType>(h.dtype)) + " count " + std::to_string(h.count);
+  if (h.kind == static_cast<uint8_t>(CollKind::Broadcast)) s += " root " + std::to_string(h.root);
+  if (h.kind == static_cast<uint8_t>(CollKind::Allreduce) || h.kind == static_cast<uint8_t>(CollKind::ReduceScatter)) {
+    s += std::string(" op ") + reduce_op_name(static_cast<ReduceOp>(h.op));
+  }
+  if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) s += h.mode == 2 ? " mode ring" : " mode mesh";
+  s += " (call #" + std::to_string(h.call_seq) + ")";
+  return s;
+}
+
+namespace {
+uint64_t env_size(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  uint64_t out = 0;
+  std::string why = bootstrap::parse_size(v, out);
+  if (why.empty() && (out < lo || out > hi)) why = "outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!why.empty()) {
+    throw Error(ErrorCode::InvalidArgument, std::string(name) + "='" + v + "' is not a size (" + why + "); expected " +
+                                                bootstrap::kSizeForm);
+  }
+  return out;
+}
+}  // namespace
+
+CollConfig CollConfig::from_env() {
+  CollConfig c;
+  c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
+  c.slots = static_cast<int>(env_size("RWIN_COLL_SLOTS", static_cast<uint64_t>(c.slots), 1, 64));
+  c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
+  if (const char* v = std::getenv("RWIN_ALLREDUCE"); v && *v) {
+    try {
+      c.force = parse_allreduce_mode(v);
+    } catch (const Error&) {
+      throw Error(ErrorCode::InvalidArgument, std::string("RWIN_ALLREDUCE='") + v + "': expected auto, mesh or ring");
+    }
+  }
+  c.inline_max = std::min(c.inline_max, c.chunk_bytes);
+  return c;
+}
+
+uint64_t chunk_payload(const TeamState& t) { return t.slot_bytes - kHeaderBytes; }
+uint64_t chunk_count(const TeamState& t, uint64_t bytes) {
+  const uint64_t p = chunk_payload(t);
+  return bytes == 0 ? 1 : (bytes + p - 1) / p;
+}
+
+std::shared_ptr<WindowState> byte_view(const WindowState& w) {
+  auto v = std::make_shared<WindowState>();
+  v->buf = w.buf;
+  v->dtype = DType::U8;
+  v->shape = {1, static_cast<int64_t>(std::max<size_t>(w.bytes, 1))};
+  v->bytes = w.bytes;
+  v->offset = w.offset;
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls, aborts, waiting
+
+namespace {
+
+int64_t data_word(const TeamState&, int p) { return kDataWord + p; }
+int64_t ack_word(const TeamState& t, int p) { return kDataWord + t.nr + p; }
+
+SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.signals, static_cast<uint64_t>(index) * 8, 1}; }
+
+[[noreturn]] void raise_abort(TeamState& t, const char* what) {
+  const int64_t v = t.load(kAbortWord);
+  const int d = static_cast<int>(v - 1);
+  throw Error(ErrorCode::CollectiveMismatch,
+              t.c->who() + ": " + what + " on " + t.describe() + " (call #" + std::to_string(t.call_seq) +
+                  "): team rank " + std::to_string(d) + " (job rank " +
+                  std::to_string(d >= 0 && d < t.nr ? t.ranks[static_cast<size_t>(d)] : -1) +
+                  ") found that the members' collective calls differ (its error names both sides)");
+}
+
+// Tells every other member (so that each one's wait ends now, not at its deadline), then throws.
+[[noreturn]] void report_mismatch(TeamState& t, int q, const MsgHeader& theirs, const MsgHeader& mine,
+                                  const char* what) {
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    try {
+      t.ctx->notify(sig_at(t, kAbortWord), t.ranks[static_cast<size_t>(p)], t.me + 1, NotifyOp::Set);
+    } catch (const Error&) {
+      // best effort: that member then ends at its own deadline
+    }
+  }
+  const bool foreign = theirs.magic != mine.magic || theirs.team_id != mine.team_id;
+  throw Error(ErrorCode::CollectiveMismatch,
+              t.c->who() + ": " + what + " on " + t.describe() + ": team rank " + std::to_string(q) + " (job rank " +
+                  std::to_string(t.ranks[static_cast<size_t>(q)]) + ") called " +
+                  (foreign ? std::string("something else (an unrecognised message)") : describe_header(theirs)) +
+                  ", team rank " + std::to_string(t.me) + " (job rank " + std::to_string(t.c->rank) + ") called " +
+                  describe_header(mine));
+}
+
+bool same_call(const MsgHeader& a, const MsgHeader& b) {
+  return a.magic == b.magic && a.team_id == b.team_id && a.call_seq == b.call_seq && a.kind == b.kind &&
+         a.dtype == b.dtype && a.op == b.op && a.mode == b.mode && a.count == b.count && a.root == b.root;
+}
+
+// One idle round of a wait: progress, a peer's abort, failures, the deadline.
+struct Waiter {
+  TeamState& t;
+  const char* what;
+  Deadline deadline;
+  Backoff backoff;
+  uint64_t round = 0;
+  Waiter(TeamState& ts, const char* w) : t(ts), what(w), deadline(ts.c->opt.op_timeout) {}
+  void idle(const std::function<std::string()>& waiting_for) {
+    ContextImpl& c = *t.c;
+    c.progress();
+    if (t.load(kAbortWord) != 0) raise_abort(t, what);
+    if ((++round & 63) == 0) {
+      c.watch();
+      if (c.failures_reported < c.known_failures.size()) {
+        c.raise_new_failure(std::string(" in ") + what + " on " + t.describe() + " waiting for " + waiting_for());
+      }
+      if (deadline.passed()) {
+        c.degraded = true;
+        throw Error(ErrorCode::Timeout, c.who() + ": " + what + " on " + t.describe() + " (call #" +
+                                            std::to_string(t.call_seq) + ") timed out after " +
+                                            std::to_string(deadline.limit().count()) + " ms waiting for " +
+                                            waiting_for() + " (did every member make the same call?)");
+      }
+    }
+    backoff.idle();
+  }
+};
+
+std::string peer_name(const TeamState& t, int p) {
+  return "team rank " + std::to_string(p) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(p)]) + ")";
+}
+
+}  // namespace
+
+MsgHeader begin_call(TeamState& t, CollKind kind, const char* what) {
+  ContextImpl& c = t.live(what);
+  if (!t.broken.empty()) {
+    throw Error(ErrorCode::CollectiveMismatch, c.who() + ": " + what + " on " + t.describe() +
+                                                   ": the team is unusable after an earlier failed call: " + t.broken);
+  }
+  if (t.signals && t.load(kAbortWord) != 0) raise_abort(t, what);
+  MsgHeader h;
+  h.kind = static_cast<uint8_t>(kind);
+  h.team_id = t.id;
+  h.call_seq = ++t.call_seq;
+  h.sender = t.me;
+  return h;
+}
+
+void fail_call(TeamState& t, const std::string& why) {
+  if (t.broken.empty()) t.broken = why;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workspace
+
+void ensure_workspace(TeamState& t, uint64_t payload_bytes) {
+  ContextImpl& c = t.live("collective workspace");
+  const uint64_t want = std::min<uint64_t>((payload_bytes + 63) & ~uint64_t{63}, t.cfg.chunk_bytes);
+  uint64_t slot = kHeaderBytes + std::max<uint64_t>(want, 64);
+  if (t.signals && t.slot_bytes >= slot) return;
+  // Grow geometrically (slot payloads of 64 B, 128 B, ... up to the chunk size): few regrowths.
+  uint64_t p = 64;
+  while (p < want) p *= 2;
+  slot = kHeaderBytes + std::min(p, t.cfg.chunk_bytes);
+  const uint64_t k = static_cast<uint64_t>(t.cfg.slots), nr = static_cast<uint64_t>(t.nr);
+  try {
+    if (!t.signals) {
+      const int64_t words = kDataWord + 2 * t.nr;
+      auto v = std::make_shared<WindowState>();
+      v->dtype = DType::I64;
+      v->shape = {1, words};
+      v->bytes = static_cast<size_t>(words) * 8;
+      v->owns_buffer = true;
+      v->is_signal = true;
+      v->buf = create_team_buffer(t, "collective workspace", "rwin.coll.signals", v->bytes, BufferState::Kind::Signals,
+                                  DType::I64, v->shape, "collective signals");
+      t.signals = v;
+    }
+    const uint64_t bytes = nr * k * slot;
+    auto sb = create_team_buffer(t, "collective workspace", "rwin.coll.scratch", bytes, BufferState::Kind::Buffer,
+                                 DType::I32, Shape2{1, static_cast<int64_t>(bytes)},
+                                 "collective scratch of " + std::to_string(bytes) + " bytes");
+    // Old regions: every message into them was consumed before this call began (each member
+    // finished the previous call first), yet they stay registered until teardown, as free()'s do.
+    auto retire = [&c](const std::shared_ptr<WindowState>& w) {
+      if (!w) return;
+      c.graveyard.push_back(std::move(w->buf->mr));
+      w->buf->release();
+      std::erase(c.buffers, w->buf);
+    };
+    retire(t.scratch);
+    retire(t.outbox);
+    auto sv = std::make_shared<WindowState>();
+    sv->buf = sb;
+    sv->dtype = DType::U8;
+    sv->shape = {1, static_cast<int64_t>(bytes)};
+    sv->bytes = bytes;
+    t.scratch = sv;
+    // The outbox: local only (never a remote target; rkeys stay empty).
+    auto ob = std::make_shared<BufferState>();
+    ob->name = "rwin.coll.outbox";
+    ob->bytes = bytes;
+    ob->mr = c.tp->allocate(bytes);
+    ob->rkeys.resize(static_cast<size_t>(c.nranks));
+    ob->ctx = &c;
+    c.buffers.push_back(ob);
+    auto ov = std::make_shared<WindowState>();
+    ov->buf = ob;
+    ov->dtype = DType::U8;
+    ov->shape = {1, static_cast<int64_t>(bytes)};
+    ov->bytes = bytes;
+    t.outbox = ov;
+    t.slot_bytes = slot;
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::WindowMismatch) throw;
+    throw Error(ErrorCode::CollectiveMismatch, c.who() + ": call #" + std::to_string(t.call_seq) + " on " +
+                                                   t.describe() +
+                                                   ": members need different scratch sizes, so their calls differ: " +
+                                                   e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Barrier: dissemination, round k notifies member (me + 2^k) mod NR and waits for its own word k
+// to reach the barrier's sequence number (a faster member's next barrier only raises it further).
+
+void team_barrier(TeamState& t, const char* what) {
+  ContextImpl& c = t.live(what);
+  if (t.nr == 1) {
+    c.quiet(c.opt.op_timeout);
+    return;
+  }
+  ensure_workspace(t, 0);
+  c.quiet(c.opt.op_timeout);  // every put/notify issued before is complete at its target
+  const int64_t seq = static_cast<int64_t>(++t.barrier_seq);
+  Waiter w(t, what);
+  for (int k = 0; (1 << k) < t.nr; ++k) {
+    const int to = (t.me + (1 << k)) % t.nr;
+    t.ctx->notify(sig_at(t, kBarrierWord + k), t.ranks[static_cast<size_t>(to)], 1);
+    while (t.load(kBarrierWord + k) < seq) {
+      w.idle([&] {
+        const int from = (t.me - (1 << k) + t.nr * 2) % t.nr;
+        return peer_name(t, from) + " in barrier round " + std::to_string(k) + " (word " +
+               std::to_string(t.load(kBarrierWord + k)) + ", want " + std::to_string(seq) + ")";
+      });
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The message engine
+
+namespace {
+
+uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
+  return (static_cast<uint64_t>(sender) * static_cast<uint64_t>(t.cfg.slots) + n % static_cast<uint64_t>(t.cfg.slots)) *
+         t.slot_bytes;
+}
+
+Slice bytes_of(const std::shared_ptr<WindowState>& w, uint64_t off, uint64_t n) {
+  return Slice{w, {0, static_cast<int64_t>(off)}, {1, static_cast<int64_t>(n)}};
+}
+
+}  // namespace
+
+void run_exchange(TeamState& t, Exchange& x, const char* what) {
+  ContextImpl& c = *t.c;
+  const uint64_t cp = chunk_payload(t);
+  const uint64_t k = static_cast<uint64_t>(t.cfg.slots);
+  uint64_t maxj = 0;
+  for (auto& f : x.out) {
+    f.chunks = chunk_count(t, f.bytes);
+    f.next = 0;
+  }
+  for (auto& f : x.in) {
+    f.chunks = chunk_count(t, f.bytes);
+    f.done = 0;
+    maxj = std::max(maxj, f.chunks);
+  }
+  bool user_sources = false;
+  std::vector<const char*> parts(x.in.size());
+  std::vector<uint64_t> lens(x.in.size());
+  std::vector<uint8_t> checked(x.in.size(), 0);
+  Waiter w(t, what);
+  auto len_of = [cp](uint64_t bytes, uint64_t j) { return bytes == 0 ? 0 : std::min(cp, bytes - j * cp); };
+
+  auto try_send = [&](OutFlow& f) {
+    bool any = false;
+    const size_t p = static_cast<size_t>(f.peer);
+    const int gp = t.ranks[p];
+    while (f.next < f.chunks && (!f.ready || f.next < *f.ready)) {
+      const uint64_t n = t.sent[p];
+      if (n + 1 > k && t.load(ack_word(t, f.peer)) < static_cast<int64_t>(n + 1 - k)) break;  // no credit
+      const uint64_t j = f.next;
+      const uint64_t len = len_of(f.bytes, j);
+      MsgHeader h = x.header;
+      h.chunk = static_cast<uint32_t>(j);
+      h.payload = static_cast<uint32_t>(len);
+      const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
+      const uint64_t dst = scratch_off(t, t.me, n);
+      char* staged = t.outbox->base() + box;
+      std::memcpy(staged, &h, kHeaderBytes);
+      if (len <= t.cfg.inline_max || x.copy_sources) {
+        if (len) std::memcpy(staged + kHeaderBytes, f.src->base() + f.offset + j * cp, len);
+        t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes + len), gp, bytes_of(t.outbox, box, kHeaderBytes + len));
+      } else {
+        t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes), gp, bytes_of(t.outbox, box, kHeaderBytes));
+        t.ctx->put_nbi(bytes_of(t.scratch, dst + kHeaderBytes, len), gp, bytes_of(f.src, f.offset + j * cp, len));
+        user_sources = true;
+      }
+      t.ctx->notify(sig_at(t, data_word(t, t.me)), gp, 1);
+      t.sent[p] = n + 1;
+      ++f.next;
+      any = true;
+    }
+    return any;
+  };
+
+  uint64_t j = 0;
+  for (;;) {
+    bool progressed = false;
+    for (auto& f : x.out) progressed |= try_send(f);
+    if (j < maxj) {
+      bool all = true;
+      for (size_t i = 0; i < x.in.size(); ++i) {
+        InFlow& f = x.in[i];
+        if (j >= f.chunks) {
+          parts[i] = nullptr;
+          lens[i] = 0;
+          continue;
+        }
+        const size_t q = static_cast<size_t>(f.peer);
+        const uint64_t n = t.recvd[q];
+        if (t.load(data_word(t, f.peer)) < static_cast<int64_t>(n + 1)) {
+          all = false;
+          continue;
+        }
+        const char* slot = t.scratch->base() + scratch_off(t, f.peer, n);
+        if (!checked[i]) {
+          MsgHeader h;
+          std::memcpy(&h, slot, kHeaderBytes);
+          if (!same_call(h, x.header) || h.chunk != j || h.payload != len_of(f.bytes, j)) {
+            report_mismatch(t, f.peer, h, x.header, what);
+          }
+          checked[i] = 1;
+        }
+        parts[i] = slot + kHeaderBytes;
+        lens[i] = len_of(f.bytes, j);
+      }
+      if (all && x.send_before_consume) {
+        for (auto& f : x.out) all = all && (f.next > j || f.next == f.chunks);
+      }
+      if (all) {
+        if (x.consume) x.consume(j, parts, lens);
+        for (size_t i = 0; i < x.in.size(); ++i) {
+          InFlow& f = x.in[i];
+          if (j >= f.chunks) continue;
+          t.recvd[static_cast<size_t>(f.peer)]++;
+          f.done++;
+          checked[i] = 0;
+          t.ctx->notify(sig_at(t, ack_word(t, t.me)), t.ranks[static_cast<size_t>(f.peer)], 1);
+        }
+        ++j;
+        continue;
+      }
+    }
+    bool sends_done = true;
+    for (auto& f : x.out) sends_done = sends_done && f.next == f.chunks;
+    if (j >= maxj && sends_done) break;
+    if (!progressed) {
+      w.idle([&] {
+        for (auto& f : x.in) {
+          if (f.done == j && j < f.chunks) {
+            return "chunk " + std::to_string(j) + " from " + peer_name(t, f.peer) + " (messages from it landed: " +
+                   std::to_string(t.load(data_word(t, f.peer))) + ", want " +
+                   std::to_string(t.recvd[static_cast<size_t>(f.peer)] + 1) + ")";
+          }
+        }
+        for (auto& f : x.out) {
+          if (f.next < f.chunks) return "a free slot at " + peer_name(t, f.peer) + " (its acks: " +
+                                        std::to_string(t.load(ack_word(t, f.peer))) + ")";
+        }
+        return std::string("progress");
+      });
+    }
+  }
+  (void)c;
+  if (!x.final_acks && (!user_sources || x.sources_covered)) return;
+  for (auto& f : x.out) {
+    const size_t p = static_cast<size_t>(f.peer);
+    while (t.load(ack_word(t, f.peer)) < static_cast<int64_t>(t.sent[p])) {
+      w.idle([&] {
+        return "acknowledgements from " + peer_name(t, f.peer) + " (acks " + std::to_string(t.load(ack_word(t, f.peer))) +
+               ", want " + std::to_string(t.sent[p]) + ")";
+      });
+    }
+  }
+}
+
+}  // namespace rwin::detail

@@ -1,0 +1,197 @@
+// reduce_scatter and allreduce. Every element is reduced by one member over all members' inputs in
+// team-rank order (0, 1, ..., NR-1), so the result does not depend on who computes it or on the
+// algorithm: Mesh and Ring give the same bits, and every member holds the same bits.
+#include <cstring>
+
+#include "collectives/call.h"
+
+namespace rwin {
+
+using namespace detail;
+
+namespace {
+
+// Pairwise reduce-scatter over `nr` blocks: block b of `src` (bytes [off(b), off(b+1))) goes to member b;
+// member me reduces what arrives with its own block in team-rank order into `out` (its block's bytes).
+// The same bytes on the wire per member as a ring reduce-scatter, (NR - 1) / NR of the data, but one
+// step instead of NR - 1, and the reduction order is team-rank order whatever the size.
+void pairwise_reduce_scatter(TeamState& t, MsgHeader& h, ReduceOp op, DType dtype, const WindowState& src,
+                             const std::vector<uint64_t>& off, char* out, bool covered, const char* what) {
+  const size_t esz = dtype_size(dtype);
+  auto sb = byte_view(src);
+  Exchange ex;
+  ex.header = h;
+  const uint64_t mine = off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)];
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    ex.out.push_back(OutFlow{p, sb, off[static_cast<size_t>(p)], off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
+    ex.in.push_back(InFlow{p, mine});
+  }
+  const uint64_t cp = chunk_payload(t);
+  std::vector<const void*> inputs(static_cast<size_t>(t.nr));
+  ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    const uint64_t len = lens.empty() ? 0 : lens[0];
+    if (len == 0) return;
+    size_t i = 0;
+    for (int q = 0; q < t.nr; ++q) {
+      inputs[static_cast<size_t>(q)] = q == t.me ? src.base() + off[static_cast<size_t>(t.me)] + j * cp : parts[i++];
+    }
+    reduce_arrays(dtype, op, out + j * cp, inputs.data(), t.nr, len / esz);
+  };
+  ex.final_acks = false;
+  ex.sources_covered = covered;
+  run_exchange(t, ex, what);
+}
+
+void check_op(const Call& call, ReduceOp op) {
+  if (static_cast<uint8_t>(op) > static_cast<uint8_t>(ReduceOp::Prod)) {
+    throw Error(ErrorCode::InvalidArgument, call.head() + ": reduce op code " + std::to_string(static_cast<int>(op)) +
+                                                " is not a ReduceOp");
+  }
+}
+
+void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w, ReduceOp op) {
+  Call call{t, "reduce_scatter"};
+  check_op(call, op);
+  WindowState& d = call.window(data_w, "data");
+  if (d.shape[0] != t.nr) {
+    throw Error(ErrorCode::ShapeMismatch, call.head() + ": data " + d.describe() + " must have " + std::to_string(t.nr) +
+                                              " rows (one per member)");
+  }
+  const uint64_t row = d.bytes / static_cast<uint64_t>(t.nr);
+  const uint64_t my_off = static_cast<uint64_t>(t.me) * row;
+  WindowState* o = nullptr;
+  if (out_w) {
+    o = &call.window(*out_w, "out");
+    call.same_dtype(d, "data", *o, "out");
+    if (Call::elements(*o) != d.shape[1]) {
+      throw Error(ErrorCode::ShapeMismatch, call.head() + ": out " + o->describe() + " must hold " +
+                                                std::to_string(d.shape[1]) + " elements (a row of data " + d.describe() + ")");
+    }
+    for (int p = 0; p < t.nr; ++p) {
+      if (p != t.me && Call::overlap(*o, 0, o->bytes, d, static_cast<uint64_t>(p) * row, row)) {
+        throw Error(ErrorCode::InvalidArgument, call.head() + ": out " + o->describe() + " overlaps row " +
+                                                    std::to_string(p) + " of data " + d.describe());
+      }
+    }
+  }
+  char* out = o ? o->base() : d.base() + my_off;
+  call.run(CollKind::ReduceScatter, [&](MsgHeader& h) {
+    h.dtype = static_cast<uint8_t>(d.dtype);
+    h.count = d.shape[1];
+    h.op = static_cast<uint8_t>(op);
+    if (t.nr == 1) {
+      if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
+      return;
+    }
+    ensure_workspace(t, row);
+    std::vector<uint64_t> off(static_cast<size_t>(t.nr) + 1);
+    for (int p = 0; p <= t.nr; ++p) off[static_cast<size_t>(p)] = static_cast<uint64_t>(p) * row;
+    pairwise_reduce_scatter(t, h, op, d.dtype, d, off, out, false, "reduce_scatter");
+  });
+}
+
+}  // namespace
+
+void Team::reduce_scatter(const Window& data, ReduceOp op) {
+  reduce_scatter_impl(team_of(s_, "reduce_scatter"), data, nullptr, op);
+}
+
+void Team::reduce_scatter(const Window& data, const Window& out, ReduceOp op) {
+  reduce_scatter_impl(team_of(s_, "reduce_scatter"), data, &out, op);
+}
+
+void Team::allreduce(const Window& x, ReduceOp op, AllreduceMode mode) { allreduce(x, x, op, mode); }
+
+// Mesh: every member sends its whole input to every other member and reduces all of them itself
+// (one message latency). Ring: pairwise reduce-scatter of NR blocks, then every member sends its
+// reduced block to every other (2 (NR - 1) / NR of the data per member, like a ring, in two steps).
+void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, AllreduceMode mode) {
+  TeamState& t = team_of(s_, "allreduce");
+  Call call{t, "allreduce"};
+  check_op(call, op);
+  WindowState& src = call.window(src_w, "src");
+  WindowState& dst = call.window(dst_w, "dst");
+  call.same_dtype(src, "src", dst, "dst");
+  if (Call::elements(src) != Call::elements(dst)) {
+    throw Error(ErrorCode::ShapeMismatch, call.head() + ": src " + src.describe() + " and dst " + dst.describe() +
+                                              " hold different numbers of elements");
+  }
+  const bool same = src.buf == dst.buf && src.offset == dst.offset;
+  if (!same && Call::overlap(src, 0, src.bytes, dst, 0, dst.bytes)) {
+    throw Error(ErrorCode::InvalidArgument, call.head() + ": src " + src.describe() + " and dst " + dst.describe() +
+                                                " overlap without being the same view");
+  }
+  if (static_cast<uint8_t>(mode) > static_cast<uint8_t>(AllreduceMode::Ring)) {
+    throw Error(ErrorCode::InvalidArgument, call.head() + ": mode code " + std::to_string(static_cast<int>(mode)) +
+                                                " is not an AllreduceMode");
+  }
+  AllreduceMode m = mode;
+  if (m == AllreduceMode::Auto) m = t.cfg.force;
+  if (m == AllreduceMode::Auto) m = src.bytes <= t.cfg.mesh_max ? AllreduceMode::Mesh : AllreduceMode::Ring;
+  call.run(CollKind::Allreduce, [&](MsgHeader& h) {
+    h.dtype = static_cast<uint8_t>(src.dtype);
+    h.count = Call::elements(src);
+    h.op = static_cast<uint8_t>(op);
+    h.mode = static_cast<uint8_t>(m);
+    if (t.nr == 1) {
+      if (!same) std::memcpy(dst.base(), src.base(), src.bytes);
+      return;
+    }
+    const size_t esz = dtype_size(src.dtype);
+    const uint64_t cp_need = m == AllreduceMode::Mesh ? src.bytes : (src.bytes / static_cast<uint64_t>(t.nr) + esz);
+    ensure_workspace(t, cp_need);
+    const uint64_t cp = chunk_payload(t);
+    if (m == AllreduceMode::Mesh) {
+      auto sb = byte_view(src);
+      Exchange ex;
+      ex.header = h;
+      for (int p = 0; p < t.nr; ++p) {
+        if (p == t.me) continue;
+        ex.out.push_back(OutFlow{p, sb, 0, src.bytes});
+        ex.in.push_back(InFlow{p, src.bytes});
+      }
+      std::vector<const void*> inputs(static_cast<size_t>(t.nr));
+      ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+        if (lens[0] == 0) return;
+        size_t i = 0;
+        for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = q == t.me ? src.base() + j * cp : parts[i++];
+        reduce_arrays(src.dtype, op, dst.base() + j * cp, inputs.data(), t.nr, lens[0] / esz);
+      };
+      ex.final_acks = false;
+      // In place the input is overwritten chunk by chunk: send each chunk (from a copy) before.
+      ex.copy_sources = same;
+      ex.send_before_consume = same;
+      run_exchange(t, ex, "allreduce");
+      return;
+    }
+    // Ring: blocks of whole elements, block b = elements [b n / NR, (b + 1) n / NR).
+    const uint64_t n = static_cast<uint64_t>(Call::elements(src));
+    std::vector<uint64_t> off(static_cast<size_t>(t.nr) + 1);
+    for (int b = 0; b <= t.nr; ++b) off[static_cast<size_t>(b)] = (static_cast<uint64_t>(b) * n / static_cast<uint64_t>(t.nr)) * esz;
+    char* my_block = dst.base() + off[static_cast<size_t>(t.me)];
+    // Phase 1 writes only dst's own block and reads only the other blocks of src (or the own block
+    // before it is written): in place is safe. Its sources are covered by phase 2: member b sends its
+    // phase 2 messages only after it consumed everything we sent it in phase 1.
+    pairwise_reduce_scatter(t, h, op, src.dtype, src, off, my_block, true, "allreduce");
+    auto db = byte_view(dst);
+    Exchange ex;
+    ex.header = h;
+    ex.header.root = -2;  // phase 2: a message of the other phase never passes for this one
+    const uint64_t mine = off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)];
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      ex.out.push_back(OutFlow{p, db, off[static_cast<size_t>(t.me)], mine});
+      ex.in.push_back(InFlow{p, off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
+    }
+    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (lens[i]) std::memcpy(dst.base() + off[static_cast<size_t>(ex.in[i].peer)] + j * cp, parts[i], lens[i]);
+      }
+    };
+    ex.final_acks = false;
+    run_exchange(t, ex, "allreduce");
+  });
+}
+
+}  // namespace rwin

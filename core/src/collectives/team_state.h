@@ -1,0 +1,159 @@
+// Internal state of a Team and its collective workspace (docs/CONTRACT.md, "Collectives").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "context_impl.h"
+#include "rwin/collectives.h"
+
+namespace rwin::detail {
+
+// The collectives' way to the core's state behind the public handles.
+struct ContextAccess {
+  static ContextImpl& impl(Context& c) { return *c.impl_; }
+  static Window window(std::shared_ptr<WindowState> s) { return Window(std::move(s)); }
+  static WindowBuffer buffer(std::shared_ptr<BufferState> b) { return WindowBuffer(std::move(b)); }
+  static const std::shared_ptr<WindowState>& state(const Window& w) { return w.s_; }
+};
+
+// What every message of a collective call carries in front of its payload (64 bytes), so that a
+// receiver can tell a peer that runs a different call from one that runs the same.
+enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll };
+const char* coll_kind_name(CollKind k) noexcept;
+
+struct MsgHeader {
+  uint32_t magic = 0x52574343;  // "RWCC"
+  uint8_t kind = 0;             // CollKind
+  uint8_t dtype = 0;
+  uint8_t op = 0;               // ReduceOp
+  uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
+  uint64_t team_id = 0;
+  uint64_t call_seq = 0;        // collective calls of this team so far, this one included
+  int64_t count = 0;            // elements (allreduce, broadcast: the view's; others: S per row)
+  int32_t root = -1;
+  int32_t sender = -1;          // team rank
+  uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
+  uint32_t payload = 0;         // payload bytes following the header
+  uint8_t pad[16] = {};
+};
+static_assert(sizeof(MsgHeader) == 64);
+constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
+std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 op sum mode ring root -1"
+
+// Tunables, read once per team from the environment (docs/CONFIG.md).
+struct CollConfig {
+  uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
+  int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
+  uint64_t mesh_max = 64 * 1024;      // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes
+  AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
+  uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
+  static CollConfig from_env();
+};
+
+// Counter words of a member's signal region. Every word only grows.
+//   [0]                 abort: non-zero once some member found a mismatch (team rank + 1)
+//   [1, 1 + 32)         dissemination barrier, one word per round
+//   [33, 33 + NR)       data[p]: messages from team rank p that have landed here
+//   [33 + NR, 33 + 2NR) ack[p]: messages of ours that team rank p has consumed
+constexpr int64_t kAbortWord = 0;
+constexpr int64_t kBarrierWord = 1;
+constexpr int64_t kDataWord = 33;
+
+struct TeamState : std::enable_shared_from_this<TeamState> {
+  Context* ctx = nullptr;      // null once the context is gone
+  ContextImpl* c = nullptr;
+  uint64_t id = 0;             // 0: the world
+  std::vector<int> ranks;      // job ranks in team-rank order
+  std::vector<int> team_rank_of;  // job rank -> team rank, -1 for non-members
+  int me = 0;
+  int nr = 1;
+  CollConfig cfg;
+  uint64_t call_seq = 0;       // collective calls made (each sends headers with this)
+  uint64_t barrier_seq = 0;
+  uint64_t alloc_seq = 0;      // team window allocations (store keys)
+  std::string broken;          // set after a failed call: every later call throws it again
+
+  // Workspace, allocated at the first call that needs it and grown collectively.
+  std::shared_ptr<WindowState> signals;  // int64 counters, registered for the team
+  std::shared_ptr<WindowState> scratch;  // U8 [NR * slots * slot_bytes]: messages from each member
+  std::unique_ptr<transport::MemoryRegion> outbox_mr;  // local: staged messages to each member
+  std::shared_ptr<WindowState> outbox;   // a U8 view of a local-only buffer (never a remote target)
+  uint64_t slot_bytes = 0;     // header + payload capacity of one slot (0: no scratch yet)
+  std::vector<uint64_t> sent;  // messages sent to each team rank (team lifetime)
+  std::vector<uint64_t> recvd; // messages consumed from each team rank
+
+  std::string describe() const;  // "team 3 {1, 3}" / "world"
+  int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
+  int64_t load(int64_t index) const;
+  ContextImpl& live(const char* what) const;  // throws UseAfterFree once the context is gone
+};
+
+// team.cpp
+// The members exchange one blob each through the bootstrap store under `tag` (namespaced by
+// team id by the caller), keeping the transport progressing meanwhile. Returns blobs in team-rank order.
+std::vector<std::vector<uint8_t>> team_exchange(TeamState& t, const std::string& tag, const std::vector<uint8_t>& mine,
+                                                const char* what);
+// A registered buffer of the team only (rkeys of non-members stay empty). kind: Window/Buffer/Signals.
+std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, const std::string& name, size_t bytes,
+                                                BufferState::Kind kind, DType dtype, Shape2 shape,
+                                                const std::string& describe);
+TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what);
+
+// channel.cpp: workspace, the message engine, barrier.
+void ensure_workspace(TeamState& t, uint64_t payload_bytes);  // collective; may grow
+void team_barrier(TeamState& t, const char* what);
+std::shared_ptr<WindowState> byte_view(const WindowState& w);  // U8 [1, bytes] over the same memory
+
+// Where outgoing payload comes from: `ready` chunks (null: all) of `bytes` bytes at `offset` of `src`.
+struct OutFlow {
+  int peer = -1;  // team rank
+  std::shared_ptr<WindowState> src;  // a U8 byte view
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  const uint64_t* ready = nullptr;   // chunks available so far (chain forwarding)
+  // filled by the engine
+  uint64_t chunks = 0, next = 0;
+};
+struct InFlow {
+  int peer = -1;  // team rank
+  uint64_t bytes = 0;
+  uint64_t chunks = 0, done = 0;
+};
+// One call's messages: sends every OutFlow in chunks (as credits allow) and receives every InFlow;
+// `consume(j, parts)` runs once chunk j of every InFlow that has one has landed (parts[i]: payload of
+// inflow i's chunk j, or null when that inflow has fewer chunks; bytes in `lens`). Then acks them.
+// `final_acks`: wait until every member we sent to consumed everything (sources reusable,
+// and a mismatch any receiver found reaches us).
+struct Exchange {
+  MsgHeader header;
+  std::vector<OutFlow> out;
+  std::vector<InFlow> in;
+  std::function<void(uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens)> consume;
+  bool final_acks = true;
+  // Copy every payload into the outbox (the source may change while the call runs: in place).
+  bool copy_sources = false;
+  // Consume chunk j only once it has been sent to every OutFlow (in place: the input goes first).
+  bool send_before_consume = false;
+  // A later phase of the same call waits for what this one sent (allreduce's reduce-scatter):
+  // no wait for acks here even when payload went straight from the caller's memory.
+  bool sources_covered = false;
+};
+void run_exchange(TeamState& t, Exchange& x, const char* what);
+uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))
+uint64_t chunk_payload(const TeamState& t);                // payload bytes per message now
+
+// Starts a call: checks the team is usable, bumps call_seq, returns the header to fill.
+MsgHeader begin_call(TeamState& t, CollKind kind, const char* what);
+// A call that threw: the team is marked broken (every later call says so).
+void fail_call(TeamState& t, const std::string& why);
+
+// reduce_math.cpp: out[i] = in[0][i] op in[1][i] op ... in[n-1][i], in that order; f16/bf16 accumulate in
+// f32 and round once. `out` may alias any input.
+void reduce_arrays(DType t, ReduceOp op, void* out, const void* const* in, int n, size_t elements);
+
+}  // namespace rwin::detail
