@@ -34,10 +34,11 @@ const char* reduce_op_name(ReduceOp op) noexcept;  // "sum", "max", "min", "prod
 ReduceOp parse_reduce_op(const std::string& name);  // throws Error(InvalidArgument)
 
 // allreduce algorithm: Mesh (every member sends its whole input to every other member; each reduces
-// all inputs locally in team-rank order: two message latencies, NR x the data on the wire: for
-// small payloads) or Ring (reduce-scatter then all-gather around the ring, in pipelined chunks:
-// 2 (NR-1)/NR x the data per member: for large ones). Auto picks by size (RWIN_ALLREDUCE_MESH_MAX,
-// docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring forces one for Auto calls.
+// all inputs locally in team-rank order: one round of messages, (NR-1) x the data per member: for
+// small payloads) or Ring (reduce-scatter then all-gather of NR blocks, in pipelined chunks:
+// 2 (NR-1)/NR x the data per member, like a ring, but each phase pairwise in one step: for large
+// ones). Both reduce every element in team-rank order, so they give the same bits. Auto picks by
+// size (RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring forces one for Auto calls.
 enum class AllreduceMode : uint8_t { Auto, Mesh, Ring };
 AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring"
 
@@ -59,8 +60,9 @@ class Team {
   WindowBuffer alloc_window_buffer(const std::string& name, size_t bytes);
   Window alloc_window(const std::string& name, DType dtype, Shape2 shape);
 
-  // Credit-based barrier on notify/wait, self-resetting (counters only grow; nothing to clear
-  // between calls). Implies that every put/notify a member issued before it is visible.
+  // Dissemination barrier on notify/wait (ceil(log2 NR) rounds), self-resetting (counters only
+  // grow; nothing to clear between calls). Implies that every put/notify a member issued before it
+  // is visible (it quiets first).
   void barrier();
   // In place: afterwards every member's `x` holds the root's. `root` is a team rank.
   void broadcast(const Window& x, int root);

@@ -8,6 +8,7 @@
 // ack[r]. s writes slot n mod K again only for message n + K, after ack[r] >= n + 1: a slot is never
 // overwritten before its reader is done with it. Counters only grow: nothing is reset between calls.
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,6 +30,7 @@ const char* coll_kind_name(CollKind k) noexcept {
     case CollKind::ReduceScatter: return "reduce_scatter";
     case CollKind::Allreduce: return "allreduce";
     case CollKind::AllToAll: return "all_to_all";
+    case CollKind::Barrier: return "barrier";
   }
   return "?";
 }
@@ -41,6 +43,7 @@ std::string describe_header(const MsgHeader& h) {
     s += std::string(" op ") + reduce_op_name(static_cast<ReduceOp>(h.op));
   }
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) s += h.mode == 2 ? " mode ring" : " mode mesh";
+  if (h.phase == 1) s += " [scratch growth handshake]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
   return s;
 }
@@ -104,12 +107,13 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
 
 [[noreturn]] void raise_abort(TeamState& t, const char* what) {
   const int64_t v = t.load(kAbortWord);
-  const int d = static_cast<int>(v - 1);
+  const int d = static_cast<int>(v & 0xffff) - 1;
   throw Error(ErrorCode::CollectiveMismatch,
               t.c->who() + ": " + what + " on " + t.describe() + " (call #" + std::to_string(t.call_seq) +
                   "): team rank " + std::to_string(d) + " (job rank " +
                   std::to_string(d >= 0 && d < t.nr ? t.ranks[static_cast<size_t>(d)] : -1) +
-                  ") found that the members' collective calls differ (its error names both sides)");
+                  ") found that the members' calls #" + std::to_string(static_cast<uint64_t>(v) >> 16) +
+                  " differ (its error names both sides)");
 }
 
 // Tells every other member (so that each one's wait ends now, not at its deadline), then throws.
@@ -118,7 +122,8 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
     try {
-      t.ctx->notify(sig_at(t, kAbortWord), t.ranks[static_cast<size_t>(p)], t.me + 1, NotifyOp::Set);
+      t.ctx->notify(sig_at(t, kAbortWord), t.ranks[static_cast<size_t>(p)],
+                     static_cast<int64_t>(mine.call_seq << 16) | (t.me + 1), NotifyOp::Set);
     } catch (const Error&) {
       // best effort: that member then ends at its own deadline
     }
@@ -134,22 +139,70 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
 
 bool same_call(const MsgHeader& a, const MsgHeader& b) {
   return a.magic == b.magic && a.team_id == b.team_id && a.call_seq == b.call_seq && a.kind == b.kind &&
-         a.dtype == b.dtype && a.op == b.op && a.mode == b.mode && a.count == b.count && a.root == b.root;
+         a.dtype == b.dtype && a.op == b.op && a.mode == b.mode && a.count == b.count && a.root == b.root &&
+         a.phase == b.phase;
 }
 
-// One idle round of a wait: progress, a peer's abort, failures, the deadline.
+uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
+  return (static_cast<uint64_t>(sender) * static_cast<uint64_t>(t.cfg.slots) + n % static_cast<uint64_t>(t.cfg.slots)) *
+         t.slot_bytes;
+}
+
+// One idle round of a wait: progress, a peer's abort, failures, the deadline. With `mine` (this
+// call's header) and `expect_end[p]` (messages from p this call consumes, counted over the team's
+// life), it also looks at a landed message nobody will consume in this call: one of this very call
+// and phase means that member runs something else (e.g. it thinks it is the root), a mismatch.
+// A collective waits on several members at once, and members often outnumber cores (tests, one
+// node): after a short spin it yields the core at every poll (the member it waits for may need it),
+// and only after a long stall it sleeps. (The core's Backoff spins 200 us first, which under
+// oversubscription costs a whole scheduler slice per message: ~1 ms per 8-byte allreduce on 4 ranks
+// and 2 cores, against ~20 us with early yields.)
+class CollBackoff {
+ public:
+  void idle() noexcept {
+    if (++polls_ < 64) return;
+    if (polls_ < 20000) {
+      sched_yield();
+      return;
+    }
+    timespec ts{0, 50 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  void reset() noexcept { polls_ = 0; }
+
+ private:
+  uint32_t polls_ = 0;
+};
+
 struct Waiter {
   TeamState& t;
   const char* what;
   Deadline deadline;
-  Backoff backoff;
+  CollBackoff backoff;
   uint64_t round = 0;
+  const MsgHeader* mine = nullptr;
+  std::vector<uint64_t> expect_end;
   Waiter(TeamState& ts, const char* w) : t(ts), what(w), deadline(ts.c->opt.op_timeout) {}
+  void peek() {
+    if (!mine || !t.scratch) return;
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      const uint64_t n = t.recvd[static_cast<size_t>(p)];
+      const uint64_t end = expect_end.empty() ? n : expect_end[static_cast<size_t>(p)];
+      if (n < end || t.load(data_word(t, p)) <= static_cast<int64_t>(n)) continue;
+      MsgHeader h;
+      std::memcpy(&h, t.scratch->base() + scratch_off(t, p, n), kHeaderBytes);
+      if (h.team_id == mine->team_id && h.call_seq == mine->call_seq && h.phase == mine->phase) {
+        report_mismatch(t, p, h, *mine, what);
+      }
+    }
+  }
   void idle(const std::function<std::string()>& waiting_for) {
     ContextImpl& c = *t.c;
     c.progress();
-    if (t.load(kAbortWord) != 0) raise_abort(t, what);
+    if (t.abort_now() != 0) raise_abort(t, what);
     if ((++round & 63) == 0) {
+      peek();
       c.watch();
       if (c.failures_reported < c.known_failures.size()) {
         c.raise_new_failure(std::string(" in ") + what + " on " + t.describe() + " waiting for " + waiting_for());
@@ -178,11 +231,11 @@ MsgHeader begin_call(TeamState& t, CollKind kind, const char* what) {
     throw Error(ErrorCode::CollectiveMismatch, c.who() + ": " + what + " on " + t.describe() +
                                                    ": the team is unusable after an earlier failed call: " + t.broken);
   }
-  if (t.signals && t.load(kAbortWord) != 0) raise_abort(t, what);
   MsgHeader h;
   h.kind = static_cast<uint8_t>(kind);
   h.team_id = t.id;
   h.call_seq = ++t.call_seq;
+  if (t.signals && t.abort_now() != 0) raise_abort(t, what);
   h.sender = t.me;
   return h;
 }
@@ -194,11 +247,25 @@ void fail_call(TeamState& t, const std::string& why) {
 // ---------------------------------------------------------------------------------------------
 // Workspace
 
-void ensure_workspace(TeamState& t, uint64_t payload_bytes) {
+void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
   ContextImpl& c = t.live("collective workspace");
   const uint64_t want = std::min<uint64_t>((payload_bytes + 63) & ~uint64_t{63}, t.cfg.chunk_bytes);
   uint64_t slot = kHeaderBytes + std::max<uint64_t>(want, 64);
   if (t.signals && t.slot_bytes >= slot) return;
+  if (t.scratch && h) {
+    // Growing is collective: first make sure every member grows in this call (a member with other
+    // arguments, which does not, finds a handshake where it expects data: a mismatch on both sides).
+    Exchange g;
+    g.header = *h;
+    g.header.phase = 1;
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      g.out.push_back(OutFlow{p, t.outbox, 0, 0});
+      g.in.push_back(InFlow{p, 0});
+    }
+    g.final_acks = false;
+    run_exchange(t, g, "collective workspace growth");
+  }
   // Grow geometrically (slot payloads of 64 B, 128 B, ... up to the chunk size): few regrowths.
   uint64_t p = 64;
   while (p < want) p *= 2;
@@ -267,16 +334,17 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes) {
 // Barrier: dissemination, round k notifies member (me + 2^k) mod NR and waits for its own word k
 // to reach the barrier's sequence number (a faster member's next barrier only raises it further).
 
-void team_barrier(TeamState& t, const char* what) {
+void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   ContextImpl& c = t.live(what);
   if (t.nr == 1) {
     c.quiet(c.opt.op_timeout);
     return;
   }
-  ensure_workspace(t, 0);
+  ensure_workspace(t, 0, nullptr);
   c.quiet(c.opt.op_timeout);  // every put/notify issued before is complete at its target
   const int64_t seq = static_cast<int64_t>(++t.barrier_seq);
   Waiter w(t, what);
+  w.mine = h;
   for (int k = 0; (1 << k) < t.nr; ++k) {
     const int to = (t.me + (1 << k)) % t.nr;
     t.ctx->notify(sig_at(t, kBarrierWord + k), t.ranks[static_cast<size_t>(to)], 1);
@@ -294,11 +362,6 @@ void team_barrier(TeamState& t, const char* what) {
 // The message engine
 
 namespace {
-
-uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
-  return (static_cast<uint64_t>(sender) * static_cast<uint64_t>(t.cfg.slots) + n % static_cast<uint64_t>(t.cfg.slots)) *
-         t.slot_bytes;
-}
 
 Slice bytes_of(const std::shared_ptr<WindowState>& w, uint64_t off, uint64_t n) {
   return Slice{w, {0, static_cast<int64_t>(off)}, {1, static_cast<int64_t>(n)}};
@@ -325,6 +388,9 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   std::vector<uint64_t> lens(x.in.size());
   std::vector<uint8_t> checked(x.in.size(), 0);
   Waiter w(t, what);
+  w.mine = &x.header;
+  w.expect_end = t.recvd;
+  for (const auto& f : x.in) w.expect_end[static_cast<size_t>(f.peer)] += f.chunks;
   auto len_of = [cp](uint64_t bytes, uint64_t j) { return bytes == 0 ? 0 : std::min(cp, bytes - j * cp); };
 
   auto try_send = [&](OutFlow& f) {
@@ -404,13 +470,16 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
           t.ctx->notify(sig_at(t, ack_word(t, t.me)), t.ranks[static_cast<size_t>(f.peer)], 1);
         }
         ++j;
+        w.backoff.reset();
         continue;
       }
     }
     bool sends_done = true;
     for (auto& f : x.out) sends_done = sends_done && f.next == f.chunks;
     if (j >= maxj && sends_done) break;
-    if (!progressed) {
+    if (progressed) {
+      w.backoff.reset();  // the backoff measures a stall, not the call
+    } else {
       w.idle([&] {
         for (auto& f : x.in) {
           if (f.done == j && j < f.chunks) {

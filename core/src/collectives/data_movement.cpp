@@ -9,10 +9,9 @@ using namespace detail;
 
 void Team::barrier() {
   TeamState& t = team_of(s_, "barrier");
-  MsgHeader h = begin_call(t, CollKind::Broadcast, "barrier");  // (the header is not sent: no data)
-  (void)h;
+  MsgHeader h = begin_call(t, CollKind::Barrier, "barrier");  // (not sent: compared with what others send)
   try {
-    team_barrier(t, "barrier");
+    team_barrier(t, "barrier", &h);
   } catch (const Error& e) {
     fail_call(t, e.what());
     throw;
@@ -35,7 +34,7 @@ void Team::broadcast(const Window& xw, int root) {
     h.count = Call::elements(x);
     h.root = root;
     if (t.nr == 1) return;
-    ensure_workspace(t, x.bytes);
+    ensure_workspace(t, x.bytes, &h);
     auto xb = byte_view(x);
     Exchange ex;
     ex.header = h;
@@ -95,7 +94,7 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
     h.count = s;
     if (row) std::memmove(d.base() + static_cast<uint64_t>(t.me) * row, st.base(), row);
     if (t.nr == 1) return;
-    ensure_workspace(t, row);
+    ensure_workspace(t, row, &h);
     auto sb = byte_view(st);
     Exchange ex;
     ex.header = h;
@@ -137,7 +136,7 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
     const uint64_t mine = static_cast<uint64_t>(t.me) * row;
     if (row) std::memcpy(d.base() + mine, st.base() + mine, row);
     if (t.nr == 1) return;
-    ensure_workspace(t, row);
+    ensure_workspace(t, row, &h);
     auto sb = byte_view(st);
     Exchange ex;
     ex.header = h;

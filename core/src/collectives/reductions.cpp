@@ -84,7 +84,7 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
       return;
     }
-    ensure_workspace(t, row);
+    ensure_workspace(t, row, &h);
     std::vector<uint64_t> off(static_cast<size_t>(t.nr) + 1);
     for (int p = 0; p <= t.nr; ++p) off[static_cast<size_t>(p)] = static_cast<uint64_t>(p) * row;
     pairwise_reduce_scatter(t, h, op, d.dtype, d, off, out, false, "reduce_scatter");
@@ -140,7 +140,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     }
     const size_t esz = dtype_size(src.dtype);
     const uint64_t cp_need = m == AllreduceMode::Mesh ? src.bytes : (src.bytes / static_cast<uint64_t>(t.nr) + esz);
-    ensure_workspace(t, cp_need);
+    ensure_workspace(t, cp_need, &h);
     const uint64_t cp = chunk_payload(t);
     if (m == AllreduceMode::Mesh) {
       auto sb = byte_view(src);
@@ -177,7 +177,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     auto db = byte_view(dst);
     Exchange ex;
     ex.header = h;
-    ex.header.root = -2;  // phase 2: a message of the other phase never passes for this one
+    ex.header.phase = 2;  // a message of the other phase never passes for this one
     const uint64_t mine = off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)];
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;

@@ -42,7 +42,7 @@ namespace {
 // may need our progress to finish what it does before it reaches the store). Returns their values.
 std::vector<bootstrap::Bytes> store_collect(ContextImpl& c, const std::string& key, const std::vector<uint8_t>& mine,
                                             const std::vector<std::string>& wanted, const std::vector<int>& from,
-                                            const char* what) {
+                                            const char* what, const std::function<void()>& check = {}) {
   auto& st = c.bs->store();
   std::vector<bootstrap::Bytes> out;
   try {
@@ -52,6 +52,7 @@ std::vector<bootstrap::Bytes> store_collect(ContextImpl& c, const std::string& k
       const std::vector<bool> have = st.check(wanted);
       if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) break;
       c.progress();
+      if (check) check();
       c.watch();
       if (c.failures_reported < c.known_failures.size()) c.raise_new_failure(std::string(" during ") + what);
       if (deadline.passed()) {
@@ -107,7 +108,15 @@ std::vector<std::vector<uint8_t>> team_exchange(TeamState& t, const std::string&
   const std::string prefix = "rwin.coll.t" + std::to_string(t.id) + "." + tag + ".";
   std::vector<std::string> keys;
   for (int r : t.ranks) keys.push_back(prefix + std::to_string(r));
-  auto got = store_collect(c, prefix + std::to_string(c.rank), mine, keys, t.ranks, what);
+  // A member that found a mismatch meanwhile (e.g. in a growth handshake) ends this wait too.
+  auto check = [&t, what] {
+    if (t.signals && t.signals->ctx() && t.abort_now() != 0) {
+      throw Error(ErrorCode::CollectiveMismatch, t.c->who() + ": " + what + " on " + t.describe() + ": team rank " +
+                                                     std::to_string((t.abort_now() & 0xffff) - 1) +
+                                                     " found that the members' collective calls differ");
+    }
+  };
+  auto got = store_collect(c, prefix + std::to_string(c.rank), mine, keys, t.ranks, what, check);
   return {got.begin(), got.end()};
 }
 

@@ -23,7 +23,7 @@ struct ContextAccess {
 
 // What every message of a collective call carries in front of its payload (64 bytes), so that a
 // receiver can tell a peer that runs a different call from one that runs the same.
-enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll };
+enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll, Barrier };
 const char* coll_kind_name(CollKind k) noexcept;
 
 struct MsgHeader {
@@ -39,7 +39,8 @@ struct MsgHeader {
   int32_t sender = -1;          // team rank
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
-  uint8_t pad[16] = {};
+  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
+  uint8_t pad[15] = {};
 };
 static_assert(sizeof(MsgHeader) == 64);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
@@ -49,14 +50,15 @@ std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 o
 struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
   int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
-  uint64_t mesh_max = 64 * 1024;      // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes
+  uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
   static CollConfig from_env();
 };
 
 // Counter words of a member's signal region. Every word only grows.
-//   [0]                 abort: non-zero once some member found a mismatch (team rank + 1)
+//   [0]                 abort: non-zero once some member found a mismatch: call_seq << 16 | (team rank + 1)
+//                       (a member still in an earlier call finishes that one first)
 //   [1, 1 + 32)         dissemination barrier, one word per round
 //   [33, 33 + NR)       data[p]: messages from team rank p that have landed here
 //   [33 + NR, 33 + 2NR) ack[p]: messages of ours that team rank p has consumed
@@ -90,6 +92,8 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
   int64_t load(int64_t index) const;
+  // An abort reported for this call or an earlier one (0 when none applies yet).
+  int64_t abort_now() const { const int64_t v = load(0); return v != 0 && (static_cast<uint64_t>(v) >> 16) <= call_seq ? v : 0; }
   ContextImpl& live(const char* what) const;  // throws UseAfterFree once the context is gone
 };
 
@@ -105,8 +109,10 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
 TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what);
 
 // channel.cpp: workspace, the message engine, barrier.
-void ensure_workspace(TeamState& t, uint64_t payload_bytes);  // collective; may grow
-void team_barrier(TeamState& t, const char* what);
+// Collective; may grow. `h`: the call's header, for the growth handshake (none for a barrier).
+void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h);
+// `h`: the barrier call's header (Team::barrier), so that a member running another call is noticed.
+void team_barrier(TeamState& t, const char* what, const MsgHeader* h = nullptr);
 std::shared_ptr<WindowState> byte_view(const WindowState& w);  // U8 [1, bytes] over the same memory
 
 // Where outgoing payload comes from: `ready` chunks (null: all) of `bytes` bytes at `offset` of `src`.
