@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Combines bench/collectives_side_by_side.sh's raw CSVs (OUT/raw/TOOL_TR_npN_rR.csv, columns of
 bench/coll_common.h) into OUT/combined.csv, a markdown summary on stdout and gnuplot scripts
-OUT/plot_npN.gp (time per call and busbw against size, one panel per collective).
+OUT/plot_npN.gp (time per call and busbw against size, one panel per collective; run gnuplot in OUT).
 
 Per (ranks, transport, collective, size): each tool's median over rounds of avg_us (and p50_us);
 busbw from that median time; ratio rwin/X = median over rounds of (X's avg time / rwin's avg time) in
@@ -136,7 +136,7 @@ for np_ in nps:
         for what, col, ylabel, name in (("time", 2, "time per call (us)", "coll_time"),
                                         ("busbw", 3, "busbw (GB/s)", "coll_busbw")):
             fh.write(f'set terminal pngcairo size 1500,950 font ",9" noenhanced dashed\n')
-            fh.write(f'set output "{out}/{name}_np{np_}.png"\n')
+            fh.write(f'set output "{name}_np{np_}.png"\n')
             fh.write(f'set multiplot layout 2,3 title "rwin vs Open MPI vs OpenSHMEM, {np_} ranks: {ylabel} '
                      f'(solid shm, dashed tcp, dotted rxe)"\n')
             fh.write('set logscale xy\nset format y "%g"\nset format x "%.0s%cB"\nset grid\nset key left top\n')
@@ -146,7 +146,7 @@ for np_ in nps:
                 for (c, tool, tr) in sorted(files):
                     if c != coll:
                         continue
-                    path = os.path.join(datadir, f"np{np_}_{c}_{tool}_{tr}.dat")
+                    path = os.path.join("plotdata", f"np{np_}_{c}_{tool}_{tr}.dat")  # relative: gnuplot runs in OUT
                     plots.append(f'"{path}" using 1:{col} with linespoints lc rgb "{colors.get(tool, "black")}" '
                                  f'dt {dash.get(tr, 4)} pt 7 ps 0.5 title "{tool} {tr}"')
                 fh.write(f'set title "{coll}"\n')

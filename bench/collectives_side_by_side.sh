@@ -38,6 +38,11 @@ MODE=${MODE:-quick}
 OUT=${2:-$HERE/results/coll-$MODE-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/raw"
 OUT=$(cd "$OUT" && pwd)
+# Raw files are named TOOL_TR_npN_rR.csv: a second run into the same OUT_DIR would overwrite rounds.
+if compgen -G "$OUT/raw/*.csv" >/dev/null && [[ ${APPEND:-0} != 1 ]]; then
+  echo "coll-sbs: $OUT/raw already holds results: use a fresh OUT_DIR (or APPEND=1 for other NPS/transports)" >&2
+  exit 2
+fi
 case $MODE in
   quick) D_SIZES=8,64K,1M D_ITERS=20 D_ROUNDS=1 D_MAXB=64M D_MINI=5 ;;
   full) D_SIZES=8,64,512,4K,32K,64K,256K,1M,4M,16M,64M D_ITERS=100 D_ROUNDS=3 D_MAXB=256M D_MINI=5 ;;
@@ -49,8 +54,8 @@ ROUNDS=${ROUNDS:-$D_ROUNDS}
 MAX_BYTES=${MAX_BYTES:-$D_MAXB}
 MIN_ITERS=${MIN_ITERS:-$D_MINI}
 NPS=${NPS:-4}
-TRANSPORTS=${TRANSPORTS:-shm tcp}
-TOOLS=${TOOLS:-rwin mpi shmem shmembasic}
+TRANSPORTS=${TRANSPORTS-shm tcp}  # set but empty: none (e.g. RXE=1 alone)
+TOOLS=${TOOLS-rwin mpi shmem shmembasic}
 TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 DTYPE=${DTYPE:-f32}
 OP=${OP:-sum}
@@ -133,6 +138,6 @@ done
 log "runs done in $((SECONDS - start)) s; combining"
 python3 "$HERE/coll_combine.py" "$OUT" | tee "$OUT/summary.md"
 for f in "$OUT"/plot_np*.gp; do
-  [[ -e $f ]] && gnuplot "$f" 2>>"$LOG"
+  [[ -e $f ]] && (cd "$OUT" && gnuplot "$f") 2>>"$LOG"
 done
 ls "$OUT"/*.png 2>/dev/null | sed 's/^/coll-sbs: plot /' >&2
