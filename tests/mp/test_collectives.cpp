@@ -379,6 +379,8 @@ TEST_P(Collectives, DisjointTeams) {
     Window tw = team.alloc_window("tw", DType::I64, {1, 4});
     const int outsider = r % 2 == 0 ? 1 : 0;
     expect_error([&] { ctx.put(tw.all(), outsider, tw.all()); }, ErrorCode::InvalidArgument, {"not a member"});
+    expect_error([&] { ctx.get(tw.all(), outsider, tw.all()); }, ErrorCode::InvalidArgument, {"not a member"});
+    expect_error([&] { ctx.notify(tw, outsider, {0, 0}, 1); }, ErrorCode::InvalidArgument, {"not a member"});
     ctx.put(tw.all(), members[static_cast<size_t>((team.rank() + 1) % team.size())], tw.all());
     team.barrier();
     ctx.free(tw);

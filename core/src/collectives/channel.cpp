@@ -323,10 +323,11 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
   } catch (const Error& e) {
     if (e.code() != ErrorCode::WindowMismatch) throw;
-    throw Error(ErrorCode::CollectiveMismatch, c.who() + ": call #" + std::to_string(t.call_seq) + " on " +
-                                                   t.describe() +
-                                                   ": members need different scratch sizes, so their calls differ: " +
-                                                   e.what());
+    const std::string mine = h ? describe_header(*h) : "call #" + std::to_string(t.call_seq);
+    throw Error(ErrorCode::CollectiveMismatch,
+                c.who() + ": " + (h ? coll_kind_name(static_cast<CollKind>(h->kind)) : "collective") + " on " +
+                    t.describe() + ": members need different scratch sizes, so their calls differ (this rank called " +
+                    mine + "): " + e.what());
   }
 }
 

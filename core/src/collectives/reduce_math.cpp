@@ -3,9 +3,11 @@
 // inner loops are plain, vectorisable loops over contiguous arrays).
 #include <cmath>
 #include <cstring>
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
-#include "collectives/team_state.h"
+#include "collectives/reduce_math.h"
 
 namespace rwin::detail {
 

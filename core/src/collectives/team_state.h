@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/reduce_math.h"
 #include "context_impl.h"
 #include "rwin/collectives.h"
 
@@ -157,9 +158,5 @@ uint64_t chunk_payload(const TeamState& t);                // payload bytes per 
 MsgHeader begin_call(TeamState& t, CollKind kind, const char* what);
 // A call that threw: the team is marked broken (every later call says so).
 void fail_call(TeamState& t, const std::string& why);
-
-// reduce_math.cpp: out[i] = in[0][i] op in[1][i] op ... in[n-1][i], in that order; f16/bf16 accumulate in
-// f32 and round once. `out` may alias any input.
-void reduce_arrays(DType t, ReduceOp op, void* out, const void* const* in, int n, size_t elements);
 
 }  // namespace rwin::detail
