@@ -13,6 +13,20 @@
 //   ring_shift   every rank puts to rank+1, notifies it and waits for rank-1; time per step
 //   memcpy       rank 0 alone: glibc memcpy between two page-aligned buffers (+ --skew), the floor
 //
+// Collective tests (every rank of the job, rwin/collectives.h on world(ctx); bench/coll_common.h
+// has the size convention, the data and the exact check, shared with bench/mpi/mpi_collectives.c
+// and bench/shmem/shmem_collectives.c):
+//   allreduce      allreduce(src, dst, --op, --mode) out of place, [1, size/esize]
+//   allgather      allgather(stage [1, S], data [NR, S]); size = NR * S * esize (the gathered data)
+//   reduce_scatter reduce_scatter(data [NR, S], out [1, S], --op); size = the [NR, S] input
+//   all_to_all     all_to_all(stage [NR, S], data [NR, S]); size = [NR, S]
+//   broadcast      broadcast(x [1, size/esize], root 0), in place
+//   barrier        world(ctx).barrier() (size 0)
+// Per size: warm-up calls, the outputs are cleared, barrier, the timed calls (one clock read per
+// call), then every rank checks its output exactly. Reported: p50 of rank 0's per-call times, avg
+// = mean over ranks of each rank's average, algbw = size / avg and busbw = algbw x (2(n-1)/n
+// allreduce; (n-1)/n allgather, reduce_scatter, all_to_all; 1 broadcast), GB/s as nccl-tests.
+//
 // Noise: this machine's latency swings 2-5x between runs, so every test runs in short batches and,
 // with --vs-raw, alternates a batch of rwin with a batch of the same operation written on raw UCP
 // (bench/raw_ucp.h), or on raw libibverbs when the transport is verbs (bench/raw_verbs.h), inside
@@ -36,12 +50,15 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "raw_ucp.h"
 #ifdef RWIN_PERF_RAW_VERBS
 #include "raw_verbs.h"
 #endif
+#include "coll_common.h"
+#include "rwin/collectives.h"
 #include "rwin/rwin.h"
 
 namespace {
@@ -76,13 +93,26 @@ struct Args {
   bool pin = true;
   std::string out;
   int64_t timeout_ms = 60000;
+  // collective tests
+  rwin::DType dtype = rwin::DType::F32;
+  rwin::ReduceOp op = rwin::ReduceOp::Sum;
+  rwin::AllreduceMode mode = rwin::AllreduceMode::Auto;
+  std::string mode_name = "auto";
+  int64_t min_iters = 20;
+  std::string label;
 };
+
+bool is_coll(const std::string& t) {
+  return t == "allreduce" || t == "allgather" || t == "reduce_scatter" || t == "all_to_all" || t == "broadcast" ||
+         t == "barrier";
+}
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr,
                "%s\n"
                "usage: rwinrun -n 2 -- rwin-perf [options]\n"
                "  -t LIST        tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy\n"
+               "                 collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier\n"
                "                 (default: the six pair tests)\n"
                "  -s SIZES       bytes, multiples of 8: a list 8,4096,64K or a sweep 8:16M (x2) / 8:16M:x4\n"
                "  -n N           iterations per test and size (default 2000; capped by --max-bytes)\n"
@@ -103,7 +133,13 @@ struct Args {
                "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
                "  -o FILE        write the csv/json there (format from --csv/--json or the extension)\n"
                "  --no-pin       do not pin rank r to CPU r mod ncpu\n"
-               "  --timeout-ms N deadline of each blocking wait (default 60000)\n",
+               "  --timeout-ms N deadline of each blocking wait (default 60000)\n"
+               "  collectives (size = the per-rank buffer as nccl-tests counts it, bench/coll_common.h):\n"
+               "  --dtype T      element type (default f32)\n"
+               "  --op OP        sum | max | min | prod (allreduce, reduce_scatter; default sum)\n"
+               "  --mode M       allreduce algorithm: auto | mesh | ring (default auto)\n"
+               "  --min-iters N  collectives: iterations per size at least N (default 20), else max-bytes / size\n"
+               "  --label L      transport label written into the collective csv (default: the transport name)\n",
                msg.c_str());
   std::exit(2);
 }
@@ -191,12 +227,24 @@ Args parse(int argc, char** argv) {
     else if (k == "-o") a.out = value();
     else if (k == "--no-pin") a.pin = false;
     else if (k == "--timeout-ms") a.timeout_ms = num(1);
+    else if (k == "--dtype") a.dtype = rwin::parse_dtype(value());
+    else if (k == "--op") a.op = rwin::parse_reduce_op(value());
+    else if (k == "--mode") a.mode = rwin::parse_allreduce_mode(a.mode_name = value());
+    else if (k == "--min-iters") a.min_iters = num(1);
+    else if (k == "--label") a.label = value();
     else if (k == "-h" || k == "--help") usage("rwin-perf: rwin latency/bandwidth benchmark");
     else usage("unknown argument " + k);
   }
   static const char* known[] = {"put_lat", "put_bw", "put_add_bw", "get_lat", "get_bw", "notify_lat", "notify_rate", "ring_shift", "memcpy"};
   for (const auto& t : a.tests) {
-    if (std::none_of(std::begin(known), std::end(known), [&](const char* n) { return t == n; })) usage("unknown test " + t);
+    if (!is_coll(t) && std::none_of(std::begin(known), std::end(known), [&](const char* n) { return t == n; })) {
+      usage("unknown test " + t);
+    }
+  }
+  const bool any_coll = std::any_of(a.tests.begin(), a.tests.end(), is_coll);
+  const bool any_pair = !std::all_of(a.tests.begin(), a.tests.end(), is_coll);
+  if (any_coll && any_pair && (a.csv || a.json || !a.out.empty())) {
+    usage("--csv/--json/-o: run collective and pair tests separately (different columns)");
   }
   if (a.skew % 8 != 0 || a.skew >= 4096) usage("--skew must be a multiple of 8 below 4096");
   if (!a.out.empty() && !a.csv && !a.json) {
@@ -677,6 +725,207 @@ class Runner {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Collective tests (bench/coll_common.h: sizes, data, check, columns)
+
+struct CollRecord {
+  int kind = 0;
+  uint64_t bytes = 0;  // as measured (nccl-tests convention)
+  int64_t count = 0;   // elements per rank row (S), or of the buffer for allreduce / broadcast
+  int64_t iters = 0;
+  double p50 = NAN, avg = NAN;
+  bool ok = true;
+};
+
+// Element access for every dtype: values are small integers (exact everywhere, see coll_common.h).
+template <class T>
+T from_i64(int64_t v) {
+  if constexpr (std::is_same_v<T, rwin::f16>) return rwin::to_f16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, rwin::bf16>) return rwin::to_bf16(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+template <class F>
+void with_type(rwin::DType t, F&& f) {
+  switch (t) {
+    case rwin::DType::I32: f(int32_t{}); break;
+    case rwin::DType::I64: f(int64_t{}); break;
+    case rwin::DType::U32: f(uint32_t{}); break;
+    case rwin::DType::U64: f(uint64_t{}); break;
+    case rwin::DType::F32: f(float{}); break;
+    case rwin::DType::F64: f(double{}); break;
+    case rwin::DType::F16: f(rwin::f16{}); break;
+    case rwin::DType::BF16: f(rwin::bf16{}); break;
+    case rwin::DType::I8: f(int8_t{}); break;
+    case rwin::DType::I16: f(int16_t{}); break;
+    case rwin::DType::U8: f(uint8_t{}); break;
+    case rwin::DType::U16: f(uint16_t{}); break;
+  }
+}
+void put_el(rwin::DType t, void* p, int64_t i, int64_t v) {
+  with_type(t, [&](auto z) {
+    using T = decltype(z);
+    const T x = from_i64<T>(v);
+    std::memcpy(static_cast<char*>(p) + i * static_cast<int64_t>(sizeof(T)), &x, sizeof(T));
+  });
+}
+bool eq_el(rwin::DType t, const void* p, int64_t i, int64_t v) {
+  bool eq = false;
+  with_type(t, [&](auto z) {
+    using T = decltype(z);
+    const T x = from_i64<T>(v);
+    eq = std::memcmp(static_cast<const char*>(p) + i * static_cast<int64_t>(sizeof(T)), &x, sizeof(T)) == 0;
+  });
+  return eq;
+}
+
+class CollRunner {
+ public:
+  CollRunner(rwin::Context& ctx, const Args& a, uint64_t max_size) : ctx_(ctx), a_(a), team_(rwin::world(ctx)) {
+    const size_t es = rwin::dtype_size(a.dtype);
+    const uint64_t cap = (max_size + static_cast<uint64_t>(ctx.size()) * es + 4095) / 4096 * 4096;
+    a_buf_ = ctx.alloc_window_buffer("perf.coll.a", cap);
+    b_buf_ = ctx.alloc_window_buffer("perf.coll.b", cap);
+    stats_ = ctx.alloc_window("perf.coll.stats", rwin::DType::F64, {ctx.size(), 2});
+  }
+
+  CollRecord run(const std::string& test, uint64_t size) {
+    const int n = ctx_.size(), me = ctx_.rank();
+    const rwin::DType t = a_.dtype;
+    const size_t es = rwin::dtype_size(t);
+    const int op = static_cast<int>(a_.op);  // rwin::ReduceOp and coll_op have the same order
+    CollRecord r;
+    r.kind = coll_parse_kind(test.c_str());
+    const int64_t S = coll_row_elems(r.kind, size, n, es);
+    r.bytes = coll_actual_bytes(r.kind, S, n, es);
+    r.count = S;
+    r.iters = coll_iters(a_.iters, a_.min_iters, a_.max_bytes, r.bytes);
+    const int64_t warm = coll_warmup(a_.warmup, r.iters);
+    const int64_t rows = (r.kind == COLL_ALLREDUCE || r.kind == COLL_BROADCAST) ? 1 : n;
+    char* A = static_cast<char*>(a_buf_.data());
+    char* B = static_cast<char*>(b_buf_.data());
+    // Views (every rank makes the same ones): a = input side, b = output side.
+    rwin::Window in, out;
+    if (r.kind != COLL_BARRIER) {
+      const bool in_rows = r.kind == COLL_REDUCE_SCATTER || r.kind == COLL_ALL_TO_ALL;
+      const bool out_rows = r.kind == COLL_ALLGATHER || r.kind == COLL_ALL_TO_ALL;
+      in = ctx_.window(a_buf_, t, {in_rows ? n : 1, S});
+      out = ctx_.window(b_buf_, t, {out_rows ? n : 1, S});
+    }
+    for (int64_t i = 0; i < rows * S; ++i) {
+      switch (r.kind) {
+        case COLL_ALLGATHER: if (i < S) put_el(t, A, i, coll_value(op, me, i)); break;
+        case COLL_ALL_TO_ALL: put_el(t, A, i, coll_a2a(me, static_cast<int>(i / S), i % S)); break;
+        case COLL_BROADCAST: put_el(t, B, i, me == 0 ? coll_value(op, 0, i) : 0); break;
+        default: put_el(t, A, i, coll_value(op, me, i)); break;
+      }
+    }
+    auto call = [&]() {
+      switch (r.kind) {
+        case COLL_ALLREDUCE: team_.allreduce(in, out, a_.op, a_.mode); break;
+        case COLL_ALLGATHER: team_.allgather(in, out); break;
+        case COLL_REDUCE_SCATTER: team_.reduce_scatter(in, out, a_.op); break;
+        case COLL_ALL_TO_ALL: team_.all_to_all(in, out); break;
+        case COLL_BROADCAST: team_.broadcast(out, 0); break;
+        default: team_.barrier(); break;
+      }
+    };
+    for (int64_t k = 0; k < warm; ++k) call();
+    // Clear what the collective produces, so that the timed calls must write it again.
+    if (r.kind == COLL_BROADCAST) {
+      if (me != 0) std::memset(B, 0, static_cast<size_t>(S) * es);
+    } else if (r.kind != COLL_BARRIER) {
+      std::memset(B, 0, static_cast<size_t>(S * (r.kind == COLL_ALLGATHER || r.kind == COLL_ALL_TO_ALL ? n : 1)) * es);
+    }
+    ctx_.barrier();
+    std::vector<double> samples(static_cast<size_t>(r.iters));
+    const auto t0 = Clock::now();
+    auto last = t0;
+    for (int64_t k = 0; k < r.iters; ++k) {
+      call();
+      const auto now = Clock::now();
+      samples[static_cast<size_t>(k)] = std::chrono::duration<double, std::micro>(now - last).count();
+      last = now;
+    }
+    const double avg = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / static_cast<double>(r.iters);
+    bool bad = false;
+    for (int64_t i = 0; i < S && !bad; ++i) {
+      switch (r.kind) {
+        case COLL_ALLREDUCE: bad = !eq_el(t, B, i, coll_reduced(op, n, i)); break;
+        case COLL_REDUCE_SCATTER: bad = !eq_el(t, B, i, coll_reduced(op, n, static_cast<int64_t>(me) * S + i)); break;
+        case COLL_BROADCAST: bad = !eq_el(t, B, i, coll_value(op, 0, i)); break;
+        case COLL_ALLGATHER:
+          for (int q = 0; q < n && !bad; ++q) bad = !eq_el(t, B, q * S + i, coll_value(op, q, i));
+          break;
+        case COLL_ALL_TO_ALL:
+          for (int q = 0; q < n && !bad; ++q) bad = !eq_el(t, B, q * S + i, coll_a2a(q, me, i));
+          break;
+        default: break;
+      }
+    }
+    if (bad) {
+      r.ok = false;
+      std::fprintf(stderr, "rwin-perf: rank %d: %s %llu bytes: result check FAILED\n", me, test.c_str(),
+                   static_cast<unsigned long long>(r.bytes));
+    }
+    // Rank 0 collects every rank's average and verdict (a get of its row of the stats window).
+    double* st = stats_.data_as<double>();
+    st[me * 2] = avg;
+    st[me * 2 + 1] = bad ? 1.0 : 0.0;
+    ctx_.barrier();
+    if (me == 0) {
+      double sum = 0;
+      for (int q = 0; q < n; ++q) {
+        if (q != 0) ctx_.get(stats_.slice({q, 0}, {1, 2}), q, stats_.slice({q, 0}, {1, 2}));
+        sum += st[q * 2];
+        if (st[q * 2 + 1] != 0.0) r.ok = false;
+      }
+      r.avg = sum / n;
+      r.p50 = percentile(samples, 50);
+    }
+    ctx_.barrier();
+    return r;
+  }
+
+ private:
+  rwin::Context& ctx_;
+  const Args& a_;
+  rwin::Team team_;
+  rwin::WindowBuffer a_buf_, b_buf_;
+  rwin::Window stats_;
+};
+
+void print_coll(FILE* table, FILE* csv, const std::vector<CollRecord>& rs, const Args& a, const std::string& tr,
+                int nranks) {
+  const std::string dt = rwin::dtype_name(a.dtype), op = rwin::reduce_op_name(a.op);
+  const std::string label = a.label.empty() ? tr : a.label;
+  if (table) coll_table_header(table);
+  if (csv) std::fputs(COLL_CSV_HEADER, csv);
+  for (const auto& r : rs) {
+    coll_row(table, csv, "rwin", label.c_str(), r.kind, nranks, dt.c_str(), op.c_str(),
+             r.kind == COLL_ALLREDUCE ? a.mode_name.c_str() : "-", r.bytes, r.count, r.iters, r.p50, r.avg,
+             r.kind == COLL_BARRIER ? "-" : r.ok ? "ok" : "FAIL");
+  }
+}
+
+void print_coll_json(std::ostream& os, const std::vector<CollRecord>& rs, const Args& a, const std::string& tr,
+                     int nranks) {
+  os << "{\n  \"tool\": \"rwin-perf\",\n  \"transport\": \"" << (a.label.empty() ? tr : a.label)
+     << "\",\n  \"nranks\": " << nranks << ",\n  \"dtype\": \"" << rwin::dtype_name(a.dtype) << "\",\n  \"op\": \""
+     << rwin::reduce_op_name(a.op) << "\",\n  \"allreduce_mode\": \"" << a.mode_name
+     << "\",\n  \"bandwidth_definition\": \"nccl-tests: algbw = size / avg, busbw = algbw x factor (allreduce "
+        "2(n-1)/n, allgather/reduce_scatter/all_to_all (n-1)/n, broadcast 1), GB/s = 1e9 B/s\",\n  \"collectives\": [\n";
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const auto& r = rs[i];
+    const double alg = r.bytes ? static_cast<double>(r.bytes) / (r.avg * 1e-6) / 1e9 : 0.0;
+    os << "    {\"test\": \"" << coll_names[r.kind] << "\", \"size\": " << r.bytes << ", \"count\": " << r.count
+       << ", \"iters\": " << r.iters << ", \"p50_us\": " << jnum(r.p50) << ", \"avg_us\": " << jnum(r.avg)
+       << ", \"algbw_gbs\": " << jnum(alg) << ", \"busbw_gbs\": " << jnum(alg * coll_bus_factor(r.kind, nranks))
+       << ", \"check\": " << (r.kind == COLL_BARRIER ? "null" : r.ok ? "\"ok\"" : "\"FAIL\"") << "}"
+       << (i + 1 < rs.size() ? "," : "") << "\n";
+  }
+  os << "  ]\n}\n";
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 
 void print_table(std::ostream& os, const std::vector<Record>& rs, bool vs_raw) {
@@ -779,10 +1028,12 @@ int main(int argc, char** argv) {
     opt.op_timeout = std::chrono::milliseconds(a.timeout_ms);
     rwin::Context ctx(opt);
     const bool need_pair = std::any_of(a.tests.begin(), a.tests.end(), [](const std::string& t) {
-      return t != "memcpy" && t != "ring_shift";
+      return t != "memcpy" && t != "ring_shift" && !is_coll(t);
     });
     if (need_pair && ctx.size() < 2) throw std::runtime_error("pair tests need at least 2 ranks (rwinrun -n 2)");
-    const uint64_t max_size = *std::max_element(a.sizes.begin(), a.sizes.end());
+    const bool any_coll = std::any_of(a.tests.begin(), a.tests.end(), is_coll);
+    const bool only_coll = std::all_of(a.tests.begin(), a.tests.end(), is_coll);
+    const uint64_t max_size = only_coll ? 4096 : *std::max_element(a.sizes.begin(), a.sizes.end());
     const uint64_t buf = (max_size + a.skew + 4095) / 4096 * 4096;
     RwinOps rw(ctx, buf, a.nbi, a.local);
     std::unique_ptr<Ops> raw;
@@ -824,10 +1075,14 @@ int main(int argc, char** argv) {
                    a.vs_raw ? ", alternating with " : "", raw_name.c_str());
     }
     Runner runner(ctx, a, rw, raw.get());
+    std::unique_ptr<CollRunner> coll;
+    if (any_coll) coll = std::make_unique<CollRunner>(ctx, a, *std::max_element(a.sizes.begin(), a.sizes.end()));
+    std::vector<CollRecord> coll_records;
     std::vector<Record> records;
     size_t done = 0;
     // notify_lat / notify_rate move no data: one record at 8 B, whatever -s says.
     auto sizes_of = [&](const std::string& t) {
+      if (t == "barrier") return std::vector<uint64_t>{0};
       return t.starts_with("notify") ? std::vector<uint64_t>{8} : a.sizes;
     };
     size_t total = 0;
@@ -837,27 +1092,54 @@ int main(int argc, char** argv) {
         if (ctx.rank() == 0) {
           std::fprintf(stderr, "rwin-perf: [%zu/%zu] %s %s\n", ++done, total, t.c_str(), size_str(s).c_str());
         }
-        records.push_back(runner.run(t, s));
+        if (is_coll(t)) coll_records.push_back(coll->run(t, s));
+        else records.push_back(runner.run(t, s));
       }
     }
     if (ctx.rank() == 0) {
       const std::string tn = ctx.transport_name();
       std::ofstream file;
       std::ostream* os = &std::cout;
-      if (!a.out.empty()) {
+      if (!a.out.empty() && !(only_coll && a.csv)) {  // the collective csv is written with stdio
         file.open(a.out);
         if (!file) throw std::runtime_error("cannot write " + a.out);
         os = &file;
       }
-      if (a.csv) print_csv(*os, records, tn, a.skew);
-      else if (a.json) print_json(*os, records, tn, a, ctx.size());
-      if (!a.csv && !a.json) print_table(std::cout, records, a.vs_raw);
-      else if (!a.out.empty()) print_table(std::cout, records, a.vs_raw);
-      std::cout.flush();
+      if (only_coll) {
+        // The collective table (and csv / json): the columns of bench/coll_common.h.
+        std::cout.flush();
+        FILE* csv = nullptr;
+        if (a.csv && a.out.empty()) csv = stdout;
+        else if (a.csv && !(csv = std::fopen(a.out.c_str(), "w"))) throw std::runtime_error("cannot write " + a.out);
+        if (a.json) print_coll_json(*os, coll_records, a, tn, ctx.size());
+        const bool table = (!a.csv && !a.json) || !a.out.empty();
+        if (table || csv) {
+          if (table) std::printf("rwin-perf: %d ranks, %s, dtype %s, op %s, allreduce mode %s\n", ctx.size(), tn.c_str(),
+                                 rwin::dtype_name(a.dtype), rwin::reduce_op_name(a.op), a.mode_name.c_str());
+          print_coll(table ? stdout : nullptr, csv, coll_records, a, tn, ctx.size());
+        }
+        if (csv && csv != stdout) std::fclose(csv);
+        std::fflush(stdout);
+      } else {
+        if (a.csv) print_csv(*os, records, tn, a.skew);
+        else if (a.json) print_json(*os, records, tn, a, ctx.size());
+        if (!a.csv && !a.json) print_table(std::cout, records, a.vs_raw);
+        else if (!a.out.empty()) print_table(std::cout, records, a.vs_raw);
+        if (!coll_records.empty()) {
+          std::cout.flush();
+          print_coll(stdout, nullptr, coll_records, a, tn, ctx.size());
+        }
+        std::cout.flush();
+      }
     }
     ctx.barrier();
     raw.reset();  // both sides close their raw endpoints while the other is still alive
     ctx.barrier();
+    // A collective whose result check failed on any rank fails the run (after its table is out).
+    if (std::any_of(coll_records.begin(), coll_records.end(), [](const CollRecord& r) { return !r.ok; })) {
+      std::fprintf(stderr, "rwin-perf: a collective's result check FAILED (see the check column)\n");
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rwin-perf: rank %d: %s\n", rank_hint, e.what());
     return 1;
