@@ -5,12 +5,19 @@
 #include <sched.h>
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
 namespace rwin::detail {
 
-// Spin (lowest latency when ranks <= cores), then yield, then sleep, by elapsed time rather than
+// How long a wait spins before it yields, process-wide (RWIN_SPIN_US). A Context sets it at start-up:
+// 200 us, or 0 when the job's ranks on this host outnumber the CPUs this process may run on (then the
+// rank a wait is waiting for is usually not running, and every microsecond spun delays it: Open MPI's
+// mpi_yield_when_idle does the same).
+inline std::atomic<uint32_t> g_spin_us{200};
+
+// Spin (lowest latency when ranks <= cores; g_spin_us), then yield, then sleep, by elapsed time rather than
 // poll count, so a fast ping-pong never sleeps (a 50 us sleep costs a whole 4 ms tick in a TCG
 // guest) and 16 ranks on 2 cores still all progress.
 class Backoff {
@@ -23,7 +30,7 @@ class Backoff {
       start_ = now;
     }
     const auto waited = now - start_;
-    if (waited < std::chrono::microseconds(200)) return;
+    if (waited < std::chrono::microseconds(g_spin_us.load(std::memory_order_relaxed))) return;
     if (waited < std::chrono::milliseconds(2)) {
       sched_yield();
       return;

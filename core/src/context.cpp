@@ -1,6 +1,11 @@
 // rwin::Context: start-up (bootstrap, transport connect) and the bounded shutdown.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "bootstrap/netif.h"
 #include "collectives/team_state.h"
@@ -53,6 +58,38 @@ ContextImpl::~ContextImpl() {
   scratch.reset();
 }
 
+namespace {
+
+// This machine's identity for counting the job's ranks per host: the kernel's boot id (containers
+// and network namespaces of one machine share it, and its CPUs), else the host name.
+std::string host_identity() {
+  std::string id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
+  if (!id.empty()) return id;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Collective: sets the process-wide spin window (backoff.h) from Options::spin_us, or by comparing
+// the ranks on this host with the CPUs this process may use.
+void choose_spin(ContextImpl& c) {
+  const std::string me = host_identity();
+  const auto all = c.bs->allgather(std::vector<uint8_t>(me.begin(), me.end()));
+  const auto here = std::count_if(all.begin(), all.end(), [&](const std::vector<uint8_t>& h) {
+    return std::string(h.begin(), h.end()) == me;
+  });
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  c.ranks_here = static_cast<int>(here);
+  const bool oversubscribed = cpus > 0 && here > cpus;
+  g_spin_us.store(c.opt.spin_us >= 0 ? static_cast<uint32_t>(c.opt.spin_us) : oversubscribed ? 0u : 200u,
+                  std::memory_order_relaxed);
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Context
 
@@ -93,6 +130,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   try {
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
+    choose_spin(c);
     c.caps = c.tp->capabilities();
     if (c.opt.chunk_bytes == 0) c.opt.chunk_bytes = c.caps.default_chunk_bytes;
     if (c.opt.pipeline_depth <= 0) c.opt.pipeline_depth = c.caps.default_pipeline_depth;

@@ -144,6 +144,7 @@ struct ContextImpl {
   Options opt;
   int rank = 0;
   int nranks = 1;
+  int ranks_here = 1;  // the job's ranks on this host (start-up), for the spin window (backoff.h)
   // Declaration order matters: members are destroyed in reverse, so windows go before the
   // transport and the transport before the bootstrap it may still talk through.
   std::unique_ptr<bootstrap::Bootstrap> bs;

@@ -130,6 +130,9 @@ Options Options::from_env(Options o) {
     const char* v = env("RWIN_TIMEOUT_MS");
     o.op_timeout = v ? std::chrono::milliseconds(parse_int("RWIN_TIMEOUT_MS", v, 1, 86400000)) : kDefaultOpTimeout;
   }
+  if (o.spin_us < 0) {
+    if (const char* v = env("RWIN_SPIN_US")) o.spin_us = static_cast<int>(parse_int("RWIN_SPIN_US", v, 0, 1000000));
+  }
   if (o.job_key.empty()) {
     if (const char* v = env("RWIN_JOB_KEY")) o.job_key = v;  // any non-empty string; "" = no key
   }

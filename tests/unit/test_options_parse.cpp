@@ -51,7 +51,7 @@ class Env {
       "RWIN_GID_INDEX",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri",
       "OMPI_MCA_ess_base_jobid", "PMI_RANK",     "PMI_SIZE",            "SLURM_PROCID",
       "SLURM_NTASKS",     "SLURM_JOB_ID",        "SLURM_STEP_ID",       "SLURM_NODELIST",
-      "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"};
+      "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "RWIN_SPIN_US"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -163,6 +163,7 @@ TEST(OptionsParse, IntegerKnobsAreStrictAndRangeChecked) {
       {"RWIN_STARTUP_TIMEOUT_MS", "1", "86400000", "0", "99999999999999999999"},
       {"RWIN_IB_PORT", "1", "255", "0", "256"},
       {"RWIN_GID_INDEX", "0", "1023", nullptr, "1024"},
+      {"RWIN_SPIN_US", "0", "1000000", nullptr, "1000001"},
   };
   for (const Knob& k : knobs) {
     EXPECT_EQ(options_error(k.var, k.lo), "") << k.var;
@@ -180,6 +181,9 @@ TEST(OptionsParse, IntegerKnobsAreStrictAndRangeChecked) {
   Env env;
   env.set("RWIN_TIMEOUT_MS", "1500");
   EXPECT_EQ(rwin::Options::from_env(rwin::Options{}).op_timeout.count(), 1500);
+  EXPECT_EQ(rwin::Options::from_env(rwin::Options{}).spin_us, -1);  // unset: chosen at start-up
+  env.set("RWIN_SPIN_US", "0");
+  EXPECT_EQ(rwin::Options::from_env(rwin::Options{}).spin_us, 0);
 }
 
 TEST(LaunchEnvParse, RankAndSizeVariablesAreStrict) {

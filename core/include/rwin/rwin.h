@@ -143,6 +143,8 @@ struct Options {
                                         // else 4 MiB (docs/CONFIG.md)
   std::chrono::milliseconds startup_timeout{0};  // 0: RWIN_STARTUP_TIMEOUT_MS, else 60 s
   std::chrono::milliseconds op_timeout{0};       // default deadline of blocking ops (RWIN_TIMEOUT_MS, else 60 s)
+  int spin_us = -1;  // waits spin this long before yielding; -1: RWIN_SPIN_US, else 200, or 0 when the job's
+                     // ranks on this host outnumber its CPUs (process-wide; docs/CONFIG.md)
   std::string job_key;  // the job's secret for the bootstrap store; empty: RWIN_JOB_KEY, else none (loopback only)
 
   // Fills every unset field from the environment and defaults. Throws Error(InvalidArgument)
