@@ -6,9 +6,12 @@
 // computed here.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "context_impl.h"
+#include "ops.h"
 #include "rank_harness.h"
 #include "stripe_locks.h"
 
@@ -179,6 +182,74 @@ TEST_P(Accumulate, NotifyAfterAManySlotPutAddSeesTheSums) {
     }
     ctx.barrier();
   }, o);
+}
+
+// A slot whose header lies outside every buffer of the target is refused, never applied, and its
+// source is marked failed with the reason. Rank 0 forges one below the public API (the core's own
+// staging region and transport), as a corrupt or hostile peer could.
+TEST_P(Accumulate, AGarbageSlotHeaderIsRefusedAndItsSourceMarkedFailed) {
+  run(2, [](Context& ctx) {
+    Window w = ctx.alloc_window("w", DType::F32, {1, 64});
+    SignalArray sig = ctx.alloc_signals("sig", 1);
+    ctx.barrier();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    if (ctx.rank() == 0) {
+      detail::ContextImpl& ci = *w.all().window->buf->ctx;
+      detail::StagingState& st = *ci.staging;
+      char* out = static_cast<char*>(st.mr->addr()) + st.mine.outbox(0);
+      detail::SlotHeader h;
+      h.dtype = static_cast<uint8_t>(DType::F32);
+      h.src = 0;
+      h.seq = 0;
+      h.addr = 0x1000;  // no buffer of rank 1 is there
+      h.bytes = 4;
+      std::memcpy(out, &h, sizeof h);
+      transport::Work wr;
+      wr.op = transport::Op::Write;
+      wr.peer = 1;
+      wr.local = out;
+      wr.local_mr = st.mr.get();
+      wr.rkey = st.rkeys[1].get();
+      wr.remote_addr = st.rkeys[1]->base() + st.layouts[1].inbox(0, 0);
+      wr.bytes = detail::kSlotHeaderBytes + 4;
+      detail::run_single(ci, wr, "forged slot");
+      if (!ci.peers[1].ordered) {
+        transport::Work f;
+        f.op = transport::Op::Flush;
+        f.peer = 1;
+        detail::run_single(ci, f, "forged slot flush");
+      }
+      transport::Work a;
+      a.op = transport::Op::AtomicAdd;
+      a.peer = 1;
+      a.rkey = st.rkeys[1].get();
+      a.remote_addr = st.rkeys[1]->base() + st.layouts[1].posted_word(0);
+      a.bytes = 8;
+      a.operand = 1;
+      detail::run_single(ci, a, "forged slot posted");
+      try {  // progress until rank 1 is gone (it leaves once it refused the slot)
+        while (std::chrono::steady_clock::now() < until) ctx.test(sig.at(0), 1);
+      } catch (const Error& e) {
+        MP_CHECK(e.code() == ErrorCode::PeerFailed, "rank 0: " << e.what());
+      }
+    } else {
+      for (;;) {
+        MP_CHECK(std::chrono::steady_clock::now() < until, "rank 1 applied or ignored the forged slot");
+        ctx.test(sig.at(0), 1);  // progress: the target checks staged slots here
+        try {
+          ctx.put(w.all(), 0, w.all());
+        } catch (const Error& e) {
+          MP_CHECK(e.code() == ErrorCode::PeerFailed, e.what());
+          const std::string m = e.what();
+          for (const char* part : {"refused put(Add) slot 0 from rank 0", "outside every window buffer"}) {
+            MP_CHECK(m.find(part) != std::string::npos, "message lacks '" << part << "': " << m);
+          }
+          break;
+        }
+      }
+      for (int i = 0; i < 64; ++i) MP_CHECK(w.data_as<float>()[i] == 0.0f, "w[" << i << "] changed");
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Accumulate, ::testing::ValuesIn(rwin_test::transports()),
