@@ -22,14 +22,16 @@ constexpr uint32_t kMinSqDepth = 8;
 // Writes up to this size are copied into the WQE (IBV_SEND_INLINE) when the device allows it:
 // saves the device a DMA read of the source for notify-sized payloads.
 constexpr uint32_t kWantInline = 64;
-// RC ack timeout 4.096 us * 2^16 = 268 ms, retried 6 times: a peer whose process died (its QP is
-// gone, packets to it are dropped) yields IBV_WC_RETRY_EXC_ERR after about 7 * 268 ms ~= 1.9 s.
-// Long enough that rxe under qemu TCG (ms latencies) never hits it spuriously, short enough that
-// a dead peer surfaces as an error completion in a couple of seconds instead of a hang.
+// RC ack timeout 4.096 us * 2^18 = 1.07 s, retried 6 times: a peer whose process died (its QP is
+// gone, packets to it are dropped) yields IBV_WC_RETRY_EXC_ERR after about 7 * 1.07 s ~= 7.5 s
+// (the core learns of a dead peer through its bootstrap lease within milliseconds anyway).
+// Not shorter: rxe under qemu TCG with 5 ranks on 2 vCPUs delays acks past 268 ms (2^16), and
+// the retransmitted requests then moved a QP to error now and then (a put(Add) test over verbs
+// failed 2-3 in 30 runs with "Work Request Flushed" as the first error; 0 in 30 with 2^18).
 // Not 7: rdma_rxe treats retry_cnt 7 as "retry forever" (rxe_comp.c only decrements a count
 // != 7, like rnr_retry), so with 7 a write to a dead peer on rxe never completes (seen in the
 // guest: no completion after 60 s).
-constexpr uint8_t kAckTimeout = 16;
+constexpr uint8_t kAckTimeout = 18;
 constexpr uint8_t kRetryCount = 6;
 constexpr uint8_t kRnrRetry = 7;  // 7 = infinite; we never post receives, so RNR cannot happen
 constexpr uint8_t kMinRnrTimer = 12;
