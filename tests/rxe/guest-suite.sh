@@ -31,6 +31,8 @@ verbs_tests() {
   local rc=$?
   grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
   if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
+  # The log stays in the guest: show what failed (each rank's message) before it is gone.
+  [[ $rc -eq 0 ]] || grep -B1 -A24 ": Failure$" "$log" | cut -c1-400 | head -150
   return $rc
 }
 step "unit + contract + transport tests over verbs" verbs_tests
