@@ -9,6 +9,7 @@
 // from any ranks through any paths into the same elements never lose an update or tear an element.
 // They are not atomic against plain puts, notifies or CPU stores to the same bytes (docs/CONTRACT.md).
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstring>
 
@@ -110,12 +111,20 @@ void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
   };
   Transfer tr;
   // Waits until `done()`; throws PeerFailed / Timeout naming the rest of the transfer.
+  // While only the peer's acks are awaited nothing of ours is in flight to it, so a peer that died
+  // shows only through the bootstrap lease, and not at all once the store died too (rank 0 killed).
+  // Every 100 ms of waiting, a flush probes it: to a dead peer it fails, naming it.
+  auto next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   const auto wait_for = [&](auto done, const Chunk* ch) {
     Backoff backoff;
     while (!done()) {
       c.progress();
       if (done()) break;
       c.watch();
+      if (ps.outstanding == 0 && ps.failed.empty() && std::chrono::steady_clock::now() > next_probe) {
+        c.post_flush(peer, deadline);
+        next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      }
       if (!ps.failed.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, ps.failed));
       if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
       if (deadline.passed()) {
