@@ -22,7 +22,7 @@ constexpr uint32_t kMinSqDepth = 8;
 // Writes up to this size are copied into the WQE (IBV_SEND_INLINE) when the device allows it:
 // saves the device a DMA read of the source for notify-sized payloads.
 constexpr uint32_t kWantInline = 64;
-// RC ack timeout 4.096 us * 2^18 = 1.07 s, retried 6 times: a peer whose process died (its QP is
+// RC ack timeout 4.096 us * 2^18 = 1.07 s (NCCL's default), retried 6 times: a peer whose process died (its QP is
 // gone, packets to it are dropped) yields IBV_WC_RETRY_EXC_ERR after about 7 * 1.07 s ~= 7.5 s
 // (the core learns of a dead peer through its bootstrap lease within milliseconds anyway).
 // Not shorter: rxe under qemu TCG with 5 ranks on 2 vCPUs delays acks past 268 ms (2^16), and
