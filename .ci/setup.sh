@@ -9,7 +9,9 @@ packages=(build-essential cmake ninja-build pkg-config git
           googletest libgtest-dev libbenchmark-dev libssl-dev
           openmpi-bin libopenmpi-dev iproute2 gnuplot-nox
           clang libclang-rt-14-dev   # clang + libFuzzer: tests/fuzz, tests/sanitizers.sh
-          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest)  # python/: import rwin
+          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # python/: import rwin
+          libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # tools' arguments, JSON, logging
+          libpmix-dev slurm-wlm slurmd slurmctld munge)  # PMIx bootstrap; the Slurm test (tests/slurm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

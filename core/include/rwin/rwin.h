@@ -18,6 +18,7 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+#include "rwin/version.h"
 
 namespace rwin {
 
