@@ -31,7 +31,6 @@ from ._rwin import (  # noqa: F401
     ReduceOp, ShapeMismatchError, Slice, CollectiveMismatchError, Team, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,
     WaitCmp, Window, WindowBuffer, WindowMismatchError,
     bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+    __version__,
 )
-
-__version__ = "0.1.0"
 dtypes = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)

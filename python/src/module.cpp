@@ -662,6 +662,7 @@ using namespace rwin_py;
 PYBIND11_MODULE(_rwin, m) {
   m.doc() = "rwin: one-sided RDMA windows (put/get/notify/wait), shaped like the runtime's pld module";
   pthread_atfork(nullptr, nullptr, after_fork_child);
+  m.attr("__version__") = rwin::version();  // the librwin this module runs against
 
   // Errors
   g_error = PyErr_NewException("rwin.Error", PyExc_RuntimeError, nullptr);
