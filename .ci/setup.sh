@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12, as root) and builds rwin into ./build (binaries in build/bin).
 # Used by both README commands and by CI. Idempotent: a second run only rebuilds what changed.
+#   --packages-only   install the packages and stop (docker/Dockerfile's cached package layer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,7 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[[ ${1:-} == --packages-only ]] && exit 0
 
 build_type=${RWIN_BUILD_TYPE:-RelWithDebInfo}
 werror=OFF
