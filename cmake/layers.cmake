@@ -27,8 +27,8 @@ foreach(layer IN LISTS RWIN_LAYERS)
     if(imported)
       target_link_libraries(rwin PRIVATE ${dep})
     elseif(NOT dep_type STREQUAL "INTERFACE_LIBRARY")  # a project INTERFACE target: headers only
-      message(FATAL_ERROR "rwin: layer ${layer} links ${dep}, a ${dep_type} of this project that is not "
-                          "a layer: make ${dep} an OBJECT library and add it to RWIN_LAYERS")
+      message(FATAL_ERROR "rwin: layer ${layer} links ${dep} (${dep_type}), which is not in RWIN_LAYERS: "
+                          "make it an OBJECT library and add it to RWIN_LAYERS in the top CMakeLists.txt")
     endif()
   endforeach()
 endforeach()
@@ -67,3 +67,4 @@ endforeach()
 list(REMOVE_DUPLICATES RWIN_CONFIG_PACKAGES)
 list(REMOVE_DUPLICATES RWIN_CONFIG_PKG_MODULES)
 list(REMOVE_DUPLICATES RWIN_PC_REQUIRES_PRIVATE)
+list(REMOVE_DUPLICATES RWIN_PC_LIBS_PRIVATE)

@@ -59,6 +59,12 @@ else
   n=$(ls "$P/$libdir"/*.a | wc -l)
   [[ $n -eq 1 ]] || fail "static build installed $n archives, want only librwin.a: $(ls "$P/$libdir"/*.a)"
 fi
+# Every installed ELF file finds all its libraries (e.g. a dependency found through an RPATH of its own).
+while IFS= read -r f; do
+  readelf -h "$f" >/dev/null 2>&1 || continue   # ELF files only
+  nf=$(ldd "$f" 2>&1 | grep 'not found')
+  [[ -z $nf ]] || fail "installed $f: ldd finds no"$'\n'"$nf"
+done < <(find "$P" -type f)
 # Installed programs name no build directory in their RPATH and load the installed librwin.
 for b in "$P"/bin/*; do
   rp=$(readelf -d "$b" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
