@@ -75,6 +75,22 @@ for b in "$P"/bin/*; do
   fi
 done
 
+# A sanitizer build's librwin needs the consumers built with the same -fsanitize (its runtime must come
+# first) and the uninstrumented interpreter to preload it (as tests/scripts/python_pytest.sh does).
+rwin_so=$(find "$P/$libdir" -name 'librwin.so.*' -type f | head -1)
+san=() preload=
+if [[ -n $rwin_so ]]; then
+  ldd "$rwin_so" | grep -q libasan && san+=(address)
+  ldd "$rwin_so" | grep -q libubsan && san+=(undefined)
+  ldd "$rwin_so" | grep -q libtsan && san+=(thread)
+  preload=$(ldd "$rwin_so" | awk '/lib(a|ub|t)san/ {print $3}' | paste -sd:)
+fi
+sanflags=
+if ((${#san[@]})); then
+  sanflags=-fsanitize=$(IFS=,; echo "${san[*]}")
+  log "sanitizer build of librwin: consumers built with $sanflags"
+fi
+
 run2() {  # run2 NAME PROGRAM: the program on 2 ranks under the installed rwinrun; both ranks print OK
   local out rc
   out=$(timeout 120 "$P/bin/rwinrun" -n 2 --timeout 90 -- "$2" 2>&1)
@@ -89,7 +105,7 @@ run2() {  # run2 NAME PROGRAM: the program on 2 ranks under the installed rwinru
 
 # --- find_package(rwin) with CMAKE_PREFIX_PATH
 cmake -S "$src/tests/install/consumer" -B "$tmp/cmake-consumer" -G Ninja -DCMAKE_PREFIX_PATH="$P" \
-      >"$tmp/consumer.log" 2>&1 && ninja -C "$tmp/cmake-consumer" >>"$tmp/consumer.log" 2>&1 ||
+      -DCMAKE_CXX_FLAGS="$sanflags" >"$tmp/consumer.log" 2>&1 && ninja -C "$tmp/cmake-consumer" >>"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; fail "find_package consumer did not build"; }
 found=$(sed -n 's/^rwin_DIR:PATH=//p' "$tmp/cmake-consumer/CMakeCache.txt")
 [[ $found == "$P/$libdir/cmake/rwin" ]] || fail "find_package(rwin) found '$found', want $P/$libdir/cmake/rwin"
@@ -105,7 +121,7 @@ else
   pcflags=$(pkg-config --static --cflags --libs rwin) rpath=
 fi
 # shellcheck disable=SC2086
-c++ -std=c++20 -O1 -o "$tmp/pc-consumer/consumer" "$src/tests/install/consumer/main.cpp" $pcflags $rpath \
+c++ -std=c++20 -O1 $sanflags -o "$tmp/pc-consumer/consumer" "$src/tests/install/consumer/main.cpp" $pcflags $rpath \
     >"$tmp/pc.log" 2>&1 || { cat "$tmp/pc.log"; fail "c++ main.cpp $pcflags did not build"; }
 run2 "pkg-config consumer" "$tmp/pc-consumer/consumer"
 if [[ $static -eq 1 ]]; then
@@ -116,7 +132,9 @@ fi
 if [[ -f $build/python/rwin/__init__.py ]]; then
   pkg=$(ls -d "$P"/lib/python3*/*-packages 2>/dev/null | head -1)
   [[ -n $pkg && -f $pkg/rwin/__init__.py ]] || fail "the build has a Python package but $P/lib/python3*/*-packages/rwin is missing"
-  got=$(cd "$tmp" && PYTHONPATH=$pkg /usr/bin/python3 -c 'import rwin; print(rwin.__file__); print(rwin.__version__)' 2>&1) ||
+  pyenv=(PYTHONPATH="$pkg")
+  [[ -n $preload ]] && pyenv+=(LD_PRELOAD="$preload" PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0)
+  got=$(cd "$tmp" && env "${pyenv[@]}" /usr/bin/python3 -c 'import rwin; print(rwin.__file__); print(rwin.__version__)' 2>&1) ||
     fail "import rwin from $pkg failed: $got"
   [[ $(sed -n 1p <<<"$got") == "$pkg/rwin/__init__.py" ]] || fail "imported rwin from $(sed -n 1p <<<"$got"), not $pkg"
   [[ $(sed -n 2p <<<"$got") == "$version" ]] || fail "rwin.__version__ is '$(sed -n 2p <<<"$got")', want $version"
