@@ -15,6 +15,9 @@
 #   env: RWSLURM_RUN_TIMEOUT  seconds per srun (default 120)
 #        RWSLURM_DEADLINE     seconds for the whole script, clean-up included (default 540)
 #        RWSLURM_SIZE         ring_shift --size (default 4096)
+#        RWSLURM_KEEP_LOGS=1  keep the temp dir (configs, daemon and srun logs; not the munge key)
+# The caller's RWIN_*, SLURM_*, PMIX_*, PMI_*, OMPI_* and UCX_* variables are unset first: srun hands
+# its environment to every task.
 #
 # Network (phase 2): everything lives in namespaces made here; 10.213.0.0/24 exists only inside them,
 # no namespace has a default route, the host's own interfaces and routes are not touched.
@@ -60,7 +63,7 @@ for v in $(compgen -e); do
 done
 
 [[ $(id -u) == 0 ]] || die_early "must run as root (daemons as SlurmUser=root, network namespaces)"
-for tool in munged mungekey slurmctld slurmd srun sinfo scontrol ip unshare; do
+for tool in munged mungekey munge unmunge slurmctld slurmd srun sinfo scontrol ip ss unshare timeout; do
   command -v "$tool" >/dev/null ||
     die_early "'$tool' not found: install slurm-wlm, munge and iproute2 (.ci/setup.sh lists them)"
 done
@@ -69,6 +72,7 @@ done
 
 TMP=${TMPDIR:-/tmp}
 PREFIX="rwslurm-$$"
+KEEP_LOGS=${RWSLURM_KEEP_LOGS:-0}
 
 # ---- leftovers of runs that were SIGKILLed (their pid is in every name and is gone) -----------------
 is_dead() { ! kill -0 "$1" 2>/dev/null; }
@@ -143,13 +147,16 @@ cleanup() {
   [[ $ETC_NETNS_NEW == 1 ]] && rmdir /etc/netns 2>/dev/null # only if this script made it
   CREATED_NS=()
   CREATED_ETC=()
-  [[ -n ${KEEP_LOGS:-} ]] && return
+  if [[ $KEEP_LOGS == 1 ]]; then
+    rm -f "$DIR/munge.key" "$DIR/munge.sock"
+    say "logs kept in $DIR (RWSLURM_KEEP_LOGS=1)"
+    return
+  fi
   rm -rf "$DIR"
 }
 on_signal() {
   say "caught $1 (deadline ${DEADLINE}s or interrupted), cleaning up"
   trap - EXIT
-  KEEP_LOGS=
   dump_logs
   cleanup
   fail "interrupted by $1 (deadline ${DEADLINE}s, or stopped from outside); daemons and namespaces removed"
@@ -357,19 +364,21 @@ else
   abort "phase 2: not all $NODES nodes idle within 30 s (sinfo: $seen)"
 fi
 
-# The PMIx probe: every task names its host and its PMIx and Slurm ranks.
+# The PMIx probe: every task names its host, its PMIx and Slurm ranks and how many RWIN_* variables
+# it sees (none may reach it: the pmix rings below rely on that).
 bounded "$C2/probe.log" "${CTL[@]}" srun --mpi=pmix -N "$NODES" -n "$TASKS" \
-  sh -c 'echo "probe $(hostname) $PMIX_RANK $SLURM_PROCID $PMIX_NAMESPACE"'
+  sh -c 'echo "probe $(hostname) $PMIX_RANK $SLURM_PROCID $(env | grep -c ^RWIN_) $PMIX_NAMESPACE"'
 rc=$?
+rwin_vars=$(awk '$1 == "probe" && $5 != 0 { n++ } END { print n + 0 }' "$C2/probe.log")
 hosts=$(awk '$1 == "probe" { print $2 }' "$C2/probe.log" | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
 ranks=$(awk '$1 == "probe" && $3 == $4 { print $3 }' "$C2/probe.log" | sort -n | tr '\n' ' ')
 want_hosts="" want_ranks=""
 for ((h = 0; h < NODES; h++)); do want_hosts+="n$h:$((TASKS / NODES)) "; done
 for ((r = 0; r < TASKS; r++)); do want_ranks+="$r "; done
-if ((rc == 0)) && [[ $hosts == "$want_hosts" && $ranks == "$want_ranks" ]]; then
-  pass "phase 2: srun --mpi=pmix -N $NODES -n $TASKS: hosts $hosts, PMIX_RANK = SLURM_PROCID = $ranks"
+if ((rc == 0 && rwin_vars == 0)) && [[ $hosts == "$want_hosts" && $ranks == "$want_ranks" ]]; then
+  pass "phase 2: srun --mpi=pmix -N $NODES -n $TASKS: hosts $hosts, PMIX_RANK = SLURM_PROCID = $ranks, no RWIN_* in any task"
 else
-  fail "phase 2: srun --mpi=pmix probe: $(rc_text $rc); hosts '$hosts' (expected '$want_hosts'), ranks '$ranks' (expected '$want_ranks')"
+  fail "phase 2: srun --mpi=pmix probe: $(rc_text $rc); hosts '$hosts' (expected '$want_hosts'), ranks '$ranks' (expected '$want_ranks'), tasks seeing RWIN_* variables: $rwin_vars (expected 0)"
   show "$C2/probe.log"
 fi
 
