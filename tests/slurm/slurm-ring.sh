@@ -36,7 +36,8 @@ set -uo pipefail
 DEADLINE=${RWSLURM_DEADLINE:-540}
 # The whole run is bounded: timeout sends SIGTERM (our trap cleans up in < 20 s), SIGKILL 60 s later.
 if [[ -z ${RWSLURM_BOUNDED:-} ]]; then
-  RWSLURM_BOUNDED=1 exec timeout -k 60 "$DEADLINE" bash "$0" "$@"
+  # --foreground: stay in the caller's process group, so a terminal's Ctrl-C reaches the script.
+  RWSLURM_BOUNDED=1 exec timeout --foreground -k 60 "$DEADLINE" bash "$0" "$@"
 fi
 unset RWSLURM_BOUNDED
 
