@@ -10,6 +10,9 @@
 #                       --mpi=none with only RWIN_JOB_KEY (TCP store, root derived from SLURM_*), and
 #                       ring_shift --mpi=pmix with no RWIN_* variable at all (the PMIx bootstrap),
 #                       put and get, each printing OK on all 6 ranks.
+#   phase 3, compose:   docker/slurm/entrypoint.sh unchanged in 4 stand-in "containers" (network,
+#                       mount and UTS namespaces) as docker/compose.slurm.yaml runs it: the
+#                       controller must report 6 x OK for put and get and exit 0.
 #
 # usage: slurm-ring.sh [RING_SHIFT]          (default build/bin/ring_shift)
 #   env: RWSLURM_RUN_TIMEOUT  seconds per srun (default 120)
@@ -19,7 +22,8 @@
 # The caller's RWIN_*, SLURM_*, PMIX_*, PMI_*, OMPI_* and UCX_* variables are unset first: srun hands
 # its environment to every task.
 #
-# Network (phase 2): everything lives in namespaces made here; 10.213.0.0/24 exists only inside them,
+# Network (phases 2, 3): everything lives in namespaces made here; 10.213.0.0/24 and 10.213.1.0/24
+# (phase 3: rwslurm-<pid>-c-{slurmctl,n0,n1,n2} on a bridge in rwslurm-<pid>-cbr) exist only inside them,
 # no namespace has a default route, the host's own interfaces and routes are not touched.
 #   rwslurm-<pid>-ctl: bridge br0 = 10.213.0.254/24 (slurmctld, srun), ports p0..p2
 #   rwslurm-<pid>-n<i>: rw0 = 10.213.0.<i+1>/24, veth to p<i>  (slurmd -N n<i>, hostname n<i>)
@@ -56,6 +60,7 @@ NODES=3
 TASKS=6
 SUBNET=10.213.0
 CTL_ADDR=$SUBNET.254
+SUBNET3=10.213.1 # phase 3
 
 # A caller's launcher or rwin variables must reach no task (srun exports the whole environment), and
 # a caller's own Slurm job must not be taken for ours.
@@ -89,7 +94,7 @@ for d in "$TMP"/rwslurm-[0-9]*.*; do
   for p in $(marked_pids "$d/"); do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$d"
 done
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rwslurm-[0-9]+-(ctl|n[0-9]+)$'); do
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rwslurm-[0-9]+-[a-z0-9-]+$'); do
   pid=${ns#rwslurm-}
   pid=${pid%%-*}
   is_dead "$pid" || continue
@@ -181,7 +186,7 @@ summary() {
 }
 dump_logs() { # the daemons' logs, for a failure
   local f
-  for f in "$DIR"/*/*.log "$DIR"/munged.err; do
+  for f in "$DIR"/*/*.log "$DIR"/*/*.log.err "$DIR"/compose/*/lib/*.log "$DIR"/munged.err; do
     [[ -s $f ]] || continue
     say "--- ${f#"$DIR"/} (last 15 lines) ---"
     tail -n 15 "$f" | sed "s/^/$SELF:   | /"
@@ -196,12 +201,13 @@ abort() { # a set-up step failed: nothing after it can run
 run() { "$@" >"$DIR/step.log" 2>&1 || abort "set-up step: $* ($(tr '\n' ' ' <"$DIR/step.log"))"; }
 
 # bounded LOG CMD...: runs CMD in the background with the per-run timeout, so a signal is handled at
-# once; returns its status (124/137: timed out).
+# once; stdout (the tasks' output, what the checks read) to LOG, stderr (srun's own messages, e.g.
+# "job 2 queued and waiting for resources") to LOG.err; returns CMD's status.
 bounded() {
   local log=$1 rc
   shift
   local t0=$SECONDS
-  timeout -k 5 "$RUN_TIMEOUT" "$@" >"$log" 2>&1 &
+  timeout -k 5 "$RUN_TIMEOUT" "$@" >"$log" 2>"$log.err" &
   BG_PIDS=($!)
   wait "${BG_PIDS[0]}"
   rc=$?
@@ -212,7 +218,10 @@ bounded() {
 }
 # srun itself exits 137 when a task was SIGKILLed, so only the clock tells a timeout.
 rc_text() { if ((BOUNDED_TIMED_OUT)); then echo "timed out after ${RUN_TIMEOUT}s"; else echo "exit $1"; fi; }
-show() { sed "s/^/$SELF:   | /" "$1" | tail -n 25; }
+show() { # show LOG: a failed run's stdout and stderr
+  sed "s/^/$SELF:   | /" "$1" | tail -n 25
+  [[ -s $1.err ]] && sed "s/^/$SELF:   | stderr: /" "$1.err" | tail -n 25
+}
 
 # ---- munge: one daemon, a fresh key, every file in DIR ---------------------------------------------
 MUNGE_SOCKET=$DIR/munge.sock
@@ -395,7 +404,7 @@ ring() {
       grep -Eq "^ *0: ring_shift $mode: $TASKS ranks .*: all ranks OK" "$log"; then
     pass "phase 2: $label --mode $mode: $TASKS x OK, $(grep -Eo "[0-9]+ ranks .* over [^:]*" "$log" | head -1)"
   else
-    fail "phase 2: $label --mode $mode: $(rc_text $rc); no OK from rank(s) [${missing[*]}]; rank 0's summary: '$(grep -E '^ *0: ring_shift' "$log" | head -1)'"
+    fail "phase 2: $label --mode $mode: $(rc_text $rc); no OK from rank(s) [${missing[*]}]; rank 0 said: '$(cat "$log" "$log.err" | grep -E '^ *0: ring_shift' | head -1)'"
     show "$log"
   fi
 }
@@ -409,6 +418,79 @@ done
 for mode in put get; do
   ring "srun --mpi=pmix no RWIN_*" "$mode" srun --mpi=pmix
 done
+
+stop_marked # phase 2's daemons
+
+# =========================== phase 3: the compose example, containers played by namespaces =========
+# docker/slurm/entrypoint.sh, unchanged, in four stand-in "containers" like compose.slurm.yaml's: each
+# a network namespace (on its own bridge, 10.213.1.0/24), a mount namespace with a private /run,
+# /etc/munge, /var/lib/munge, /var/log/munge and a private copy of the entrypoint's state directory at
+# one common path (as /var/lib/rwin-slurm is in every container: the PMIx plugin finds remote
+# slurmstepds by its own SlurmdSpoolDir), and a UTS hostname. The shared directory stands in for the
+# munge-key volume; compose's DNS for /etc/netns/<ns>/hosts. Checked: the controller exits 0 after
+# "OK --mode put" and "OK --mode get" (6 x OK each, srun --mpi=pmix, no RWIN_* variable).
+ENTRY=$REPO/docker/slurm/entrypoint.sh
+C3=$DIR/compose
+CBR=$PREFIX-cbr
+CNAMES="slurmctl n0 n1 n2"
+cns() { echo "$PREFIX-c-$1"; }
+if [[ ! -r $ENTRY ]] || ! id munge >/dev/null 2>&1; then
+  fail "phase 3: needs $ENTRY and the munge user (Debian's munge package)"
+else
+  add_ns "$CBR"
+  run ip -n "$CBR" link add br0 type bridge
+  run ip -n "$CBR" link set br0 up
+  run mkdir -p "$C3/shared" "$C3/lib"
+  i=0
+  for x in $CNAMES; do
+    i=$((i + 1))
+    add_ns "$(cns "$x")"
+    run ip link add eth0 netns "$(cns "$x")" type veth peer name "p$i" netns "$CBR"
+    run ip -n "$CBR" link set "p$i" master br0
+    run ip -n "$CBR" link set "p$i" up
+    run ip -n "$(cns "$x")" addr add "$SUBNET3.$i/24" dev eth0
+    run ip -n "$(cns "$x")" link set eth0 up
+    run mkdir -p "$C3/$x/lib" "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
+    run chown munge:munge "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
+    run chmod 0700 "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
+  done
+  for x in $CNAMES; do
+    run mkdir -p "/etc/netns/$(cns "$x")"
+    CREATED_ETC+=("/etc/netns/$(cns "$x")")
+    { echo "127.0.0.1 localhost"; i=0
+      for y in $CNAMES; do i=$((i + 1)); echo "$SUBNET3.$i $y"; done; } >"/etc/netns/$(cns "$x")/hosts"
+  done
+  # container NAME ROLE: the command line of one stand-in container
+  container() {
+    CONTAINER=(ip netns exec "$(cns "$1")" unshare --uts sh -c '
+      x=$1 d=$2; shift 2
+      mount -t tmpfs tmpfs /run && mount --bind "$d/$x/etc-munge" /etc/munge &&
+      mount --bind "$d/$x/lib-munge" /var/lib/munge && mount --bind "$d/$x/log-munge" /var/log/munge &&
+      mount --bind "$d/$x/lib" "$d/lib" && hostname "$x" && exec "$@"' sh "$1" "$C3"
+      env RWSLURM_OWNER="$DIR/slurm" RWSLURM_NODES="n0 n1 n2" RWSLURM_CTL=slurmctl RWSLURM_DIR="$C3/lib"
+      RWSLURM_KEY_DIR="$C3/shared" RWSLURM_TEMPLATES="$HERE" RWSLURM_TIMEOUT="$RUN_TIMEOUT"
+      RING_SHIFT="$PROG" RING_SIZE="$SIZE" bash "$ENTRY" "$2")
+  }
+  for x in n0 n1 n2; do
+    container "$x" compute
+    "${CONTAINER[@]}" >"$C3/$x.out.log" 2>&1 &
+  done
+  say "phase 3: docker/slurm/entrypoint.sh as containers slurmctl, n0, n1, n2 ($SUBNET3.1-4 in $PREFIX-c-*)"
+  container slurmctl controller
+  # The controller bounds itself (key and nodes 120 s each, each srun RUN_TIMEOUT); this is the backstop.
+  RUN_TIMEOUT_SAVED=$RUN_TIMEOUT
+  RUN_TIMEOUT=$((4 * RUN_TIMEOUT))
+  bounded "$C3/controller.log" "${CONTAINER[@]}"
+  rc=$?
+  RUN_TIMEOUT=$RUN_TIMEOUT_SAVED
+  if ((rc == 0)) && grep -q "OK --mode put: $TASKS x OK" "$C3/controller.log" &&
+      grep -q "OK --mode get: $TASKS x OK" "$C3/controller.log"; then
+    pass "phase 3: compose stand-in: the controller ran srun --mpi=pmix -N 3 -n $TASKS ring_shift, put and get $TASKS x OK, exit 0"
+  else
+    fail "phase 3: compose stand-in: controller $(rc_text $rc); its lines: $(grep -E 'rwin-slurm\[' "$C3/controller.log" | tail -3 | tr '\n' ' ')"
+    show "$C3/controller.log"
+  fi
+fi
 
 ((FAILED > 0)) && dump_logs
 summary
