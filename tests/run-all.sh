@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, then runs
 #   1. ctest on the host: unit tests, multi-process contract tests over UCX tcp and shared memory,
-#      launcher scripts, the network-namespace multi-host ring shift, mpirun and Slurm-style launches;
+#      launcher scripts, the network-namespace multi-host ring shift, mpirun and Slurm-style launches,
+#      a real Slurm (tests/slurm/slurm-ring.sh: slurmctld, 3 slurmd in namespaces, srun --mpi=pmix);
 #   2. sanitizers: the host suite again under ASan+UBSan, the threaded parts under TSan, bounded
 #      libFuzzer runs of every wire decoder (tests/sanitizers.sh);
 #   3. the fault suite (tests/faults/): kill -9, SIGSTOP and strangers, release and ASan builds;
