@@ -60,9 +60,9 @@ std::optional<LaunchEnv> LaunchEnv::detect() {
     // Our own launcher's variables go through the knob table (rwin-info shows them); the others
     // belong to their launchers.
     const bool ours = std::string_view(src.name) == "rwin";
-    const char* rank_text = ours ? knobs::env(src.rank_var) : std::getenv(src.rank_var);
+    const char* rank_text = ours ? knobs::env(src.rank_var, false) : std::getenv(src.rank_var);
     if (rank_text == nullptr) continue;  // a launcher always sets the rank; without it, not this one
-    const char* size_text = ours ? knobs::env(src.size_var) : std::getenv(src.size_var);
+    const char* size_text = ours ? knobs::env(src.size_var, false) : std::getenv(src.size_var);
     if (size_text == nullptr) {
       throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + src.rank_var +
                                                              " is set but " + src.size_var + " is not");

@@ -124,10 +124,10 @@ const char* source_name(Source s) noexcept {
   return "?";
 }
 
-const char* env(const char* name) {
+const char* env(const char* name, bool empty_is_unset) {
   const Knob& k = must_find(name);
   const char* v = std::getenv(k.name);
-  if (!v || !*v) return nullptr;
+  if (!v || (!*v && empty_is_unset)) return nullptr;
   std::lock_guard<std::mutex> lock(mu());
   auto& r = recorded()[k.name];
   // A value set in code stays the answer: the environment does not override it.

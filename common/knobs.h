@@ -36,7 +36,9 @@ const char* source_name(Source s) noexcept;
 // The text of knob `name` in the environment, or nullptr when it is unset or empty (an empty
 // variable counts as unset). Records Source::Environment when set. `name` must be in the table:
 // reading an undeclared RWIN_* variable is a programming error (std::logic_error).
-const char* env(const char* name);
+// `empty_is_unset` false: an empty value is returned as "" (the launcher's rank and size variables
+// refuse an empty value rather than ignore it).
+const char* env(const char* name, bool empty_is_unset = true);
 
 // Records that the program set knob `name` in code (an rwin::Options field), with its value as text.
 void set_in_code(const char* name, std::string value);
