@@ -138,6 +138,19 @@ std::string gid_value(const ibv_gid& g) {
   return buf;
 }
 
+// As ibv_devinfo prints it (ibv_port_state_str gives "active", less greppable next to its output).
+const char* port_state(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_NOP: return "PORT_NOP";
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+  }
+  return "PORT_UNKNOWN";
+}
+
 const char* atomic_name(ibv_atomic_cap c) {
   switch (c) {
     case IBV_ATOMIC_NONE: return "none";
@@ -174,7 +187,7 @@ json verbs_devices() {
         ibv_port_attr pa{};
         if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) != 0) continue;
         json port = {{"port", p},
-                     {"state", ibv_port_state_str(pa.state)},
+                     {"state", port_state(pa.state)},
                      {"link_layer", pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "ethernet" : "infiniband"},
                      {"active_mtu", 128 << pa.active_mtu},
                      {"max_msg_sz", pa.max_msg_sz}};
