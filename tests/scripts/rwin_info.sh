@@ -37,6 +37,17 @@ RWIN_UCX_RMA=native "$info" -d --json | $py -c '
 import json, sys; m = json.load(sys.stdin)["rma_modes"]
 assert m == {"self": "native", "same_host": "native", "other_host": "native"}, m' || fail "RWIN_UCX_RMA=native not reflected"
 
+# The predicted modes are the ones a job gets: a 2-rank run's start-up line against rwin-info, with
+# the default transports and with tcp only.
+for tls in all tcp; do
+  predicted=$(UCX_TLS=$tls "$info" -d --json | $py -c '
+import json, sys; m = json.load(sys.stdin)["rma_modes"]; print("self: %s; same host (1 peers): %s" % (m["self"], m["same_host"]))')
+  UCX_TLS=$tls RWIN_LOG_LEVEL=info "$bin/rwinrun" -n 2 --timeout 120 -- "$bin/ring_shift" >"$tmp/ring.out" 2>"$tmp/ring.err" \
+    || fail "ring_shift (UCX_TLS=$tls) failed: $(cat "$tmp/ring.err")"
+  [ "$(grep -c "; $predicted; other hosts (0 peers): -$" "$tmp/ring.err")" -eq 2 ] \
+    || fail "UCX_TLS=$tls: rwin-info predicts '$predicted', the job logged: $(grep transport "$tmp/ring.err")"
+done
+
 # -c: the configuration only; -d: the devices only.
 "$info" -c --json | $py -c '
 import json, sys; j = json.load(sys.stdin)
