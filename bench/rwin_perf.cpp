@@ -58,6 +58,7 @@
 #include "raw_verbs.h"
 #endif
 #include "coll_common.h"
+#include "common/knobs.h"
 #include "rwin/collectives.h"
 #include "rwin/rwin.h"
 
@@ -1008,7 +1009,7 @@ void pin_rank(int rank) {
 }
 
 int env_rank() {
-  const char* r = std::getenv("RWIN_RANK");
+  const char* r = rwin::knobs::env("RWIN_RANK");
   return r ? std::atoi(r) : 0;
 }
 

@@ -21,6 +21,8 @@
 #include <exception>
 #include <thread>
 
+#include "common/log.h"
+
 namespace rwin::bootstrap {
 
 using namespace std::chrono_literals;
@@ -214,16 +216,16 @@ Bootstrap::~Bootstrap() {
       // live rank has said goodbye or failed, but never hold a finished job hostage for long.
       const Millis grace = std::min<Millis>(timeout_, 10s);
       if (!server_->wait_until_ranks_left(rank_, Clock::now() + grace)) {
-        std::fprintf(stderr,
-                     "rwin bootstrap: rank %d: shutdown: some ranks neither left nor failed within %lld ms; "
-                     "closing the store anyway\n",
-                     rank_, static_cast<long long>(grace.count()));
+        RWIN_LOG(Warn, Bootstrap,
+                 "rwin bootstrap: rank %d: shutdown: some ranks neither left nor failed within %lld ms; "
+                 "closing the store anyway",
+                 rank_, static_cast<long long>(grace.count()));
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rwin bootstrap: %s; closing anyway\n", e.what());
+    RWIN_LOG(Warn, Bootstrap, "rwin bootstrap: %s; closing anyway", e.what());
   } catch (...) {
-    std::fprintf(stderr, "rwin bootstrap: rank %d: unknown error at shutdown; closing anyway\n", rank_);
+    RWIN_LOG(Warn, Bootstrap, "rwin bootstrap: rank %d: unknown error at shutdown; closing anyway", rank_);
   }
   store_.reset();
   lease_.reset();

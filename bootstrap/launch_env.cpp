@@ -2,10 +2,12 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/netif.h"
 #include "bootstrap/parse_number.h"
+#include "common/knobs.h"
 
 namespace rwin::bootstrap {
 
@@ -42,7 +44,7 @@ int parse_int(const char* var, const char* text) {
 // (netif.h, derive_root_from_launcher: mpirun's out-of-band address or the step's first node,
 // and a port from the job id).
 std::string root_for(const Source& source) {
-  const char* root = std::getenv("RWIN_ROOT");
+  const char* root = knobs::env("RWIN_ROOT");
   if (root != nullptr && *root != '\0') return root;
   const std::string name = source.name;
   if (name == "openmpi" || name == "slurm") {
@@ -55,9 +57,12 @@ std::string root_for(const Source& source) {
 
 std::optional<LaunchEnv> LaunchEnv::detect() {
   for (const Source& src : kSources) {
-    const char* rank_text = std::getenv(src.rank_var);
+    // Our own launcher's variables go through the knob table (rwin-info shows them); the others
+    // belong to their launchers.
+    const bool ours = std::string_view(src.name) == "rwin";
+    const char* rank_text = ours ? knobs::env(src.rank_var, false) : std::getenv(src.rank_var);
     if (rank_text == nullptr) continue;  // a launcher always sets the rank; without it, not this one
-    const char* size_text = std::getenv(src.size_var);
+    const char* size_text = ours ? knobs::env(src.size_var, false) : std::getenv(src.size_var);
     if (size_text == nullptr) {
       throw BootstrapError(BootstrapError::Kind::Config, std::string("launch environment: ") + src.rank_var +
                                                              " is set but " + src.size_var + " is not");

@@ -16,6 +16,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
+#include "common/knobs.h"
 
 namespace rwin::bootstrap {
 namespace {
@@ -187,7 +188,8 @@ std::vector<std::pair<std::string, std::string>> list_ipv4_interfaces() {
 }
 
 std::string choose_interface(const std::string& root_host) {
-  std::string forced = env_or_empty("RWIN_IFNAME");
+  const char* asked = knobs::env("RWIN_IFNAME");
+  const std::string forced = asked ? asked : "";
   if (!forced.empty()) {
     for (const auto& [name, addr] : list_ipv4_interfaces()) {
       if (name == forced) return name;

@@ -32,6 +32,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
+#include "common/knobs.h"
 
 namespace {
 
@@ -184,7 +185,7 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
   // security model). An RWIN_JOB_KEY already set is passed on unchanged (a job that spans
   // several rwinrun invocations, or a test that wants a known key).
   std::string job_key;
-  if (const char* k = std::getenv("RWIN_JOB_KEY"); k && *k) {
+  if (const char* k = rwin::knobs::env("RWIN_JOB_KEY")) {
     job_key = k;
   } else {
     try {

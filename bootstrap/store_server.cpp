@@ -27,6 +27,7 @@
 #include "bootstrap/parse_number.h"
 #include "bootstrap/wire.h"
 #include "bootstrap/socket_util.h"
+#include "common/log.h"
 
 namespace rwin::bootstrap {
 
@@ -244,7 +245,7 @@ TcpStoreServer::~TcpStoreServer() {
   const uint64_t one = 1;
   // The eventfd wakes poll() at once; the loop sees it and returns.
   if (::write(impl_->wake_fd.get(), &one, sizeof one) < 0) {
-    std::fprintf(stderr, "rwin store: cannot wake the server thread: %s\n", std::strerror(errno));
+    RWIN_LOG(Warn, Bootstrap, "rwin store: cannot wake the server thread: %s", std::strerror(errno));
   }
   impl_->thread.join();
 }
@@ -265,15 +266,15 @@ void TcpStoreServer::Impl::log_stranger(const std::string& line) {
   const auto now = Clock::now();
   if (now - log_window >= 1s) {
     if (log_suppressed > 0) {
-      std::fprintf(stderr, "rwin store: (%llu more lines about unauthenticated connections suppressed)\n",
-                   static_cast<unsigned long long>(log_suppressed));
+      RWIN_LOG(Warn, Bootstrap, "rwin store: (%llu more lines about unauthenticated connections suppressed)",
+               static_cast<unsigned long long>(log_suppressed));
     }
     log_window = now;
     log_lines = 0;
     log_suppressed = 0;
   }
   if (log_lines++ < kStrangerLinesPerSecond) {
-    std::fprintf(stderr, "rwin store: %s\n", line.c_str());
+    RWIN_LOG(Warn, Bootstrap, "rwin store: %s", line.c_str());
   } else {
     ++log_suppressed;
   }
@@ -302,7 +303,7 @@ void TcpStoreServer::Impl::run() {
     // on activity.
     const int rc = ::poll(fds.data(), fds.size(), 1000);
     if (rc < 0 && errno != EINTR) {
-      std::fprintf(stderr, "rwin store: poll failed: %s; server stops\n", std::strerror(errno));
+      RWIN_LOG(Warn, Bootstrap, "rwin store: poll failed: %s; server stops", std::strerror(errno));
       return;
     }
     if (fds[0].revents != 0) return;
@@ -350,7 +351,7 @@ void TcpStoreServer::Impl::accept_all() {
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
       // Out of descriptors: stop accepting for a moment instead of spinning on a ready listener.
-      std::fprintf(stderr, "rwin store: accept failed: %s; pausing accepts for 100 ms\n", std::strerror(errno));
+      RWIN_LOG(Warn, Bootstrap, "rwin store: accept failed: %s; pausing accepts for 100 ms", std::strerror(errno));
       accept_paused_until = Clock::now() + 100ms;
       return;
     }
@@ -498,7 +499,7 @@ bool TcpStoreServer::Impl::handle_auth(Conn& c, const wire::Request& rq) {
       (c.hello.nranks != static_cast<uint32_t>(cfg.nranks) || c.hello.rank >= static_cast<uint32_t>(cfg.nranks))) {
     const std::string msg = who + " of " + std::to_string(c.hello.nranks) + " from " + c.peer +
                             " does not fit this job of " + std::to_string(cfg.nranks) + " ranks; refused";
-    std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+    RWIN_LOG(Warn, Bootstrap, "rwin store: %s", msg.c_str());
     refuse(c, msg);
     return true;
   }
@@ -509,7 +510,7 @@ bool TcpStoreServer::Impl::handle_auth(Conn& c, const wire::Request& rq) {
   if (n_auth >= kMaxAuthenticated) {
     const std::string msg = "refusing " + who + " from " + c.peer + ": " + std::to_string(n_auth) +
                             " authenticated connections open";
-    std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+    RWIN_LOG(Warn, Bootstrap, "rwin store: %s", msg.c_str());
     refuse(c, msg);
     return true;
   }
@@ -522,7 +523,7 @@ bool TcpStoreServer::Impl::handle_auth(Conn& c, const wire::Request& rq) {
                                                                       : " (and has failed)";
       const std::string msg = "rank " + std::to_string(rank) + " already joined from " + it->second.peer + state +
                               "; refusing " + c.peer;
-      std::fprintf(stderr, "rwin store: %s\n", msg.c_str());
+      RWIN_LOG(Warn, Bootstrap, "rwin store: %s", msg.c_str());
       refuse(c, msg);
       return true;
     }
@@ -740,7 +741,7 @@ void TcpStoreServer::Impl::rank_failed(Conn& c, const std::string& how) {
   if (it == ranks.end() || it->second.state != RankSlot::State::Live) return;
   it->second.state = RankSlot::State::Failed;
   failed.emplace_back(c.rank, how);
-  std::fprintf(stderr, "rwin store: rank %d failed: %s (lease from %s)\n", c.rank, how.c_str(), c.peer.c_str());
+  RWIN_LOG(Warn, Bootstrap, "rwin store: rank %d failed: %s (lease from %s)", c.rank, how.c_str(), c.peer.c_str());
   wire::Writer w;
   w.u32(static_cast<uint32_t>(c.rank));
   w.str(how);
@@ -791,7 +792,7 @@ void TcpStoreServer::Impl::on_writable(Conn& c) {
 void TcpStoreServer::Impl::drop(Conn& c, const std::string& why) {
   if (c.dead) return;
   // An orderly close of a healthy connection is not news; everything else is one log line.
-  if (!why.empty()) std::fprintf(stderr, "rwin store: closing connection from %s: %s\n", c.peer.c_str(), why.c_str());
+  if (!why.empty()) RWIN_LOG(Warn, Bootstrap, "rwin store: closing connection from %s: %s", c.peer.c_str(), why.c_str());
   if (c.state == wire::ConnState::Lease && !c.said_goodbye) {
     rank_failed(c, why.empty() ? "its bootstrap connection closed" : "its bootstrap connection failed: " + why);
   }

@@ -148,6 +148,12 @@ class Transport {
   // Whether an atomic posted to `peer` after writes lands after them with no Flush between. Per
   // peer, because one transport may reach some peers natively and others through an ordered
   // protocol of its own. Valid after connect().
+  // How this transport reaches `peer`, one word for logs and rwin-info: ucx "direct", "am" or
+  // "native"; verbs "rc". Valid after connect().
+  virtual std::string peer_mode(int peer) const {
+    (void)peer;
+    return "";
+  }
   virtual bool write_then_atomic_ordered(int peer) const {
     (void)peer;
     return capabilities().write_then_atomic_ordered;

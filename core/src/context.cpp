@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "bootstrap/netif.h"
+#include "common/knobs.h"
+#include "common/log.h"
 #include "collectives/team_state.h"
 #include "context_impl.h"
 #include "ops.h"
@@ -73,9 +75,12 @@ std::string host_identity() {
 
 // Collective: sets the process-wide spin window (backoff.h) from Options::spin_us, or by comparing
 // the ranks on this host with the CPUs this process may use.
-void choose_spin(ContextImpl& c) {
+// Returns which ranks share this host (for the start-up log line).
+std::vector<bool> choose_spin(ContextImpl& c) {
   const std::string me = host_identity();
   const auto all = c.bs->allgather(std::vector<uint8_t>(me.begin(), me.end()));
+  std::vector<bool> same_host;
+  for (const auto& h : all) same_host.push_back(std::string(h.begin(), h.end()) == me);
   const auto here = std::count_if(all.begin(), all.end(), [&](const std::vector<uint8_t>& h) {
     return std::string(h.begin(), h.end()) == me;
   });
@@ -86,6 +91,38 @@ void choose_spin(ContextImpl& c) {
   const bool oversubscribed = cpus > 0 && here > cpus;
   g_spin_us.store(c.opt.spin_us >= 0 ? static_cast<uint32_t>(c.opt.spin_us) : oversubscribed ? 0u : 200u,
                   std::memory_order_relaxed);
+  return same_host;
+}
+
+// "direct" or "direct x2, am x1": the modes of a set of peers, in order of first appearance.
+std::string modes_text(const std::vector<std::string>& modes) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& m : modes) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == m; });
+    if (it == counts.end()) counts.emplace_back(m.empty() ? "?" : m, 1);
+    else ++it->second;
+  }
+  if (counts.size() == 1) return counts[0].first;
+  std::string s;
+  for (const auto& [m, n] : counts) s += (s.empty() ? "" : ", ") + m + " x" + std::to_string(n);
+  return s;
+}
+
+// At info: how this rank reaches itself, the peers on its host and the others, and the data-path
+// sizes it settled on.
+void log_startup(const ContextImpl& c, const std::vector<bool>& same_host) {
+  if (!log::enabled(log::Level::Info, log::Subsys::Core)) return;
+  std::vector<std::string> local, remote;
+  for (int p = 0; p < c.nranks; ++p) {
+    if (p == c.rank) continue;
+    (same_host[static_cast<size_t>(p)] ? local : remote).push_back(c.tp->peer_mode(p));
+  }
+  std::string kinds = "self: " + modes_text({c.tp->peer_mode(c.rank)});
+  kinds += "; same host (" + std::to_string(local.size()) + " peers): " + (local.empty() ? "-" : modes_text(local));
+  kinds += "; other hosts (" + std::to_string(remote.size()) + " peers): " + (remote.empty() ? "-" : modes_text(remote));
+  RWIN_LOG(Info, Core, "rank %d of %d: transport %s; %s", c.rank, c.nranks, c.tp->describe().c_str(), kinds.c_str());
+  RWIN_LOG(Info, Core, "rank %d: chunk %zu bytes (%s), pipeline depth %d (%s), spin %u us", c.rank, c.opt.chunk_bytes,
+           c.chunk_from.c_str(), c.opt.pipeline_depth, c.depth_from.c_str(), g_spin_us.load(std::memory_order_relaxed));
 }
 
 }  // namespace
@@ -95,6 +132,8 @@ void choose_spin(ContextImpl& c) {
 
 Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()) {
   ContextImpl& c = *impl_;
+  log::configure();            // a bad RWIN_LOG_* knob is warned about now, not at the first line
+  knobs::warn_unknown_once();  // a misspelt RWIN_* variable, before anything uses the defaults
   c.opt = Options::from_env(options);
   c.rank = c.opt.rank;
   c.nranks = c.opt.nranks;
@@ -104,10 +143,14 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     bc.op_timeout = c.opt.op_timeout;
     bc.job_key = c.opt.job_key;
     c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
+    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: joined the bootstrap store at %s%s", c.rank, c.nranks, c.opt.root.c_str(),
+             c.rank == 0 ? " (serving it)" : "");
   } catch (const bootstrap::BootstrapError& e) {
+    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: bootstrap at %s failed: %s", c.rank, c.nranks, c.opt.root.c_str(), e.what());
     throw Error(error_code(e), e.what());
   }
   c.peers.resize(static_cast<size_t>(c.nranks));
+  std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);
   transport::TransportConfig tc;
   tc.name = c.opt.transport;
   tc.ib_device = c.opt.ib_device;
@@ -123,15 +166,16 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     try {
       tc.ifname = bootstrap::choose_interface(bootstrap::HostPort::parse(c.opt.root).host);
     } catch (const bootstrap::BootstrapError& e) {
-      const char* asked = std::getenv("RWIN_IFNAME");
-      if (asked && *asked) throw Error(ErrorCode::Bootstrap, c.who() + ": " + e.what());
+      if (knobs::env("RWIN_IFNAME")) throw Error(ErrorCode::Bootstrap, c.who() + ": " + e.what());
     }
   }
   try {
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
-    choose_spin(c);
+    same_host = choose_spin(c);
     c.caps = c.tp->capabilities();
+    c.chunk_from = c.opt.chunk_bytes == 0 ? "the transport's default" : "RWIN_CHUNK_BYTES / Options";
+    c.depth_from = c.opt.pipeline_depth <= 0 ? "the transport's default" : "RWIN_PIPELINE_DEPTH / Options";
     if (c.opt.chunk_bytes == 0) c.opt.chunk_bytes = c.caps.default_chunk_bytes;
     if (c.opt.pipeline_depth <= 0) c.opt.pipeline_depth = c.caps.default_pipeline_depth;
     c.scratch = c.tp->allocate(kScratchWords * 8);
@@ -141,11 +185,14 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
       c.regcache = std::make_unique<RegCache>([tp](void* addr, size_t bytes) { return tp->register_memory(addr, bytes); });
     }
   } catch (const transport::TransportError& e) {
+    RWIN_LOG(Debug, Core, "%s: transport set-up failed: %s", c.who().c_str(), e.what());
     throw Error(ErrorCode::Transport, c.who() + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
+    RWIN_LOG(Debug, Core, "%s: transport connect failed in the bootstrap: %s", c.who().c_str(), e.what());
     throw Error(error_code(e), c.who() + ": transport connect: " + e.what());
   }
   for (int p = 0; p < c.nranks; ++p) c.peers[static_cast<size_t>(p)].ordered = c.tp->write_then_atomic_ordered(p);
+  log_startup(c, same_host);
 }
 
 Context::~Context() {
@@ -165,7 +212,7 @@ Context::~Context() {
       try {
         c.barrier(bound);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "rwin: %s: shutdown: %s\n", c.who().c_str(), e.what());
+        RWIN_LOG(Warn, Core, "rwin: %s: shutdown: %s", c.who().c_str(), e.what());
         healthy = false;
       }
     }

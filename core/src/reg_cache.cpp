@@ -23,6 +23,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/log.h"
+
 namespace rwin {
 namespace reg_cache_detail {
 namespace {
@@ -83,17 +85,17 @@ std::once_flag g_install_once;
 void install() {
   const ucs_status_t s = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_unmapped, nullptr);
   if (s != UCS_OK) {
-    std::fprintf(stderr,
-                 "rwin: registration cache off, registering caller memory per operation: libucm memory hooks "
-                 "unavailable (ucm_set_event_handler(VM_UNMAPPED): %s)\n",
-                 ucs_status_string(s));
+    RWIN_LOG(Warn, Core,
+             "rwin: registration cache off, registering caller memory per operation: libucm memory hooks "
+             "unavailable (ucm_set_event_handler(VM_UNMAPPED): %s)",
+             ucs_status_string(s));
     return;
   }
   // libucm tests its own hooks; check ours end to end: a munmap must reach the log.
   const long page = sysconf(_SC_PAGESIZE);
   void* p = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    std::fprintf(stderr, "rwin: registration cache off: mmap for the hook self-test failed\n");
+    RWIN_LOG(Warn, Core, "rwin: registration cache off: mmap for the hook self-test failed");
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_unmapped, nullptr);
     return;
   }
@@ -107,9 +109,9 @@ void install() {
            reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(page) <= a + n;
   }
   if (!seen) {
-    std::fprintf(stderr,
-                 "rwin: registration cache off, registering caller memory per operation: libucm reported its "
-                 "memory hooks installed but a munmap did not reach them (UCX_MEM_MMAP_HOOK_MODE?)\n");
+    RWIN_LOG(Warn, Core,
+             "rwin: registration cache off, registering caller memory per operation: libucm reported its "
+             "memory hooks installed but a munmap did not reach them (UCX_MEM_MMAP_HOOK_MODE?)");
     ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_unmapped, nullptr);
     return;
   }

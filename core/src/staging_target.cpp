@@ -7,6 +7,7 @@
 #include "ops.h"
 #include "staging.h"
 #include "window_blob.h"
+#include "common/log.h"
 
 namespace rwin {
 
@@ -82,7 +83,7 @@ void ContextImpl::apply_staged() {
       if (!chk.ok) {
         // A source that writes garbage is not trusted with our memory again.
         const std::string why = "rank " + std::to_string(rank) + " refused " + chk.error;
-        std::fprintf(stderr, "rwin: %s\n", why.c_str());
+        RWIN_LOG(Warn, Core, "rwin: %s", why.c_str());
         ps.failed = why;
         degraded = true;
         tp->fail_peer(src, why);

@@ -22,6 +22,33 @@ ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK [DTYPE]]: every rank and the sum
 ibv_devinfo -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "hca_id|state|max_msg_sz|active_mtu" | head -5
 ibv_devinfo -v -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "max_msg_sz" | head -1
 
+# 0. rwin-info sees the soft-RoCE device as ibv_devinfo does: port 1 active, a RoCE v2 GID; and the
+#    start-up log of a verbs job names the mode (rc) for every kind of peer.
+rwin_info_rxe() {
+  "$BIN/rwin-info" -d --json >/tmp/rwin-info.json || return 1
+  /usr/bin/python3 - "${RWIN_RXE_DEV:-rxe0}" /tmp/rwin-info.json <<'PY'
+import json, sys
+dev, j = sys.argv[1], json.load(open(sys.argv[2]))
+devs = {d["name"]: d for d in j["verbs"]}
+assert dev in devs, f"rwin-info lists {sorted(devs)}, not {dev}"
+ports = devs[dev]["ports"]
+assert any(p["state"] == "PORT_ACTIVE" for p in ports), ports
+assert any(g["type"] == "RoCE v2" for p in ports for g in p["gids"]), ports
+assert all(p["max_msg_sz"] > 0 and p["active_mtu"] >= 256 for p in ports), ports
+print(f"rwin-info: {dev}: " + "; ".join(f"port {p['port']} {p['state']} mtu {p['active_mtu']} gids "
+      + ",".join(f"{g['index']}:{g['type']}" for g in p["gids"]) for p in ports) + f"; atomic_cap {devs[dev]['atomic_cap']}")
+PY
+}
+step "rwin-info -d --json lists ${RWIN_RXE_DEV:-rxe0} active with a RoCE v2 GID" rwin_info_rxe
+verbs_startup_log() {
+  local out
+  out=$(RWIN_TRANSPORT=verbs RWIN_LOG_LEVEL=info "$BIN/rwinrun" -n 2 --timeout 300 -- "$BIN/ring_shift" 2>&1)
+  local rc=$?
+  grep -E " info core: rank 0 of 2: transport" <<<"$out" | head -2
+  [[ $rc -eq 0 ]] && [[ $(grep -cE "info core: rank [01] of 2: transport verbs\(.*\); self: rc; same host \(1 peers\): rc; other hosts \(0 peers\): -$" <<<"$out") -eq 2 ]]
+}
+step "RWIN_LOG_LEVEL=info names the verbs mode per kind of peer" verbs_startup_log
+
 # 1. The contract suite and the transport-level tests, verbs only (UCX runs on the host). Here a
 #    device exists, so a skipped verbs test means the transport did not find it: a failure.
 verbs_tests() {

@@ -103,6 +103,7 @@
 #include "transport/ucx/ucx_am_wire.h"
 #include "transport/ucx/ucx_blob.h"
 #include "transport/ucx/ucx_direct.h"
+#include "common/log.h"
 
 namespace rwin::transport {
 namespace {
@@ -213,7 +214,7 @@ class UcxMemory final : public UcxRegion {
   ~UcxMemory() override {
     if (registry_) registry_->ranges.erase(reinterpret_cast<uint64_t>(addr_));
     ucs_status_t s = ucp_mem_unmap(ctx_, memh_);
-    if (s != UCS_OK) std::fprintf(stderr, "rwin: ucx: ucp_mem_unmap failed: %s\n", ucs_status_string(s));
+    if (s != UCS_OK) RWIN_LOG(Warn, Ucx, "rwin: ucx: ucp_mem_unmap failed: %s", ucs_status_string(s));
   }
   UcxMemory(const UcxMemory&) = delete;
   UcxMemory& operator=(const UcxMemory&) = delete;
@@ -359,7 +360,7 @@ class UcxTransport final : public Transport {
       if (zt == nullptr || *zt == '\0') {
         const ucs_status_t zs = ucp_config_modify(config, "ZCOPY_THRESH", "inf");
         safe_tcp_ = zs == UCS_OK;
-        if (zs != UCS_OK) std::fprintf(stderr, "rwin: ucx: cannot set ZCOPY_THRESH=inf: %s\n", ucs_status_string(zs));
+        if (zs != UCS_OK) RWIN_LOG(Warn, Ucx, "rwin: ucx: cannot set ZCOPY_THRESH=inf: %s", ucs_status_string(zs));
       }
     }
     ucp_params_t params{};
@@ -431,6 +432,12 @@ class UcxTransport final : public Transport {
     return c;
   }
 
+  std::string peer_mode(int peer) const override {
+    if (peer < 0 || peer >= nranks_) return "";
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    return p.direct ? "direct" : p.am ? "am" : "native";
+  }
+
   bool write_then_atomic_ordered(int peer) const override {
     return peer >= 0 && peer < nranks_ && (peers_[static_cast<size_t>(peer)].am || peers_[static_cast<size_t>(peer)].direct);
   }
@@ -462,6 +469,9 @@ class UcxTransport final : public Transport {
       peer.ep = create_ep(p, a->address.data());
       peer.am = choose_am(p, peer.ep, a->probe_base, a->probe_key.data(), a->probe_key.size(), peer.direct);
       any_am_ = any_am_ || peer.am;
+      RWIN_LOG(Debug, Ucx, "ucx(%s): rank %d -> peer %d: endpoint created (%zu-byte worker address), rma mode %s%s", tls_.c_str(),
+               rank_, p, a->address.size(), peer.direct ? "direct" : peer.am ? "am" : "native",
+               a->probe_key.empty() ? "" : ", probe key received");
       if (peer.am && p != rank_) {
         // An am peer is reached over tcp: give it an endpoint with peer-failure handling. With
         // MODE_NONE, UCX 1.13's tcp transport asserted (tcp_ep.c:939, PUT_TX_WAITING_ACK) in a
@@ -476,6 +486,7 @@ class UcxTransport final : public Transport {
       }
     }
     wire_up(bs);
+    RWIN_LOG(Debug, Ucx, "ucx(%s): rank %d: wired up to %d ranks", tls_.c_str(), rank_, nranks_);
   }
 
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override {
@@ -898,7 +909,7 @@ class UcxTransport final : public Transport {
                             std::to_string(b->peer) + ": batch of " + std::to_string(b->hdr.count) + " requests (" +
                             std::to_string(b->writes) + " staged writes, " + std::to_string(b->buf.size()) +
                             " bytes) failed: " + status_text(status);
-      std::fprintf(stderr, "rwin: %s\n", e.c_str());
+      RWIN_LOG(Warn, Ucx, "rwin: %s", e.c_str());
       if (peer.error.empty()) peer.error = e;
       peer_failed_ = true;
       am_work_ = true;
@@ -919,8 +930,8 @@ class UcxTransport final : public Transport {
     if (closing_) return UCS_OK;
     AmReply r;
     if (!ucx_am::decode_header(header, header_length, r)) {
-      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a reply with a %zu-byte header (expected %zu)\n", rank_,
-                   header_length, sizeof(AmReply));
+      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped a reply with a %zu-byte header (expected %zu)", rank_,
+               header_length, sizeof(AmReply));
       return UCS_OK;
     }
     auto it = awaiting_.find(r.token);
@@ -928,8 +939,8 @@ class UcxTransport final : public Transport {
     if (r.magic != kAmMagic || it == awaiting_.end()) return UCS_OK;
     Pending* p = it->second;
     if (r.sender != p->peer || r.op != static_cast<uint8_t>(p->op)) {
-      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a reply for token %llu claiming rank %d op %u\n", rank_,
-                   static_cast<unsigned long long>(r.token), r.sender, unsigned{r.op});
+      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped a reply for token %llu claiming rank %d op %u", rank_,
+               static_cast<unsigned long long>(r.token), r.sender, unsigned{r.op});
       return UCS_OK;
     }
     awaiting_.erase(it);
@@ -1001,8 +1012,8 @@ class UcxTransport final : public Transport {
     if (closing_) return UCS_OK;
     AmRequest h;
     if (!ucx_am::decode_header(header, header_length, h)) {
-      std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a request with a %zu-byte header (expected %zu)\n", rank_,
-                   header_length, sizeof(AmRequest));
+      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped a request with a %zu-byte header (expected %zu)", rank_,
+               header_length, sizeof(AmRequest));
       return UCS_OK;  // a rendezvous descriptor we neither keep nor receive is dropped by UCX
     }
     if (!ucx_am::well_formed(h, nranks_)) {
@@ -1013,8 +1024,8 @@ class UcxTransport final : public Transport {
   }
 
   void report_malformed(const AmRequest& h) const {
-    std::fprintf(stderr, "rwin: ucx am: rank %d: dropped a malformed request (magic 0x%x, version %u, sender %d, op %u)\n",
-                 rank_, h.magic, unsigned{h.version}, h.sender, unsigned{h.op});
+    RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped a malformed request (magic 0x%x, version %u, sender %d, op %u)",
+             rank_, h.magic, unsigned{h.version}, h.sender, unsigned{h.op});
   }
 
   static ucs_status_t on_am_batch(void* arg, const void* header, size_t header_length, void* data, size_t length,
@@ -1033,10 +1044,10 @@ class UcxTransport final : public Transport {
     AmBatch b;
     const bool have_header = ucx_am::decode_header(header, header_length, b);
     if (!have_header || !ucx_am::well_formed(b, nranks_, length) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
-      std::fprintf(stderr,
-                   "rwin: ucx am: rank %d: dropped a malformed batch (%zu-byte header, sender %d, %zu data bytes%s)\n",
-                   rank_, header_length, have_header ? b.sender : -1, length,
-                   (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? ", rendezvous" : "");
+      RWIN_LOG(Warn, Ucx,
+               "rwin: ucx am: rank %d: dropped a malformed batch (%zu-byte header, sender %d, %zu data bytes%s)",
+               rank_, header_length, have_header ? b.sender : -1, length,
+               (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? ", rendezvous" : "");
       return UCS_OK;  // a rendezvous descriptor we do not receive is dropped by UCX
     }
     auto* d = static_cast<uint8_t*>(data);
@@ -1045,16 +1056,16 @@ class UcxTransport final : public Transport {
           if (h.sender == b.sender) {
             admit(h, d + payload_at, plen, /*rndv=*/false);
           } else {
-            std::fprintf(stderr, "rwin: ucx am: rank %d: dropped %s claiming rank %d in a batch from rank %d\n", rank_,
-                         op_name(static_cast<Op>(h.op)), h.sender, b.sender);
+            RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped %s claiming rank %d in a batch from rank %d", rank_,
+                     op_name(static_cast<Op>(h.op)), h.sender, b.sender);
           }
         });
     if (w.malformed) report_malformed(w.bad);
     if (!w.complete(length, b.count)) {
-      std::fprintf(stderr,
-                   "rwin: ucx am: rank %d: batch from rank %d broken after %u of %u requests (byte %zu of %zu); "
-                   "the rest is dropped\n",
-                   rank_, b.sender, w.count, b.count, w.off, length);
+      RWIN_LOG(Warn, Ucx,
+               "rwin: ucx am: rank %d: batch from rank %d broken after %u of %u requests (byte %zu of %zu); "
+               "the rest is dropped",
+               rank_, b.sender, w.count, b.count, w.off, length);
     }
     return UCS_OK;
   }
@@ -1065,9 +1076,9 @@ class UcxTransport final : public Transport {
     Inbound& in = inbound_[static_cast<size_t>(h.sender)];
     if (h.seq != in.next_seq) {
       if (h.seq < in.next_seq || in.early.count(h.seq) != 0 || in.early.size() >= kMaxEarly) {
-        std::fprintf(stderr, "rwin: ucx am: rank %d: dropped %s from rank %d with sequence %llu (expected %llu, %zu held)\n",
-                     rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.seq),
-                     static_cast<unsigned long long>(in.next_seq), in.early.size());
+        RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped %s from rank %d with sequence %llu (expected %llu, %zu held)",
+                 rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.seq),
+                 static_cast<unsigned long long>(in.next_seq), in.early.size());
         return UCS_OK;
       }
       in.early.emplace(h.seq, hold(h, data, length, rndv));
@@ -1177,10 +1188,10 @@ class UcxTransport final : public Transport {
   }
 
   void reject(const AmRequest& h, uint64_t data_len, const char* why) {
-    std::fprintf(stderr,
-                 "rwin: ucx am: rank %d: dropped %s from rank %d at address 0x%llx length %llu (%llu data bytes): %s\n",
-                 rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.addr),
-                 static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(data_len), why);
+    RWIN_LOG(Warn, Ucx,
+             "rwin: ucx am: rank %d: dropped %s from rank %d at address 0x%llx length %llu (%llu data bytes): %s",
+             rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.addr),
+             static_cast<unsigned long long>(h.len), static_cast<unsigned long long>(data_len), why);
     inbound_[static_cast<size_t>(h.sender)].rejected = true;
   }
 
@@ -1243,7 +1254,7 @@ class UcxTransport final : public Transport {
     const std::string e = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " <- peer " + std::to_string(sender) +
                           ": Write of " + std::to_string(len) + " bytes at address 0x" + hex(addr) +
                           " (rendezvous receive) failed: " + status_text(status);
-    std::fprintf(stderr, "rwin: %s\n", e.c_str());
+    RWIN_LOG(Warn, Ucx, "rwin: %s", e.c_str());
     if (peer.error.empty()) peer.error = e;
     peer_failed_ = true;
     am_work_ = true;
@@ -1374,7 +1385,7 @@ class UcxTransport final : public Transport {
     const std::string e = "ucx(" + tls_ + "): rank " + std::to_string(rank_) + " -> peer " + std::to_string(r->to) +
                           ": reply to " + op_name(static_cast<Op>(r->hdr.op)) + " of " + std::to_string(r->len) +
                           " bytes failed: " + status_text(status);
-    std::fprintf(stderr, "rwin: %s\n", e.c_str());
+    RWIN_LOG(Warn, Ucx, "rwin: %s", e.c_str());
     if (peer.error.empty()) peer.error = e;
     peer_failed_ = true;
     am_work_ = true;
@@ -1538,7 +1549,7 @@ class UcxTransport final : public Transport {
         ucp_worker_progress(worker_.get());
       }
       if (graceful && ucp_request_check_status(r) == UCS_INPROGRESS) {
-        std::fprintf(stderr, "rwin: ucx: rank %d: endpoint close did not finish within 1 s; releasing it\n", rank_);
+        RWIN_LOG(Warn, Ucx, "rwin: ucx: rank %d: endpoint close did not finish within 1 s; releasing it", rank_);
       }
       ucp_request_free(r);
     }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bootstrap/bootstrap.h"
+#include "common/log.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
 #include "transport/verbs/verbs_transport_impl.h"
@@ -251,6 +252,8 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
       }
     }
     qp_to_rtr_rts(peers_[p].qp.get(), p, mine[p].psn, remote);
+    RWIN_LOG(Debug, Verbs, "%s: rank %d -> peer %d: qp 0x%x connected to remote qp 0x%x (RTR, RTS)", describe_.c_str(), me, p,
+             peers_[p].qp->qp_num, remote.qpn);
   }
   // No rank posts before every QP of every rank is at least RTR: a request reaching a QP still in
   // INIT is dropped and only recovered by the retry timer.

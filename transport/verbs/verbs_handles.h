@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/log.h"
+
 namespace rwin::transport::verbs {
 
 // rdma-core's destroy calls return 0 or an errno value; a few older providers return -1 and set
@@ -16,7 +18,7 @@ namespace rwin::transport::verbs {
 inline void report_destroy(const char* what, int rc) noexcept {
   if (rc != 0) {
     const int err = rc > 0 ? rc : errno;
-    std::fprintf(stderr, "rwin verbs: %s failed during teardown: %s\n", what, std::strerror(err));
+    RWIN_LOG(Warn, Verbs, "rwin verbs: %s failed during teardown: %s", what, std::strerror(err));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "bootstrap/parse_number.h"
+#include "common/knobs.h"
 #include "collectives/team_state.h"
 #include "ops.h"
 
@@ -50,8 +51,8 @@ std::string describe_header(const MsgHeader& h) {
 
 namespace {
 uint64_t env_size(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
+  const char* v = knobs::env(name);
+  if (!v) return dflt;
   uint64_t out = 0;
   std::string why = bootstrap::parse_size(v, out);
   if (why.empty() && (out < lo || out > hi)) why = "outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
@@ -68,7 +69,7 @@ CollConfig CollConfig::from_env() {
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
   c.slots = static_cast<int>(env_size("RWIN_COLL_SLOTS", static_cast<uint64_t>(c.slots), 1, 64));
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
-  if (const char* v = std::getenv("RWIN_ALLREDUCE"); v && *v) {
+  if (const char* v = knobs::env("RWIN_ALLREDUCE")) {
     try {
       c.force = parse_allreduce_mode(v);
     } catch (const Error&) {

@@ -1,0 +1,352 @@
+// rwin-info: what this rwin is and what it would use here, as ucx_info / ibv_devinfo do for theirs.
+//
+//   rwin-info [-c] [-d] [--json]
+//
+// Sections: version and build options; transports compiled in; UCX version, resources (component,
+// memory domain, transport, device) and the RMA mode each kind of peer gets with the current
+// settings; verbs devices, ports, GIDs, MTU, max_msg_sz, atomic capability; every RWIN_* knob with
+// its value and source (common/knobs.h). -c: the configuration only; -d: the devices only.
+#if RWIN_INFO_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
+#include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/knobs.h"
+#include "common/log.h"
+#include "rwin/rwin.h"
+#include "rwin/version.h"
+
+namespace {
+
+using nlohmann::json;
+
+json build_info() {
+  return {{"build_type", RWIN_INFO_BUILD_TYPE},
+          {"sanitizers", RWIN_INFO_SANITIZE},
+          {"compiler", RWIN_INFO_COMPILER},
+          {"verbs", RWIN_INFO_HAVE_VERBS != 0}};
+}
+
+json transports() {
+  json t = json::array({"ucx"});
+  if (RWIN_INFO_HAVE_VERBS) t.push_back("verbs");
+  return t;
+}
+
+bool have_rdma_devices() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
+const char* dev_type(uct_device_type_t t) {
+  switch (t) {
+    case UCT_DEVICE_TYPE_NET: return "net";
+    case UCT_DEVICE_TYPE_SHM: return "shm";
+    case UCT_DEVICE_TYPE_ACC: return "acc";
+    case UCT_DEVICE_TYPE_SELF: return "self";
+    default: return "?";
+  }
+}
+
+// Every transport resource UCX offers on this host (uct: components -> memory domains -> tls).
+json ucx_resources() {
+  json out = json::array();
+  uct_component_h* comps = nullptr;
+  unsigned ncomps = 0;
+  if (uct_query_components(&comps, &ncomps) != UCS_OK) return out;
+  for (unsigned c = 0; c < ncomps; ++c) {
+    uct_component_attr_t ca{};
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    if (uct_component_query(comps[c], &ca) != UCS_OK) continue;
+    std::vector<uct_md_resource_desc_t> mds(ca.md_resource_count);
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    ca.md_resources = mds.data();
+    if (uct_component_query(comps[c], &ca) != UCS_OK) continue;
+    for (const auto& md_res : mds) {
+      uct_md_config_t* cfg = nullptr;
+      if (uct_md_config_read(comps[c], nullptr, nullptr, &cfg) != UCS_OK) continue;
+      uct_md_h md = nullptr;
+      const ucs_status_t s = uct_md_open(comps[c], md_res.md_name, cfg, &md);
+      uct_config_release(cfg);
+      if (s != UCS_OK) continue;
+      uct_tl_resource_desc_t* tls = nullptr;
+      unsigned ntls = 0;
+      if (uct_md_query_tl_resources(md, &tls, &ntls) == UCS_OK) {
+        for (unsigned t = 0; t < ntls; ++t) {
+          out.push_back({{"component", ca.name},
+                         {"md", md_res.md_name},
+                         {"transport", tls[t].tl_name},
+                         {"device", tls[t].dev_name},
+                         {"type", dev_type(tls[t].dev_type)}});
+        }
+        uct_release_tl_resource_list(tls);
+      }
+      uct_md_close(md);
+    }
+  }
+  uct_release_component_list(comps);
+  return out;
+}
+
+bool tls_allow(const std::string& tls, std::initializer_list<const char*> names) {
+  if (tls.empty() || tls == "all") return true;
+  for (const char* n : names) {
+    if (tls.find(n) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The mode each kind of peer gets (transport/ucx/ucx_transport.cpp, choose_am) with the current
+// RWIN_UCX_RMA and UCX_TLS: direct where UCX maps the peer's memory (shared memory on this host),
+// am where UCX could only emulate RMA (tcp, no RDMA device), native otherwise.
+json rma_modes(const std::string& transport, const std::string& rma) {
+  if (transport == "verbs") return {{"self", "rc"}, {"same_host", "rc"}, {"other_host", "rc"}};
+  if (rma == "native" || rma == "am") return {{"self", rma}, {"same_host", rma}, {"other_host", rma}};
+  const char* t = std::getenv("UCX_TLS");
+  const std::string tls = t ? t : "";
+  const bool shm = tls_allow(tls, {"posix", "sysv", "sm", "shm"});
+  const char* remote = have_rdma_devices() ? "native" : "am";
+  return {{"self", shm ? "direct" : remote}, {"same_host", shm ? "direct" : remote}, {"other_host", remote}};
+}
+
+#if RWIN_INFO_HAVE_VERBS
+std::string gid_type(const std::string& dev, int port, int index) {
+  std::ifstream f("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) + "/gid_attrs/types/" +
+                  std::to_string(index));
+  std::string line;
+  std::getline(f, line);
+  return line;  // "RoCE v2", "IB/RoCE v1"; empty where the kernel has no gid_attrs (IB)
+}
+
+std::string gid_value(const ibv_gid& g) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", g.raw[0],
+                g.raw[1], g.raw[2], g.raw[3], g.raw[4], g.raw[5], g.raw[6], g.raw[7], g.raw[8], g.raw[9], g.raw[10],
+                g.raw[11], g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
+  return buf;
+}
+
+// As ibv_devinfo prints it (ibv_port_state_str gives "active", less greppable next to its output).
+const char* port_state(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_NOP: return "PORT_NOP";
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+  }
+  return "PORT_UNKNOWN";
+}
+
+const char* atomic_name(ibv_atomic_cap c) {
+  switch (c) {
+    case IBV_ATOMIC_NONE: return "none";
+    case IBV_ATOMIC_HCA: return "hca";
+    case IBV_ATOMIC_GLOB: return "global";
+  }
+  return "?";
+}
+
+#endif
+
+json verbs_devices() {
+  json out = json::array();
+#if RWIN_INFO_HAVE_VERBS
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list) return out;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = ibv_get_device_name(list[i]);
+    json dev = {{"name", name}};
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (!ctx) {
+      dev["error"] = std::string("ibv_open_device failed: ") + std::strerror(errno);
+      out.push_back(dev);
+      continue;
+    }
+    ibv_device_attr da{};
+    if (ibv_query_device(ctx, &da) == 0) {
+      dev["atomic_cap"] = atomic_name(da.atomic_cap);
+      dev["max_qp"] = da.max_qp;
+      dev["max_mr_size"] = da.max_mr_size;
+      json ports = json::array();
+      for (int p = 1; p <= da.phys_port_cnt; ++p) {
+        ibv_port_attr pa{};
+        if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) != 0) continue;
+        json port = {{"port", p},
+                     {"state", port_state(pa.state)},
+                     {"link_layer", pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "ethernet" : "infiniband"},
+                     {"active_mtu", 128 << pa.active_mtu},
+                     {"max_msg_sz", pa.max_msg_sz}};
+        json gids = json::array();
+        for (int g = 0; g < pa.gid_tbl_len; ++g) {
+          ibv_gid gid{};
+          if (ibv_query_gid(ctx, static_cast<uint8_t>(p), g, &gid) != 0) continue;
+          bool zero = true;
+          for (uint8_t b : gid.raw) zero = zero && b == 0;
+          if (zero) continue;
+          std::string type = gid_type(name, p, g);
+          if (type.empty()) type = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE v1" : "IB";
+          gids.push_back({{"index", g}, {"type", type}, {"gid", gid_value(gid)}});
+        }
+        port["gids"] = gids;
+        ports.push_back(port);
+      }
+      dev["ports"] = ports;
+    } else {
+      dev["error"] = std::string("ibv_query_device failed: ") + std::strerror(errno);
+    }
+    ibv_close_device(ctx);
+    out.push_back(dev);
+  }
+  ibv_free_device_list(list);
+#endif
+  return out;
+}
+
+json knobs_section(std::string& transport, std::string& rma) {
+  json out;
+  // Resolve Options as a Context would: values set in code stay unset here, so every knob shows
+  // the environment or its default; a value that does not parse is reported, not fatal.
+  try {
+    const rwin::Options o = rwin::Options::from_env();
+    transport = o.transport;
+    rma = o.ucx_rma;
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+  }
+  const std::string& log_error = rwin::log::configure();
+  if (!log_error.empty()) out["log_error"] = log_error;
+  json knobs = json::array();
+  for (const auto& s : rwin::knobs::settings()) {
+    const bool secret = std::string_view(s.knob->name) == "RWIN_JOB_KEY" && s.source != rwin::knobs::Source::Default;
+    knobs.push_back({{"name", s.knob->name},
+                     {"value", secret ? "(set)" : s.value},
+                     {"source", rwin::knobs::source_name(s.source)},
+                     {"kind", rwin::knobs::kind_name(s.knob->kind)},
+                     {"default", s.knob->default_text},
+                     {"range", s.knob->range},
+                     {"layer", s.knob->layer},
+                     {"meaning", s.knob->meaning}});
+  }
+  out["knobs"] = knobs;
+  json unknown = json::array();
+  for (const auto& u : rwin::knobs::unknown_variables(environ)) {
+    unknown.push_back({{"name", u.name}, {"closest", u.closest}, {"message", rwin::knobs::unknown_message(u)}});
+  }
+  out["unknown_variables"] = unknown;
+  return out;
+}
+
+void print_text(const json& j) {
+  std::cout << "rwin " << j["version"].get<std::string>() << "\n";
+  if (j.contains("build")) {
+    const json& b = j["build"];
+    std::cout << "  build: " << b["build_type"].get<std::string>() << ", compiler " << b["compiler"].get<std::string>()
+              << ", sanitizers " << (b["sanitizers"].get<std::string>().empty() ? "none" : b["sanitizers"].get<std::string>())
+              << ", verbs " << (b["verbs"].get<bool>() ? "compiled in" : "not compiled in") << "\n";
+    std::cout << "  transports:";
+    for (const auto& t : j["transports"]) std::cout << " " << t.get<std::string>();
+    std::cout << "\n";
+  }
+  if (j.contains("ucx")) {
+    const json& u = j["ucx"];
+    std::cout << "\nUCX " << u["version"].get<std::string>() << "\n";
+    for (const auto& r : u["resources"]) {
+      std::cout << "  " << r["component"].get<std::string>() << "/" << r["md"].get<std::string>() << ": "
+                << r["transport"].get<std::string>() << "/" << r["device"].get<std::string>() << " ("
+                << r["type"].get<std::string>() << ")\n";
+    }
+    const json& m = j["rma_modes"];
+    std::cout << "  rma mode (transport " << j["rma_modes_for"].get<std::string>() << "): self "
+              << m["self"].get<std::string>() << ", same host " << m["same_host"].get<std::string>() << ", other host "
+              << m["other_host"].get<std::string>() << "\n";
+  }
+  if (j.contains("verbs")) {
+    std::cout << "\nverbs\n";
+    if (j["verbs"].empty()) std::cout << "  no verbs devices\n";
+    for (const auto& d : j["verbs"]) {
+      std::cout << "  " << d["name"].get<std::string>();
+      if (d.contains("error")) {
+        std::cout << ": " << d["error"].get<std::string>() << "\n";
+        continue;
+      }
+      std::cout << ": atomic_cap " << d["atomic_cap"].get<std::string>() << "\n";
+      for (const auto& p : d["ports"]) {
+        std::cout << "    port " << p["port"] << ": " << p["state"].get<std::string>() << ", "
+                  << p["link_layer"].get<std::string>() << ", active_mtu " << p["active_mtu"] << ", max_msg_sz "
+                  << p["max_msg_sz"] << "\n";
+        for (const auto& g : p["gids"]) {
+          std::cout << "      gid " << g["index"] << " " << g["type"].get<std::string>() << " "
+                    << g["gid"].get<std::string>() << "\n";
+        }
+      }
+    }
+  }
+  if (j.contains("config")) {
+    const json& c = j["config"];
+    std::cout << "\nconfiguration (value, source)\n";
+    for (const auto& k : c["knobs"]) {
+      std::printf("  %-30s %-40s %s\n", k["name"].get<std::string>().c_str(), k["value"].get<std::string>().c_str(),
+                  k["source"].get<std::string>().c_str());
+    }
+    for (const auto& u : c["unknown_variables"]) std::cout << "  warning: " << u["message"].get<std::string>() << "\n";
+    if (c.contains("error")) std::cout << "  error: " << c["error"].get<std::string>() << "\n";
+    if (c.contains("log_error")) std::cout << "  error: " << c["log_error"].get<std::string>() << "\n";
+  }
+  std::cout.flush();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rwin-info: rwin's version, build, transports, devices and configuration"};
+  bool config_only = false, devices_only = false, as_json = false;
+  app.add_flag("-c,--config", config_only, "print the configuration only (every RWIN_* knob, its value and source)");
+  app.add_flag("-d,--devices", devices_only, "print the devices only (UCX resources, verbs devices)");
+  app.add_flag("--json", as_json, "print one JSON document");
+  app.set_version_flag("--version", std::string("rwin-info ") + rwin::version());
+  CLI11_PARSE(app, argc, argv);
+
+  const bool all = !config_only && !devices_only;
+  json j;
+  j["version"] = rwin::version();
+  std::string transport = "ucx", rma = "auto";
+  if (all || config_only) j["config"] = knobs_section(transport, rma);
+  if (all) {
+    j["build"] = build_info();
+    j["transports"] = transports();
+  }
+  if (all || devices_only) {
+    if (!j.contains("config")) {
+      // The modes depend on the settings even when they are not printed.
+      const char* t = rwin::knobs::env("RWIN_TRANSPORT");
+      const char* r = rwin::knobs::env("RWIN_UCX_RMA");
+      if (t) transport = t;
+      if (r) rma = r;
+    }
+    j["ucx"] = {{"version", ucp_get_version_string()}, {"resources", ucx_resources()}};
+    j["rma_modes"] = rma_modes(transport, rma);
+    j["rma_modes_for"] = transport == "verbs" ? std::string("verbs") : "ucx, RWIN_UCX_RMA=" + rma;
+    j["verbs"] = verbs_devices();
+  }
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_text(j);
+  }
+  return 0;
+}
