@@ -18,10 +18,10 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <string>
 
@@ -91,6 +91,22 @@ inline CLI::Validator Seconds(double lo, double hi, bool lo_inclusive = false) {
           char range[96];
           std::snprintf(range, sizeof range, "%s%g, %g]", lo_inclusive ? "[" : "(", lo, hi);
           return "'" + text + "' is not accepted (want a plain decimal number of seconds in " + range + ")";
+        }
+        return {};
+      },
+      "");
+}
+
+// Names the library parses itself (rwin::parse_dtype, parse_reduce_op, ...): the option takes what
+// `parse` takes, and a refusal is reported with the parser's own message (which lists the names).
+template <class Parse>
+CLI::Validator ParsedBy(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          (void)parse(text);
+        } catch (const std::exception& e) {
+          return e.what();
         }
         return {};
       },

@@ -148,6 +148,13 @@ class Transport {
   // Whether an atomic posted to `peer` after writes lands after them with no Flush between. Per
   // peer, because one transport may reach some peers natively and others through an ordered
   // protocol of its own. Valid after connect().
+  // How RMA reaches `peer`, for reports (rwin-perf's JSON): "direct" (its memory is mapped here:
+  // CPU loads and stores), "am" (rwin's ordered active-message protocol) or "native" (the
+  // library's RMA: ucp_put/get, RDMA verbs). Valid after connect().
+  virtual std::string rma_mode(int peer) const {
+    (void)peer;
+    return "native";
+  }
   virtual bool write_then_atomic_ordered(int peer) const {
     (void)peer;
     return capabilities().write_then_atomic_ordered;

@@ -189,6 +189,13 @@ Context::~Context() {
 int Context::rank() const noexcept { return impl_->rank; }
 int Context::size() const noexcept { return impl_->nranks; }
 std::string Context::transport_name() const { return impl_->tp->describe(); }
+std::string Context::rma_mode(int peer) const {
+  if (peer < 0 || peer >= impl_->nranks) {
+    throw Error(ErrorCode::InvalidArgument, impl_->who() + ": rma_mode: peer " + std::to_string(peer) +
+                                                " is not a rank of this job (0.." + std::to_string(impl_->nranks - 1) + ")");
+  }
+  return impl_->tp->rma_mode(peer);
+}
 const Options& Context::options() const noexcept { return impl_->opt; }
 
 std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>& mine) {

@@ -431,6 +431,12 @@ class UcxTransport final : public Transport {
     return c;
   }
 
+  std::string rma_mode(int peer) const override {
+    if (peer < 0 || peer >= nranks_) return "native";
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    return p.direct ? "direct" : p.am ? "am" : "native";
+  }
+
   bool write_then_atomic_ordered(int peer) const override {
     return peer >= 0 && peer < nranks_ && (peers_[static_cast<size_t>(peer)].am || peers_[static_cast<size_t>(peer)].direct);
   }
