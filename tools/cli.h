@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "bootstrap/parse_number.h"
 
@@ -129,7 +131,15 @@ inline void parse_or_exit(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     std::exit(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": " << e.what() << "\n"
+    // CLI11 checks required options before unexpected arguments; the unexpected one ("--sise")
+    // is the user's mistake, so name it rather than the option it hid.
+    std::string what = e.what();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      std::vector<std::string> extra = app.remaining(true);
+      std::reverse(extra.begin(), extra.end());  // ExtrasError lists its arguments last to first
+      if (!extra.empty()) what = CLI::ExtrasError(extra).what();
+    }
+    std::cerr << app.get_name() << ": " << what << "\n"
               << "run '" << app.get_name() << " --help' for the options\n";
     std::exit(2);
   }
