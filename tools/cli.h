@@ -81,7 +81,8 @@ inline CLI::Validator SizedCount(uint64_t lo, uint64_t hi) {
 }
 
 // Seconds as a plain decimal ("30", "0.5", "1e3"), lo < value <= hi (or lo <= value with
-// lo_inclusive). from_chars takes no spaces, '+', hex or trailing junk; nan and inf fail the range.
+// lo_inclusive). from_chars takes no spaces, '+', hex or trailing junk; nan and inf fail the range,
+// and a sign is refused outright ("-0" is not a duration).
 inline CLI::Validator Seconds(double lo, double hi, bool lo_inclusive = false) {
   return CLI::Validator(
       [lo, hi, lo_inclusive](std::string& text) -> std::string {
@@ -89,7 +90,7 @@ inline CLI::Validator Seconds(double lo, double hi, bool lo_inclusive = false) {
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, s, std::chars_format::general);
         const bool in_range = lo_inclusive ? (s >= lo && s <= hi) : (s > lo && s <= hi);
-        if (text.empty() || ec != std::errc() || ptr != end || !in_range) {
+        if (text.empty() || text[0] == '-' || ec != std::errc() || ptr != end || !in_range) {
           char range[96];
           std::snprintf(range, sizeof range, "%s%g, %g]", lo_inclusive ? "[" : "(", lo, hi);
           return "'" + text + "' is not accepted (want a plain decimal number of seconds in " + range + ")";

@@ -63,6 +63,7 @@ expect_usage ring_shift "--size: ' 10'" --size " 10"
 expect_usage ring_shift "--iters: '0x3'" --iters 0x3
 expect_usage ring_shift "--iters: '+3'" --iters +3
 expect_usage ring_shift "--seconds: '5s'" --seconds 5s
+expect_usage ring_shift "--seconds: '-0'" --seconds -0
 expect_usage ring_shift "--dtype: " --dtype f128
 expect_usage ring_shift "--mode: " --mode scatter
 expect_usage rwin-perf "-s: '10abc'" -s 10abc
