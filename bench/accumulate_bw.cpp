@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "rwin/rwin.h"
+#include "rwin/version.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -22,18 +24,31 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
-  for (std::string t; std::getline(ss, t, ',');) out.push_back(t);
+  for (std::string t; std::getline(ss, t, ',');) {
+    if (!t.empty()) out.push_back(t);
+  }
   return out;
 }
 
-uint64_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  uint64_t mult = 1;
-  if (*end == 'K') mult = 1024, ++end;
-  else if (*end == 'M') mult = 1024 * 1024, ++end;
-  if (end == s.c_str() || *end != '\0' || v == 0) throw std::runtime_error("bad size '" + s + "'");
-  return v * mult;
+// --sizes: comma-separated sizes in parse_size's form (bootstrap/parse_number.h), each > 0.
+std::string check_sizes(const std::string& list) {
+  for (const std::string& t : split(list)) {
+    uint64_t v = 0;
+    const std::string why = rwin::bootstrap::parse_size(t, v);
+    if (!why.empty()) return "'" + t + "' is not a size: " + why + " (want " + rwin::bootstrap::kSizeForm + ")";
+    if (v == 0) return "'" + t + "' is not a positive size";
+  }
+  return {};
+}
+
+// --dtypes: names rwin::parse_dtype knows.
+std::string check_dtypes(const std::string& list) {
+  try {
+    for (const std::string& t : split(list)) (void)rwin::parse_dtype(t);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
 }
 
 // MiB/s of `op` repeated by every source until `seconds` passed (at least 3 times), all ranks in
@@ -76,23 +91,18 @@ int main(int argc, char** argv) {
   std::string dtypes = "i8,i16,i32,i64,u8,u16,u32,u64,f16,bf16,f32,f64";
   std::string sizes = "4K,64K";
   double seconds = 0.3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
-      return argv[++i];
-    };
-    if (k == "--dtypes") dtypes = value();
-    else if (k == "--sizes") sizes = value();
-    else if (k == "--seconds") seconds = std::stod(value());
-    else if (k == "-h" || k == "--help") {
-      std::printf("usage: rwinrun -n 2 -- rwin-accumulate-bw [--dtypes LIST] [--sizes LIST] [--seconds S]\n");
-      return 0;
-    } else {
-      std::fprintf(stderr, "rwin-accumulate-bw: unknown option '%s'\n", k.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"rwin-accumulate-bw: put(Add) MiB/s per element type against a plain put; run it as\n"
+               "  rwinrun -n 2 -- rwin-accumulate-bw [options]   (every rank but the last adds into the last)",
+               "rwin-accumulate-bw"};
+  rwin::cli::setup(app, rwin::version());
+  app.add_option("--dtypes", dtypes, "comma-separated element types (default all twelve)")
+      ->check(CLI::Validator(check_dtypes, ""))
+      ->type_name("LIST");
+  app.add_option("--sizes", sizes, "comma-separated sizes in bytes, K/M/G suffixes (default 4K,64K)")
+      ->check(CLI::Validator(check_sizes, ""))
+      ->type_name("LIST");
+  app.add_option("--seconds", seconds, "time per figure (default 0.3)")->transform(rwin::cli::Seconds(0, 3600))->type_name("S");
+  rwin::cli::parse_or_exit(app, argc, argv);
   try {
     rwin::Context ctx;
     if (ctx.size() < 2) throw std::runtime_error("needs 2 ranks (rwinrun -n 2)");
@@ -102,7 +112,8 @@ int main(int argc, char** argv) {
       std::printf("| dtype | size | put MiB/s | put(Add) MiB/s | Add / put |\n|---|---|---|---|---|\n");
     }
     for (const std::string& size_s : split(sizes)) {
-      const uint64_t bytes = parse_size(size_s);
+      uint64_t bytes = 0;
+      (void)rwin::bootstrap::parse_size(size_s, bytes);  // checked by check_sizes
       for (const std::string& name : split(dtypes)) {
         const rwin::DType dt = rwin::parse_dtype(name);
         const int64_t n = static_cast<int64_t>(bytes / rwin::dtype_size(dt));

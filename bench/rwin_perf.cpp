@@ -57,10 +57,14 @@
 #ifdef RWIN_PERF_RAW_VERBS
 #include "raw_verbs.h"
 #endif
+#include <nlohmann/json.hpp>
+
 #include "coll_common.h"
 #include "common/knobs.h"
 #include "rwin/collectives.h"
 #include "rwin/rwin.h"
+#include "rwin/version.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -108,55 +112,8 @@ bool is_coll(const std::string& t) {
          t == "barrier";
 }
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr,
-               "%s\n"
-               "usage: rwinrun -n 2 -- rwin-perf [options]\n"
-               "  -t LIST        tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy\n"
-               "                 collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier\n"
-               "                 (default: the six pair tests)\n"
-               "  -s SIZES       bytes, multiples of 8: a list 8,4096,64K or a sweep 8:16M (x2) / 8:16M:x4\n"
-               "  -n N           iterations per test and size (default 2000; capped by --max-bytes)\n"
-               "  -w N           warm-up iterations (default 200)\n"
-               "  -O N           outstanding ops per quiet in bw/rate tests (default 16)\n"
-               "  --batches N    batches per test and size (default 20)\n"
-               "  --max-bytes B  caps iterations at max(20, B / size) (default 256M)\n"
-               "  --transport T  ucx | verbs (default: RWIN_TRANSPORT, else ucx)\n"
-               "  --device D     UCX_NET_DEVICES for ucx, the IB device for verbs\n"
-               "  --chunk B      rwin chunk size (RWIN_CHUNK_BYTES)\n"
-               "  --depth N      rwin pipeline depth (RWIN_PIPELINE_DEPTH)\n"
-               "  --skew B       destination offset: (dst - src) mod 4096 = B (multiple of 8)\n"
-               "  --misalign     same as --skew 8 (glibc rep-movsb trap check)\n"
-               "  --vs-raw       alternate batches with the same op on raw UCP (verbs: raw libibverbs); report ratios\n"
-               "  --nbi          put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi\n"
-               "  --local        rwin's local side (put src, get dst) is plain memory (rwin::Local), not a window\n"
-               "  --raw-fence    --vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush\n"
-               "  --csv|--json   machine-readable output (stdout, or -o FILE)\n"
-               "  -o FILE        write the csv/json there (format from --csv/--json or the extension)\n"
-               "  --no-pin       do not pin rank r to CPU r mod ncpu\n"
-               "  --timeout-ms N deadline of each blocking wait (default 60000)\n"
-               "  collectives (size = the per-rank buffer as nccl-tests counts it, bench/coll_common.h):\n"
-               "  --dtype T      element type (default f32)\n"
-               "  --op OP        sum | max | min | prod (allreduce, reduce_scatter; default sum)\n"
-               "  --mode M       allreduce algorithm: auto | mesh | ring (default auto)\n"
-               "  --min-iters N  collectives: iterations per size at least N (default 20), else max-bytes / size\n"
-               "  --label L      transport label written into the collective csv (default: the transport name)\n",
-               msg.c_str());
-  std::exit(2);
-}
-
-uint64_t parse_bytes(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || v < 0) usage("bad size '" + s + "'");
-  uint64_t mult = 1;
-  const std::string suf(end);
-  if (suf == "K" || suf == "k" || suf == "KiB") mult = 1ull << 10;
-  else if (suf == "M" || suf == "m" || suf == "MiB") mult = 1ull << 20;
-  else if (suf == "G" || suf == "g" || suf == "GiB") mult = 1ull << 30;
-  else if (!suf.empty() && suf != "B") usage("bad size suffix in '" + s + "'");
-  return static_cast<uint64_t>(v * static_cast<double>(mult));
-}
+const char* const kPairTests[] = {"put_lat",    "put_bw",      "put_add_bw", "get_lat", "get_bw",
+                                  "notify_lat", "notify_rate", "ring_shift", "memcpy"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -168,91 +125,149 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-std::vector<uint64_t> parse_sizes(const std::string& s) {
-  std::vector<uint64_t> out;
+// -t: "" or why the list is refused.
+std::string check_tests(const std::string& list) {
+  const auto tests = split(list, ',');
+  if (tests.empty()) return "'" + list + "' names no test";
+  for (const auto& t : tests) {
+    if (!is_coll(t) && std::none_of(std::begin(kPairTests), std::end(kPairTests), [&](const char* n) { return t == n; })) {
+      return "unknown test '" + t + "' (see --help)";
+    }
+  }
+  return {};
+}
+
+// -s: a list "8,4096,64K" or a sweep "LO:HI" (x2) / "LO:HI:x4", every size a positive multiple of 8
+// in parse_size's form (bootstrap/parse_number.h). Returns "" and fills `out`, or why not.
+std::string parse_sizes(const std::string& s, std::vector<uint64_t>& out) {
+  out.clear();
+  auto bytes = [](const std::string& t, uint64_t& v) -> std::string {
+    const std::string why = rwin::bootstrap::parse_size(t, v);
+    return why.empty() ? why : "'" + t + "' is not a size: " + why + " (want " + rwin::bootstrap::kSizeForm + ")";
+  };
   if (s.find(':') != std::string::npos) {
     const auto parts = split(s, ':');
-    if (parts.size() < 2 || parts.size() > 3) usage("bad sweep '" + s + "' (want LO:HI or LO:HI:x4)");
-    const uint64_t lo = parse_bytes(parts[0]), hi = parse_bytes(parts[1]);
-    uint64_t factor = 2;
-    if (parts.size() == 3) {
-      if (parts[2].size() < 2 || parts[2][0] != 'x') usage("bad sweep step '" + parts[2] + "' (want x2, x4...)");
-      factor = std::strtoull(parts[2].c_str() + 1, nullptr, 10);
-      if (factor < 2) usage("sweep factor must be >= 2");
+    if (parts.size() < 2 || parts.size() > 3) return "bad sweep '" + s + "' (want LO:HI or LO:HI:x4)";
+    uint64_t lo = 0, hi = 0, factor = 2;
+    for (const auto& [text, v] : {std::pair{parts[0], &lo}, std::pair{parts[1], &hi}}) {
+      if (std::string why = bytes(text, *v); !why.empty()) return why;
     }
-    for (uint64_t v = lo; v <= hi && v > 0; v *= factor) out.push_back(v);
+    if (parts.size() == 3) {
+      if (parts[2].size() < 2 || parts[2][0] != 'x' ||
+          !rwin::bootstrap::parse_u64_in(std::string_view(parts[2]).substr(1), 2, 1024, factor).empty()) {
+        return "bad sweep step '" + parts[2] + "' (want x2 .. x1024)";
+      }
+    }
+    if (lo == 0 || lo > hi) return "bad sweep '" + s + "' (want 0 < LO <= HI)";
+    for (uint64_t v = lo; v <= hi; v *= factor) {
+      out.push_back(v);
+      if (v > hi / factor) break;  // the next step would pass HI (or overflow)
+    }
   } else {
-    for (const auto& p : split(s, ',')) out.push_back(parse_bytes(p));
+    for (const auto& p : split(s, ',')) {
+      uint64_t v = 0;
+      if (std::string why = bytes(p, v); !why.empty()) return why;
+      out.push_back(v);
+    }
   }
-  if (out.empty()) usage("no sizes in '" + s + "'");
+  if (out.empty()) return "no sizes in '" + s + "'";
   for (uint64_t v : out) {
-    if (v == 0 || v % 8 != 0) usage("size " + std::to_string(v) + " is not a positive multiple of 8");
+    if (v == 0 || v % 8 != 0) return "size " + std::to_string(v) + " is not a positive multiple of 8";
   }
-  return out;
+  return {};
+}
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::fprintf(stderr, "rwin-perf: %s\nrun 'rwin-perf --help' for the options\n", msg.c_str());
+  std::exit(2);
 }
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value for " + k);
-      return argv[++i];
-    };
-    auto num = [&](int64_t lo) {
-      const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (*end != '\0' || n < lo) usage("bad value '" + v + "' for " + k);
-      return static_cast<int64_t>(n);
-    };
-    if (k == "-t") a.tests = split(value(), ',');
-    else if (k == "-s") a.sizes = parse_sizes(value());
-    else if (k == "-n") a.iters = num(1);
-    else if (k == "-w") a.warmup = num(0);
-    else if (k == "-O") a.outstanding = static_cast<int>(num(1));
-    else if (k == "--batches") a.batches = static_cast<int>(num(1));
-    else if (k == "--max-bytes") a.max_bytes = parse_bytes(value());
-    else if (k == "--transport") a.transport = value();
-    else if (k == "--device") a.device = value();
-    else if (k == "--chunk") a.chunk = parse_bytes(value());
-    else if (k == "--depth") a.depth = static_cast<int>(num(1));
-    else if (k == "--skew") a.skew = parse_bytes(value());
-    else if (k == "--misalign") a.skew = 8;
-    else if (k == "--vs-raw") a.vs_raw = true;
-    else if (k == "--nbi") a.nbi = true;
-    else if (k == "--local") a.local = true;
-    else if (k == "--raw-fence") a.raw_fence = a.vs_raw = true;
-    else if (k == "--csv") a.csv = true;
-    else if (k == "--json") a.json = true;
-    else if (k == "-o") a.out = value();
-    else if (k == "--no-pin") a.pin = false;
-    else if (k == "--timeout-ms") a.timeout_ms = num(1);
-    else if (k == "--dtype") a.dtype = rwin::parse_dtype(value());
-    else if (k == "--op") a.op = rwin::parse_reduce_op(value());
-    else if (k == "--mode") a.mode = rwin::parse_allreduce_mode(a.mode_name = value());
-    else if (k == "--min-iters") a.min_iters = num(1);
-    else if (k == "--label") a.label = value();
-    else if (k == "-h" || k == "--help") usage("rwin-perf: rwin latency/bandwidth benchmark");
-    else usage("unknown argument " + k);
-  }
-  static const char* known[] = {"put_lat", "put_bw", "put_add_bw", "get_lat", "get_bw", "notify_lat", "notify_rate", "ring_shift", "memcpy"};
-  for (const auto& t : a.tests) {
-    if (!is_coll(t) && std::none_of(std::begin(known), std::end(known), [&](const char* n) { return t == n; })) {
-      usage("unknown test " + t);
-    }
-  }
+  CLI::App app{"rwin-perf: rwin latency/bandwidth benchmark (ucx_perftest style); run it as\n"
+               "  rwinrun -n 2 -- rwin-perf [options]       (pair tests: ranks 0 and 1; collectives: every rank)",
+               "rwin-perf"};
+  rwin::cli::setup(app, rwin::version());
+  std::string tests, sizes;
+  bool misalign = false;
+  const char* kColl = "Collectives (size = the per-rank buffer as nccl-tests counts it, bench/coll_common.h)";
+  app.add_option("-t", tests,
+                 "tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy;\n"
+                 "collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier\n"
+                 "(default: the six pair tests)")
+      ->check(CLI::Validator([](std::string& v) { return check_tests(v); }, ""))
+      ->type_name("LIST");
+  app.add_option("-s", sizes, "bytes, multiples of 8: a list 8,4096,64K or a sweep 8:16M (x2) / 8:16M:x4")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::vector<uint64_t> out;
+            return parse_sizes(v, out);
+          },
+          ""))
+      ->type_name("SIZES");
+  using rwin::cli::Count;
+  using rwin::cli::Size;
+  app.add_option("-n", a.iters, "iterations per test and size (default 2000; capped by --max-bytes)")
+      ->transform(Count(1, INT64_MAX))->type_name("N");
+  app.add_option("-w", a.warmup, "warm-up iterations (default 200)")->transform(Count(0, INT64_MAX))->type_name("N");
+  app.add_option("-O", a.outstanding, "outstanding ops per quiet in bw/rate tests (default 16)")
+      ->transform(Count(1, INT32_MAX))->type_name("N");
+  app.add_option("--batches", a.batches, "batches per test and size (default 20)")->transform(Count(1, INT32_MAX))->type_name("N");
+  app.add_option("--max-bytes", a.max_bytes, "caps iterations at max(20, B / size) (default 256M)")
+      ->transform(Size(1))->type_name("B");
+  app.add_option("--transport", a.transport, "ucx | verbs (default: RWIN_TRANSPORT, else ucx)")->type_name("T");
+  app.add_option("--device", a.device, "UCX_NET_DEVICES for ucx, the IB device for verbs")->type_name("D");
+  app.add_option("--chunk", a.chunk, "rwin chunk size (RWIN_CHUNK_BYTES)")->transform(Size(1))->type_name("B");
+  app.add_option("--depth", a.depth, "rwin pipeline depth (RWIN_PIPELINE_DEPTH)")->transform(Count(1, INT32_MAX))->type_name("N");
+  auto* skew = app.add_option("--skew", a.skew, "destination offset: (dst - src) mod 4096 = B (multiple of 8)")
+                   ->transform(Size(0, 4095))
+                   ->type_name("B");
+  app.add_flag("--misalign", misalign, "same as --skew 8 (glibc rep-movsb trap check)");
+  app.add_flag("--vs-raw", a.vs_raw, "alternate batches with the same op on raw UCP (verbs: raw libibverbs); report ratios");
+  app.add_flag("--nbi", a.nbi, "put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi");
+  app.add_flag("--local", a.local, "rwin's local side (put src, get dst) is plain memory (rwin::Local), not a window");
+  app.add_flag("--raw-fence", a.raw_fence, "--vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush");
+  app.add_flag("--csv", a.csv, "machine-readable output: csv (stdout, or -o FILE)");
+  app.add_flag("--json", a.json, "machine-readable output: one JSON document (stdout, or -o FILE); rank 0 writes it");
+  app.add_option("-o", a.out, "write the csv/json there (format from --csv/--json or the extension)")->type_name("FILE");
+  bool no_pin = false;
+  app.add_flag("--no-pin", no_pin, "do not pin rank r to CPU r mod ncpu");
+  app.add_option("--timeout-ms", a.timeout_ms, "deadline of each blocking wait (default 60000)")
+      ->transform(Count(1, INT64_MAX))->type_name("N");
+  app.add_option_function<std::string>(
+         "--dtype", [&a](const std::string& v) { a.dtype = rwin::parse_dtype(v); }, "element type (default f32)")
+      ->check(rwin::cli::ParsedBy(rwin::parse_dtype))->type_name("T")->group(kColl);
+  app.add_option_function<std::string>(
+         "--op", [&a](const std::string& v) { a.op = rwin::parse_reduce_op(v); },
+         "sum | max | min | prod (allreduce, reduce_scatter; default sum)")
+      ->check(rwin::cli::ParsedBy(rwin::parse_reduce_op))->type_name("OP")->group(kColl);
+  app.add_option_function<std::string>(
+         "--mode", [&a](const std::string& v) { a.mode = rwin::parse_allreduce_mode(a.mode_name = v); },
+         "allreduce algorithm: auto | mesh | ring (default auto)")
+      ->check(rwin::cli::ParsedBy(rwin::parse_allreduce_mode))->type_name("M")->group(kColl);
+  app.add_option("--min-iters", a.min_iters, "iterations per size at least N (default 20), else max-bytes / size")
+      ->transform(Count(1, INT64_MAX))->type_name("N")->group(kColl);
+  app.add_option("--label", a.label, "transport label written into the collective csv/json (default: the transport name)")
+      ->type_name("L")->group(kColl);
+  rwin::cli::parse_or_exit(app, argc, argv);
+
+  if (!tests.empty()) a.tests = split(tests, ',');
+  if (!sizes.empty()) (void)parse_sizes(sizes, a.sizes);  // checked above
+  if (misalign && skew->count() > 0) usage("--misalign is --skew 8: give one of them");
+  if (misalign) a.skew = 8;
+  if (a.csv && a.json) usage("choose one of --csv and --json");
+  if (a.raw_fence) a.vs_raw = true;
+  a.pin = !no_pin;
   const bool any_coll = std::any_of(a.tests.begin(), a.tests.end(), is_coll);
   const bool any_pair = !std::all_of(a.tests.begin(), a.tests.end(), is_coll);
   if (any_coll && any_pair && (a.csv || a.json || !a.out.empty())) {
     usage("--csv/--json/-o: run collective and pair tests separately (different columns)");
   }
-  if (a.skew % 8 != 0 || a.skew >= 4096) usage("--skew must be a multiple of 8 below 4096");
+  if (a.skew % 8 != 0) usage("--skew: " + std::to_string(a.skew) + " is not a multiple of 8");
   if (!a.out.empty() && !a.csv && !a.json) {
     if (a.out.ends_with(".json")) a.json = true;
     else a.csv = true;
   }
-  if (a.csv && a.json) usage("choose one of --csv and --json");
   return a;
 }
 
@@ -907,23 +922,59 @@ void print_coll(FILE* table, FILE* csv, const std::vector<CollRecord>& rs, const
   }
 }
 
-void print_coll_json(std::ostream& os, const std::vector<CollRecord>& rs, const Args& a, const std::string& tr,
-                     int nranks) {
-  os << "{\n  \"tool\": \"rwin-perf\",\n  \"transport\": \"" << (a.label.empty() ? tr : a.label)
-     << "\",\n  \"nranks\": " << nranks << ",\n  \"dtype\": \"" << rwin::dtype_name(a.dtype) << "\",\n  \"op\": \""
-     << rwin::reduce_op_name(a.op) << "\",\n  \"allreduce_mode\": \"" << a.mode_name
-     << "\",\n  \"bandwidth_definition\": \"nccl-tests: algbw = size / avg, busbw = algbw x factor (allreduce "
-        "2(n-1)/n, allgather/reduce_scatter/all_to_all (n-1)/n, broadcast 1), GB/s = 1e9 B/s\",\n  \"collectives\": [\n";
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const auto& r = rs[i];
+// (ordered_json: keys in the order written, "tool" first, as the hand-written JSON had them.)
+// What every JSON document records about the run: the library, the transport and how RMA reaches
+// each peer as rank 0 sees it, and the knobs that shape every figure (chunk, depth, nbi, local).
+nlohmann::ordered_json run_json(const rwin::Context& ctx, const Args& a, const std::string& transport) {
+  nlohmann::ordered_json modes = nlohmann::ordered_json::array();
+  for (int q = 0; q < ctx.size(); ++q) modes.push_back(ctx.rma_mode(q));
+  const rwin::Options& o = ctx.options();
+  return {
+      {"tool", "rwin-perf"},
+      {"version", rwin::version()},
+      {"transport", transport},
+      {"transport_kind", o.transport},
+      {"transport_description", ctx.transport_name()},
+      {"nranks", ctx.size()},
+      // The pair tests' peer (rank 1), or rank 0 itself in a job of one.
+      {"rma_mode", ctx.rma_mode(ctx.size() > 1 ? 1 : 0)},
+      {"rma_modes", modes},
+      {"ucx_rma", o.ucx_rma},
+      {"chunk_bytes", o.chunk_bytes},
+      {"pipeline_depth", o.pipeline_depth},
+      {"nbi", a.nbi},
+      {"local", a.local},
+  };
+}
+
+// A figure: NaN (not measured) is null.
+nlohmann::ordered_json jval(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
+
+void print_coll_json(std::ostream& os, const rwin::Context& ctx, const std::vector<CollRecord>& rs, const Args& a,
+                     const std::string& tr) {
+  const int nranks = ctx.size();
+  nlohmann::ordered_json doc = run_json(ctx, a, a.label.empty() ? tr : a.label);
+  doc["dtype"] = rwin::dtype_name(a.dtype);
+  doc["op"] = rwin::reduce_op_name(a.op);
+  doc["allreduce_mode"] = a.mode_name;
+  doc["bandwidth_definition"] =
+      "nccl-tests: algbw = size / avg, busbw = algbw x factor (allreduce 2(n-1)/n, allgather/reduce_scatter/all_to_all "
+      "(n-1)/n, broadcast 1), GB/s = 1e9 B/s";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& r : rs) {
     const double alg = r.bytes ? static_cast<double>(r.bytes) / (r.avg * 1e-6) / 1e9 : 0.0;
-    os << "    {\"test\": \"" << coll_names[r.kind] << "\", \"size\": " << r.bytes << ", \"count\": " << r.count
-       << ", \"iters\": " << r.iters << ", \"p50_us\": " << jnum(r.p50) << ", \"avg_us\": " << jnum(r.avg)
-       << ", \"algbw_gbs\": " << jnum(alg) << ", \"busbw_gbs\": " << jnum(alg * coll_bus_factor(r.kind, nranks))
-       << ", \"check\": " << (r.kind == COLL_BARRIER ? "null" : r.ok ? "\"ok\"" : "\"FAIL\"") << "}"
-       << (i + 1 < rs.size() ? "," : "") << "\n";
+    list.push_back({{"test", coll_names[r.kind]},
+                    {"size", r.bytes},
+                    {"count", r.count},
+                    {"iters", r.iters},
+                    {"p50_us", jval(r.p50)},
+                    {"avg_us", jval(r.avg)},
+                    {"algbw_gbs", jval(alg)},
+                    {"busbw_gbs", jval(alg * coll_bus_factor(r.kind, nranks))},
+                    {"check", r.kind == COLL_BARRIER ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.ok ? "ok" : "FAIL")}});
   }
-  os << "  ]\n}\n";
+  doc["collectives"] = list;
+  os << doc.dump(2) << "\n";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -969,29 +1020,42 @@ void print_csv(std::ostream& os, const std::vector<Record>& rs, const std::strin
   }
 }
 
-void print_json(std::ostream& os, const std::vector<Record>& rs, const std::string& transport, const Args& a,
-                int nranks) {
+void print_json(std::ostream& os, const rwin::Context& ctx, const std::vector<Record>& rs, const std::string& transport,
+                const Args& a) {
   auto fig = [](const Figures& f) {
-    return "{\"p50_us\": " + jnum(f.p50) + ", \"p99_us\": " + jnum(f.p99) + ", \"avg_us\": " + jnum(f.avg) +
-           ", \"bandwidth_mibs\": " + jnum(f.mibs) + ", \"msg_rate_mops\": " + jnum(f.mops) + "}";
+    return nlohmann::ordered_json{{"p50_us", jval(f.p50)},
+                          {"p99_us", jval(f.p99)},
+                          {"avg_us", jval(f.avg)},
+                          {"bandwidth_mibs", jval(f.mibs)},
+                          {"msg_rate_mops", jval(f.mops)}};
   };
-  os << "{\n  \"tool\": \"rwin-perf\",\n  \"transport\": \"" << transport << "\",\n  \"nranks\": " << nranks
-     << ",\n  \"skew\": " << a.skew << ",\n  \"vs_raw\": " << (a.vs_raw ? "true" : "false")
-     << ",\n  \"ratio_definition\": \"median over batches of raw_time/rwin_time (each the batch's median per-op "
-        "time): rwin/raw for bandwidth, raw/rwin for latency; higher is better for rwin\",\n  \"records\": [\n";
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const auto& r = rs[i];
-    os << "    {\"test\": \"" << r.test << "\", \"size\": " << r.bytes << ", \"iters\": " << r.iters
-       << ", \"outstanding\": " << r.outstanding << ", \"batches\": " << r.batches << ", \"rwin\": " << fig(r.rwin);
+  nlohmann::ordered_json doc = run_json(ctx, a, transport);
+  doc["skew"] = a.skew;
+  doc["vs_raw"] = a.vs_raw;
+  doc["ratio_definition"] =
+      "median over batches of raw_time/rwin_time (each the batch's median per-op time): rwin/raw for bandwidth, "
+      "raw/rwin for latency; higher is better for rwin";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& r : rs) {
+    nlohmann::ordered_json j{{"test", r.test},
+                     {"size", r.bytes},
+                     {"iters", r.iters},
+                     {"outstanding", r.outstanding},
+                     {"batches", r.batches},
+                     {"rwin", fig(r.rwin)}};
     if (r.raw.present) {
-      os << ", \"raw\": " << fig(r.raw) << ", \"ratio\": " << jnum(r.ratio) << ", \"ratio_p25\": " << jnum(r.ratio_p25)
-         << ", \"ratio_p75\": " << jnum(r.ratio_p75);
+      j["raw"] = fig(r.raw);
+      j["ratio"] = jval(r.ratio);
+      j["ratio_p25"] = jval(r.ratio_p25);
+      j["ratio_p75"] = jval(r.ratio_p75);
     } else if (a.vs_raw) {
-      os << ", \"raw\": null, \"ratio\": null";
+      j["raw"] = nullptr;
+      j["ratio"] = nullptr;
     }
-    os << "}" << (i + 1 < rs.size() ? "," : "") << "\n";
+    list.push_back(std::move(j));
   }
-  os << "  ]\n}\n";
+  doc["records"] = list;
+  os << doc.dump(2) << "\n";
 }
 
 void pin_rank(int rank) {
@@ -1112,7 +1176,7 @@ int main(int argc, char** argv) {
         FILE* csv = nullptr;
         if (a.csv && a.out.empty()) csv = stdout;
         else if (a.csv && !(csv = std::fopen(a.out.c_str(), "w"))) throw std::runtime_error("cannot write " + a.out);
-        if (a.json) print_coll_json(*os, coll_records, a, tn, ctx.size());
+        if (a.json) print_coll_json(*os, ctx, coll_records, a, tn);
         const bool table = (!a.csv && !a.json) || !a.out.empty();
         if (table || csv) {
           if (table) std::printf("rwin-perf: %d ranks, %s, dtype %s, op %s, allreduce mode %s\n", ctx.size(), tn.c_str(),
@@ -1123,7 +1187,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       } else {
         if (a.csv) print_csv(*os, records, tn, a.skew);
-        else if (a.json) print_json(*os, records, tn, a, ctx.size());
+        else if (a.json) print_json(*os, ctx, records, tn, a);
         if (!a.csv && !a.json) print_table(std::cout, records, a.vs_raw);
         else if (!a.out.empty()) print_table(std::cout, records, a.vs_raw);
         if (!coll_records.empty()) {

@@ -23,6 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "rwin/version.h"
+#include "tools/cli.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -172,21 +175,50 @@ void pingpong(const std::vector<size_t>& sizes, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "stream") == 0) {
-    stream(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (1 << 20), argc > 3 ? std::atof(argv[3]) : 2.0);
+  CLI::App app{"rwin_tcp_ref: loopback TCP references (one stream's MiB/s, busy-poll ping-pong one way);\n"
+               "CSV lines \"kind,size,p50_us,avg_us,mibs\"",
+               "rwin_tcp_ref"};
+  rwin::cli::setup(app, RWIN_VERSION_STRING);
+  app.require_subcommand(1);
+  uint64_t write_bytes = 1 << 20;
+  double seconds = 2.0;
+  auto* st = app.add_subcommand("stream", "one TCP stream over 127.0.0.1 for SECONDS, WRITE_BYTES per send()");
+  st->add_option("WRITE_BYTES", write_bytes, "bytes per send() (default 1M)")
+      ->transform(rwin::cli::Size(1, uint64_t{1} << 30))
+      ->type_name("SIZE");
+  st->add_option("SECONDS", seconds, "how long (default 2)")->transform(rwin::cli::Seconds(0, 3600))->type_name("S");
+  std::string list = "8";
+  uint64_t iters = 2000;
+  auto* pp = app.add_subcommand("pingpong", "SIZE-byte messages bounced with busy-polling recv(MSG_DONTWAIT)");
+  pp->add_option("SIZES", list, "comma-separated message sizes, K/M suffixes (default 8)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            for (size_t p = 0; p <= v.size();) {
+              const size_t q = std::min(v.find(',', p), v.size());
+              uint64_t b = 0;
+              const std::string t = v.substr(p, q - p), why = rwin::bootstrap::parse_size(t, b);
+              if (!why.empty()) return "'" + t + "' is not a size: " + why + " (want " + rwin::bootstrap::kSizeForm + ")";
+              if (b == 0 || b > (uint64_t{1} << 30)) return "'" + t + "' is outside [1, 1G] bytes";
+              p = q + 1;
+            }
+            return {};
+          },
+          ""))
+      ->type_name("LIST");
+  pp->add_option("ITERS", iters, "round trips per size (default 2000)")->transform(rwin::cli::Count(1, INT32_MAX))->type_name("N");
+  rwin::cli::parse_or_exit(app, argc, argv);
+  if (*st) {
+    stream(write_bytes, seconds);
     return 0;
   }
-  if (argc >= 2 && std::strcmp(argv[1], "pingpong") == 0) {
-    std::vector<size_t> sizes;
-    std::string list = argc > 2 ? argv[2] : "8";
-    for (size_t p = 0; p != std::string::npos;) {
-      const size_t q = list.find(',', p);
-      sizes.push_back(std::strtoull(list.substr(p, q == std::string::npos ? q : q - p).c_str(), nullptr, 10));
-      p = q == std::string::npos ? q : q + 1;
-    }
-    pingpong(sizes, argc > 3 ? std::atoi(argv[3]) : 2000);
-    return 0;
+  std::vector<size_t> sizes;
+  for (size_t p = 0; p <= list.size();) {
+    const size_t q = std::min(list.find(',', p), list.size());
+    uint64_t b = 0;
+    (void)rwin::bootstrap::parse_size(list.substr(p, q - p), b);  // checked above
+    sizes.push_back(b);
+    p = q + 1;
   }
-  std::fprintf(stderr, "usage: rwin_tcp_ref stream [WRITE_BYTES] [SECONDS] | pingpong [SIZES] [ITERS]\n");
-  return 2;
+  pingpong(sizes, static_cast<int>(iters));
+  return 0;
 }

@@ -1,12 +1,14 @@
 // rwinrun: start N ranks of a program on this machine, wired for rwin's bootstrap.
 //
-//   rwinrun -n N [--timeout S] [--root host:port] [--] PROGRAM ARGS...
+//   rwinrun -n N [--timeout S] [--root host:port] [--no-prefix | --output DIR] [--] PROGRAM ARGS...
 //
 // Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (a fresh random key per job
 // unless RWIN_JOB_KEY is already set) on top of the inherited environment, runs
 // in its own process group (so signals reach whatever it spawned), and has its stdout/stderr
-// lines prefixed with "[rank] ". The first rank to fail (non-zero exit or signal) or the deadline
-// ends the job: the others get SIGTERM, then SIGKILL after a grace period.
+// lines prefixed with "[rank] " (--no-prefix: passed on as they are, still whole lines at a time;
+// --output DIR: written by the rank itself to DIR/rank.<r>.out and DIR/rank.<r>.err). The first
+// rank to fail (non-zero exit or signal) or the deadline ends the job: the others get SIGTERM, then
+// SIGKILL after a grace period.
 // Exit status: 0 all ranks succeeded, 1 a rank failed, 124 timeout, 128+sig if rwinrun was
 // interrupted by SIGINT/SIGTERM, 2 bad usage, 127 could not start.
 #include <arpa/inet.h>
@@ -20,12 +22,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,8 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
+#include "rwin/version.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -52,23 +56,13 @@ void on_signal(int sig) {
   errno = saved;
 }
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: rwinrun -n N [--timeout SECONDS] [--root HOST:PORT] [--] PROGRAM [ARGS...]\n"
-               "  -n N               number of ranks to start on this machine (1..4096)\n"
-               "  --timeout SECONDS  end the job after this long (default 600); exit status 124\n"
-               "  --root HOST:PORT   rendezvous address given to the ranks as RWIN_ROOT\n"
-               "                     (default: a free port on 127.0.0.1)\n"
-               "Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (fresh per job unless\n"
-               "already set); output lines are prefixed \"[rank] \".\n"
-               "If a rank fails the others are terminated. Exit: 0 ok, 1 rank failed, 124 timeout, 2 usage.\n");
-}
-
-[[noreturn]] void bad_usage(const std::string& msg) {
-  std::fprintf(stderr, "rwinrun: %s\n", msg.c_str());
-  usage(stderr);
-  std::exit(2);
-}
+struct Config {
+  int nranks = -1;
+  double timeout_s = 600;
+  std::string root;
+  bool prefix = true;      // "[rank] " before every line (--no-prefix: none)
+  std::string output_dir;  // --output: each rank writes DIR/rank.<r>.out and .err itself
+};
 
 std::string signal_text(int sig) {
   std::string s = std::to_string(sig);
@@ -109,8 +103,8 @@ uint16_t pick_free_port() {
 }
 
 struct Stream {
-  int fd = -1;     // read end of the rank's pipe; -1 at EOF
-  int out_fd = 1;  // where prefixed lines go
+  int fd = -1;     // read end of the rank's pipe; -1 at EOF (or none: --output)
+  int out_fd = 1;  // where its lines go
   std::string partial;
 };
 
@@ -122,8 +116,12 @@ struct Rank {
   Stream streams[2];
 };
 
-void emit_lines(Rank& r, Stream& s, bool flush_partial) {
-  const std::string prefix = "[" + std::to_string(r.index) + "] ";
+// Whole lines at a time, so ranks' lines never interleave mid-line. With a prefix an unfinished
+// line (at EOF, or longer than kMaxLine) is ended with a newline so the next rank's prefix starts a
+// line; without one (--no-prefix) the bytes pass unchanged, so a program's output (a JSON document,
+// a line longer than kMaxLine) arrives exactly as written.
+void emit_lines(Rank& r, Stream& s, bool flush_partial, bool with_prefix) {
+  const std::string prefix = with_prefix ? "[" + std::to_string(r.index) + "] " : "";
   std::string out;
   size_t start = 0;
   for (;;) {
@@ -135,24 +133,24 @@ void emit_lines(Rank& r, Stream& s, bool flush_partial) {
   }
   s.partial.erase(0, start);
   if (!s.partial.empty() && (flush_partial || s.partial.size() >= kMaxLine)) {
-    out += prefix + s.partial + "\n";
+    out += prefix + s.partial + (with_prefix ? "\n" : "");
     s.partial.clear();
   }
   if (!out.empty()) write_all(s.out_fd, out);
 }
 
-void read_stream(Rank& r, Stream& s) {
+void read_stream(Rank& r, Stream& s, bool with_prefix) {
   char buf[65536];
   const ssize_t n = ::read(s.fd, buf, sizeof buf);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0) {
     ::close(s.fd);
     s.fd = -1;
-    emit_lines(r, s, true);
+    emit_lines(r, s, true, with_prefix);
     return;
   }
   s.partial.append(buf, static_cast<size_t>(n));
-  emit_lines(r, s, false);
+  emit_lines(r, s, false, with_prefix);
 }
 
 void signal_all(std::vector<Rank>& ranks, int sig) {
@@ -163,7 +161,29 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
-int run(int nranks, double timeout_s, const std::string& root, char** argv) {
+// --output: DIR/rank.<r>.out and DIR/rank.<r>.err, truncated. Returns false (with a message) if
+// one cannot be opened; `fds` then holds -1 where nothing was opened.
+bool open_output_files(const std::string& dir, int rank, int (&fds)[2]) {
+  const std::string base = dir + "/rank." + std::to_string(rank);
+  const char* ext[2] = {".out", ".err"};
+  for (int k = 0; k < 2; ++k) {
+    const std::string path = base + ext[k];
+    fds[k] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fds[k] < 0) {
+      std::fprintf(stderr, "rwinrun: --output: cannot open '%s' for rank %d: %s\n", path.c_str(), rank,
+                   std::strerror(errno));
+      if (k == 1) ::close(fds[0]), fds[0] = -1;
+      return false;
+    }
+  }
+  return true;
+}
+
+int run(const Config& cfg, char** argv) {
+  const int nranks = cfg.nranks;
+  const double timeout_s = cfg.timeout_s;
+  const std::string& root = cfg.root;
+  const bool to_files = !cfg.output_dir.empty();
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     std::fprintf(stderr, "rwinrun: pipe failed: %s\n", std::strerror(errno));
     return 127;
@@ -202,16 +222,35 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
   for (int i = 0; i < nranks; ++i) {
     Rank& r = ranks[static_cast<size_t>(i)];
     r.index = i;
-    int pipes[2][2];
-    if (::pipe2(pipes[0], O_CLOEXEC) != 0 || ::pipe2(pipes[1], O_CLOEXEC) != 0) {
+    // pipes[k][1] becomes the rank's fd 1 / 2; pipes[k][0] is what we read (-1 with --output: the
+    // rank writes its files itself, so nothing passes through us and nothing is prefixed).
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    if (to_files) {
+      int files[2];
+      if (!open_output_files(cfg.output_dir, i, files)) {
+        failed_start = 1;
+        break;
+      }
+      pipes[0][1] = files[0];
+      pipes[1][1] = files[1];
+    } else if (::pipe2(pipes[0], O_CLOEXEC) != 0 || ::pipe2(pipes[1], O_CLOEXEC) != 0) {
       std::fprintf(stderr, "rwinrun: pipe for rank %d failed: %s\n", i, std::strerror(errno));
+      for (auto& p : pipes) {
+        for (int fd : p) {
+          if (fd >= 0) ::close(fd);
+        }
+      }
       failed_start = 1;
       break;
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::fprintf(stderr, "rwinrun: fork of rank %d failed: %s\n", i, std::strerror(errno));
-      for (auto& p : pipes) ::close(p[0]), ::close(p[1]);
+      for (auto& p : pipes) {
+        for (int fd : p) {
+          if (fd >= 0) ::close(fd);
+        }
+      }
       failed_start = 1;
       break;
     }
@@ -246,7 +285,9 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
     r.running = true;
     r.streams[0] = {pipes[0][0], 1, {}};
     r.streams[1] = {pipes[1][0], 2, {}};
-    for (auto& s : r.streams) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
+    for (auto& s : r.streams) {
+      if (s.fd >= 0) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
+    }
   }
 
   const auto start = Clock::now();
@@ -361,7 +402,7 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
       }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents) read_stream(*owners[i].first, *owners[i].second);
+      if (fds[i].revents) read_stream(*owners[i].first, *owners[i].second, cfg.prefix);
     }
   }
 
@@ -372,83 +413,73 @@ int run(int nranks, double timeout_s, const std::string& root, char** argv) {
       if (s.fd >= 0) {
         ::close(s.fd);
         s.fd = -1;
-        emit_lines(r, s, true);
+        emit_lines(r, s, true, cfg.prefix);
       }
     }
   }
   return exit_code;
 }
 
-// Strict: digits only (parse_number.h), no sign, spaces or junk.
-bool parse_count(const std::string& text, int& n) { return rwin::bootstrap::parse_int_in(text, 1, 4096, n).empty(); }
-
-// Seconds as a plain decimal ("30", "0.5", "1e3"): from_chars takes no spaces, sign '+',
-// hex or trailing junk, unlike strtod; nan, inf and <= 0 fail the range check.
-bool parse_seconds(const std::string& text, double& s) {
-  const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, s, std::chars_format::general);
-  return !text.empty() && ec == std::errc() && ptr == end && s > 0 && s <= 1e7;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int nranks = -1;
-  double timeout_s = 600;
-  std::string root;
-  int i = 1;
-  auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
-    if (arg.size() > name.size() && arg.compare(0, name.size() + 1, name + "=") == 0)
-      return arg.substr(name.size() + 1);
-    if (i + 1 >= argc) bad_usage(name + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
+  Config cfg;
+  std::vector<std::string> command;
+  CLI::App app{"rwinrun: start N ranks of PROGRAM on this machine, wired for rwin's bootstrap.", "rwinrun"};
+  rwin::cli::setup(app, RWIN_VERSION_STRING);
+  app.add_option("-n,--np", cfg.nranks, "number of ranks to start on this machine")
+      ->required()
+      ->transform(rwin::cli::Count(1, 4096))
+      ->type_name("N");
+  app.add_option("--timeout", cfg.timeout_s, "end the job after this long (default 600); exit status 124")
+      ->transform(rwin::cli::Seconds(0, 1e7))
+      ->type_name("SECONDS");
+  app.add_option("--root", cfg.root, "rendezvous address given to the ranks as RWIN_ROOT (default: a free port on 127.0.0.1)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              rwin::bootstrap::HostPort::parse(v);
+            } catch (const rwin::bootstrap::BootstrapError& e) {
+              return e.what();
+            }
+            return {};
+          },
+          ""))
+      ->type_name("HOST:PORT");
+  bool no_prefix = false;
+  app.add_flag("--no-prefix", no_prefix, "pass the ranks' output on as it is, without the \"[rank] \" prefix");
+  app.add_option("--output", cfg.output_dir,
+                 "each rank writes its stdout to DIR/rank.<r>.out and its stderr to DIR/rank.<r>.err "
+                 "(DIR is created; nothing prefixed)")
+      ->type_name("DIR");
+  // Everything from PROGRAM on is the program's, options included ("--" before it is optional).
+  app.add_option("PROGRAM", command, "the program each rank runs, and its arguments")->required()->type_name("ARGS");
+  app.positionals_at_end();
+  app.footer(
+      "Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (fresh per job unless already set);\n"
+      "output lines are prefixed \"[rank] \" unless --no-prefix or --output. If a rank fails the others are\n"
+      "terminated. Exit: 0 ok, 1 a rank failed, 124 timeout, 128+sig interrupted, 2 usage, 127 could not start.");
+  rwin::cli::parse_or_exit(app, argc, argv);
+  cfg.prefix = !no_prefix && cfg.output_dir.empty();
+  if (!cfg.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.output_dir, ec);
+    if (ec || !std::filesystem::is_directory(cfg.output_dir)) {
+      std::fprintf(stderr, "rwinrun: --output: cannot create directory '%s': %s\n", cfg.output_dir.c_str(),
+                   ec ? ec.message().c_str() : "exists and is not a directory");
+      return 127;
     }
-    if (arg == "-h" || arg == "--help") {
-      usage(stdout);
-      return 0;
-    }
-    const bool glued_n = arg.size() > 2 && arg.compare(0, 2, "-n") == 0;  // "-n4"
-    if (arg == "-n" || glued_n || arg == "--np" || arg.rfind("--np=", 0) == 0) {
-      const std::string v = glued_n ? arg.substr(2) : value_of(arg, arg == "-n" ? "-n" : "--np");
-      if (!parse_count(v, nranks)) {
-        bad_usage("-n wants a rank count in 1..4096, got '" + v + "'");
-      }
-      continue;
-    }
-    if (arg == "--timeout" || arg.rfind("--timeout=", 0) == 0) {
-      const std::string v = value_of(arg, "--timeout");
-      if (!parse_seconds(v, timeout_s)) {
-        bad_usage("--timeout wants a positive number of seconds, got '" + v + "'");
-      }
-      continue;
-    }
-    if (arg == "--root" || arg.rfind("--root=", 0) == 0) {
-      root = value_of(arg, "--root");
-      try {
-        rwin::bootstrap::HostPort::parse(root);
-      } catch (const rwin::bootstrap::BootstrapError& e) {
-        bad_usage(std::string("--root: ") + e.what());
-      }
-      continue;
-    }
-    if (!arg.empty() && arg[0] == '-') bad_usage("unknown option '" + arg + "'");
-    break;
   }
-  if (nranks < 0) bad_usage("missing -n N");
-  if (i >= argc) bad_usage("missing PROGRAM");
-  if (root.empty()) {
+  if (cfg.root.empty()) {
     const uint16_t port = pick_free_port();
     if (port == 0) {
       std::fprintf(stderr, "rwinrun: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
       return 127;
     }
-    root = "127.0.0.1:" + std::to_string(port);
+    cfg.root = "127.0.0.1:" + std::to_string(port);
   }
-  return run(nranks, timeout_s, root, argv + i);
+  std::vector<char*> args;
+  for (auto& c : command) args.push_back(c.data());
+  args.push_back(nullptr);
+  return run(cfg, args.data());
 }

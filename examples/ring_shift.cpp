@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "rwin/rwin.h"
+#include "rwin/version.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -31,34 +33,26 @@ struct Args {
   std::string ready_file;  // created once start-up and window allocation are done (fault tests)
 };
 
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "%s\nusage: ring_shift [--mode put|get|add] [--size ELEMS] [--dtype f32|f64|f16|bf16|i8|i16|i32|i64|u8|u16|u32|u64] [--iters K] [--seconds S] [--ready-file PATH]\n",
-               msg);
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + k).c_str());
-      return argv[++i];
-    };
-    if (k == "--mode") a.mode = value();
-    else if (k == "--size") a.size = std::strtoll(value().c_str(), nullptr, 10);
-    else if (k == "--dtype") a.dtype = value();
-    else if (k == "--iters") a.iters = std::atoi(value().c_str());
-    else if (k == "--seconds") a.seconds = std::strtod(value().c_str(), nullptr);
-    else if (k == "--ready-file") a.ready_file = value();
-    else if (k == "-h" || k == "--help") usage("ring_shift: the seed's ring shift on rwin");
-    else usage(("unknown argument " + k).c_str());
-  }
-  if (a.mode != "put" && a.mode != "get" && a.mode != "add") usage("--mode must be put, get or add");
-  if (a.size < 1) usage("--size must be >= 1");
-  if (a.iters < 1) usage("--iters must be >= 1");
-  if (!(a.seconds >= 0 && a.seconds <= 86400)) usage("--seconds must be in [0, 86400]");
+  CLI::App app{"ring_shift: the seed's ring shift on rwin; every rank checks every element and prints OK", "ring_shift"};
+  rwin::cli::setup(app, rwin::version());
+  app.add_option("--mode", a.mode, "put: y[r] = x[r-1]; get: y[r] = x[r+1]; add: put(Add) into a zeroed y (default put)")
+      ->check(CLI::IsMember({"put", "get", "add"}))
+      ->type_name("MODE");
+  app.add_option("--size", a.size, "elements per rank (K/M/G suffixes: x1024; default 1024)")
+      ->transform(rwin::cli::SizedCount(1, INT64_MAX))
+      ->type_name("ELEMS");
+  app.add_option("--dtype", a.dtype, "element type: f32 f64 f16 bf16 i8 i16 i32 i64 u8 u16 u32 u64 (default f32)")
+      ->check(rwin::cli::ParsedBy(rwin::parse_dtype))
+      ->type_name("DTYPE");
+  app.add_option("--iters", a.iters, "iterations (default 3)")->transform(rwin::cli::Count(1, INT32_MAX))->type_name("K");
+  app.add_option("--seconds", a.seconds, "rank 0 ends the run after this long, at most --iters iterations (0: off)")
+      ->transform(rwin::cli::Seconds(0, 86400, true))
+      ->type_name("S");
+  app.add_option("--ready-file", a.ready_file, "created once start-up and window allocation are done (fault tests)")
+      ->type_name("PATH");
+  rwin::cli::parse_or_exit(app, argc, argv);
   return a;
 }
 

@@ -148,11 +148,12 @@ class Transport {
   // Whether an atomic posted to `peer` after writes lands after them with no Flush between. Per
   // peer, because one transport may reach some peers natively and others through an ordered
   // protocol of its own. Valid after connect().
-  // How this transport reaches `peer`, one word for logs and rwin-info: ucx "direct", "am" or
-  // "native"; verbs "rc". Valid after connect().
-  virtual std::string peer_mode(int peer) const {
+  // How RMA reaches `peer`, for reports (rwin-perf's JSON): "direct" (its memory is mapped here:
+  // CPU loads and stores), "am" (rwin's ordered active-message protocol) or "native" (the
+  // library's RMA: ucp_put/get, RDMA verbs). Valid after connect().
+  virtual std::string rma_mode(int peer) const {
     (void)peer;
-    return "";
+    return "native";
   }
   virtual bool write_then_atomic_ordered(int peer) const {
     (void)peer;

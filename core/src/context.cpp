@@ -115,9 +115,9 @@ void log_startup(const ContextImpl& c, const std::vector<bool>& same_host) {
   std::vector<std::string> local, remote;
   for (int p = 0; p < c.nranks; ++p) {
     if (p == c.rank) continue;
-    (same_host[static_cast<size_t>(p)] ? local : remote).push_back(c.tp->peer_mode(p));
+    (same_host[static_cast<size_t>(p)] ? local : remote).push_back(c.tp->rma_mode(p));
   }
-  std::string kinds = "self: " + modes_text({c.tp->peer_mode(c.rank)});
+  std::string kinds = "self: " + modes_text({c.tp->rma_mode(c.rank)});
   kinds += "; same host (" + std::to_string(local.size()) + " peers): " + (local.empty() ? "-" : modes_text(local));
   kinds += "; other hosts (" + std::to_string(remote.size()) + " peers): " + (remote.empty() ? "-" : modes_text(remote));
   RWIN_LOG(Info, Core, "rank %d of %d: transport %s; %s", c.rank, c.nranks, c.tp->describe().c_str(), kinds.c_str());
@@ -236,6 +236,13 @@ Context::~Context() {
 int Context::rank() const noexcept { return impl_->rank; }
 int Context::size() const noexcept { return impl_->nranks; }
 std::string Context::transport_name() const { return impl_->tp->describe(); }
+std::string Context::rma_mode(int peer) const {
+  if (peer < 0 || peer >= impl_->nranks) {
+    throw Error(ErrorCode::InvalidArgument, impl_->who() + ": rma_mode: peer " + std::to_string(peer) +
+                                                " is not a rank of this job (0.." + std::to_string(impl_->nranks - 1) + ")");
+  }
+  return impl_->tp->rma_mode(peer);
+}
 const Options& Context::options() const noexcept { return impl_->opt; }
 
 std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>& mine) {

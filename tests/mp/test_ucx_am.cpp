@@ -59,6 +59,35 @@ TEST(UcxAmRanks, TransportNameSaysWhichModeEachSettingPicks) {
   });
 }
 
+// Context::rma_mode(peer) (what rwin-perf's JSON records) agrees with the setting and the path:
+// every peer, self included, of 3 ranks; and a peer outside the job is InvalidArgument, named.
+TEST(UcxAmRanks, RmaModeNamesEachPeersPath) {
+  auto expect = [](const std::string& want) {
+    return [want](Context& ctx) {
+      for (int q = 0; q < ctx.size(); ++q) {
+        MP_CHECK(ctx.rma_mode(q) == want, "peer " << q << ": " << ctx.rma_mode(q) << ", want " << want << " ("
+                                                   << ctx.transport_name() << ")");
+      }
+      for (int q : {-1, ctx.size()}) {
+        try {
+          (void)ctx.rma_mode(q);
+          MP_CHECK(false, "rma_mode(" << q << ") did not throw");
+        } catch (const Error& e) {
+          MP_CHECK(e.code() == ErrorCode::InvalidArgument &&
+                       std::string(e.what()).find("peer " + std::to_string(q)) != std::string::npos,
+                   e.what());
+        }
+      }
+    };
+  };
+  run(3, tcp("am"), expect("am"));
+  run(3, tcp("native"), expect("native"));
+  TransportParam shm{"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false};
+  run(3, shm, expect("direct"));
+  shm.env.push_back({"RWIN_UCX_RMA", "native"});
+  run(3, shm, expect("native"));
+}
+
 // One 8 MiB put (one rendezvous message: no chunking) then a notify: when the signal is seen,
 // every byte is there. Also with 1 MiB chunks pipelined (several rendezvous in flight). With
 // put_nbi the notify leaves while the rendezvous data is still to be fetched, so the target

@@ -432,8 +432,8 @@ class UcxTransport final : public Transport {
     return c;
   }
 
-  std::string peer_mode(int peer) const override {
-    if (peer < 0 || peer >= nranks_) return "";
+  std::string rma_mode(int peer) const override {
+    if (peer < 0 || peer >= nranks_) return "native";
     const Peer& p = peers_[static_cast<size_t>(peer)];
     return p.direct ? "direct" : p.am ? "am" : "native";
   }

@@ -72,7 +72,6 @@ class VerbsTransport final : public Transport {
   VerbsTransport& operator=(const VerbsTransport&) = delete;
 
   std::string describe() const override { return describe_; }
-  std::string peer_mode(int) const override { return "rc"; }
   Capabilities capabilities() const override;
   void connect(bootstrap::Bootstrap& bs) override;
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;

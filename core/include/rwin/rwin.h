@@ -295,6 +295,10 @@ class Context {
   int rank() const noexcept;
   int size() const noexcept;
   std::string transport_name() const;
+  // How RMA reaches `peer` (0 <= peer < size(), else Error(InvalidArgument)): "direct" (shared
+  // memory mapped here), "am" (rwin's ordered active-message protocol, UCX over tcp) or "native"
+  // (UCX's RMA, RDMA verbs). docs/CONFIG.md, RWIN_UCX_RMA.
+  std::string rma_mode(int peer) const;
   const Options& options() const noexcept;
 
   // Collective: the same name, dtype and shape on every rank (else Error(WindowMismatch) on
