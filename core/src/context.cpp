@@ -8,9 +8,11 @@
 #include <fstream>
 
 #include "bootstrap/netif.h"
+#include "bootstrap/pmix.h"
 #include "collectives/team_state.h"
 #include "context_impl.h"
 #include "ops.h"
+#include "startup.h"
 
 namespace rwin {
 
@@ -88,6 +90,50 @@ void choose_spin(ContextImpl& c) {
                   std::memory_order_relaxed);
 }
 
+// The PMIx bootstrap (bootstrap/pmix.h): rank and size from the launcher's PMIx server, the store's
+// address and job key handed out through it. Never a job of one by mistake: a PMIx job of one in an
+// environment whose launcher variables name more ranks is refused.
+void pmix_start(ContextImpl& c, const bootstrap::BootstrapConfig& bc) {
+  c.pmix = std::make_unique<bootstrap::PmixSession>();
+  const int rank = c.pmix->rank();
+  const int nranks = c.pmix->nranks();
+  auto mismatch = [&](const char* what, int asked, int got) {
+    throw Error(ErrorCode::InvalidArgument, std::string("Options::") + what + " is " + std::to_string(asked) +
+                                                " but the PMIx server (namespace " + c.pmix->nspace() + ") says " +
+                                                std::to_string(got));
+  };
+  if (c.opt.rank >= 0 && c.opt.rank != rank) mismatch("rank", c.opt.rank, rank);
+  if (c.opt.nranks >= 0 && c.opt.nranks != nranks) mismatch("nranks", c.opt.nranks, nranks);
+  if (nranks == 1) {
+    std::optional<bootstrap::LaunchEnv> other;
+    try {
+      other = bootstrap::LaunchEnv::detect();
+    } catch (const bootstrap::BootstrapError&) {
+      // Malformed launcher variables say nothing reliable about the size; PMIx has spoken.
+    }
+    if (other && other->nranks > 1) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "the PMIx server (namespace " + c.pmix->nspace() + ") says this is a job of 1, but " + other->how +
+                      " (" + other->source + ") names a job of " + std::to_string(other->nranks) +
+                      ": refusing to run as a job of 1; launch under the launcher that set those variables, or set "
+                      "RWIN_BOOTSTRAP=tcp with RWIN_ROOT=host:port");
+    }
+  }
+  c.opt.rank = rank;
+  c.opt.nranks = nranks;
+  std::string root;
+  std::string root_how;
+  c.bs = c.pmix->bootstrap(bc, root, root_how);
+  c.launch.root = root;
+  c.launch.rank = rank;
+  c.launch.nranks = nranks;
+  c.launch.source = "pmix";
+  c.launch.how = "rank and size from PMIx (namespace " + c.pmix->nspace() + ", PMIX_JOB_SIZE=" +
+                 std::to_string(nranks) + "), root " + root_how;
+  // The store's address; the key stays in the bootstrap (options() does not show it).
+  c.opt.root = root;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -95,18 +141,22 @@ void choose_spin(ContextImpl& c) {
 
 Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()) {
   ContextImpl& c = *impl_;
-  c.opt = Options::from_env(options);
-  c.rank = c.opt.rank;
-  c.nranks = c.opt.nranks;
+  c.opt = detail::options_from_env(options, &c.launch);
   try {
     bootstrap::BootstrapConfig bc;
     bc.startup_timeout = c.opt.startup_timeout;
     bc.op_timeout = c.opt.op_timeout;
     bc.job_key = c.opt.job_key;
-    c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
+    if (c.opt.bootstrap == "pmix") {
+      pmix_start(c, bc);
+    } else {
+      c.bs = std::make_unique<bootstrap::Bootstrap>(c.opt.rank, c.opt.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
+    }
   } catch (const bootstrap::BootstrapError& e) {
     throw Error(error_code(e), e.what());
   }
+  c.rank = c.opt.rank;
+  c.nranks = c.opt.nranks;
   c.peers.resize(static_cast<size_t>(c.nranks));
   transport::TransportConfig tc;
   tc.name = c.opt.transport;

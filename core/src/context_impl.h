@@ -17,6 +17,10 @@
 #include "rwin/rwin.h"
 #include "transport/transport.h"
 
+namespace rwin::bootstrap {
+class PmixSession;  // bootstrap/pmix.h
+}
+
 namespace rwin::detail {
 
 struct ContextImpl;
@@ -147,6 +151,11 @@ struct ContextImpl {
   int ranks_here = 1;  // the job's ranks on this host (start-up), for the spin window (backoff.h)
   // Declaration order matters: members are destroyed in reverse, so windows go before the
   // transport and the transport before the bootstrap it may still talk through.
+  // Where rank, size and root came from (options_from_env, pmix_start): for messages and logs.
+  bootstrap::LaunchEnv launch;
+  // Under the PMIx bootstrap, the session (PMIx_Finalize when it goes): declared before bs so that it
+  // outlives the bootstrap it started.
+  std::unique_ptr<bootstrap::PmixSession> pmix;
   std::unique_ptr<bootstrap::Bootstrap> bs;
   std::unique_ptr<transport::Transport> tp;
   transport::Capabilities caps;
