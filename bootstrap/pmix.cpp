@@ -84,7 +84,7 @@ namespace {
 }  // namespace
 
 // A session cannot exist in this build: the constructor always throws, so nothing below runs.
-PmixSession::PmixSession() { built_without(); }
+PmixSession::PmixSession(Millis) { built_without(); }
 PmixSession::~PmixSession() = default;
 int PmixSession::rank() const noexcept { return impl_->rank; }
 int PmixSession::nranks() const noexcept { return impl_->nranks; }
@@ -99,6 +99,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds for PMIX_TIMEOUT (an int), rounded up, at least 1.
+int timeout_seconds(std::chrono::milliseconds ms) {
+  const long long s = (ms.count() + 999) / 1000;
+  return static_cast<int>(std::clamp<long long>(s, 1, 86400));
+}
+
 // One pmix_value_t from PMIx_Get, released however the caller leaves.
 struct ValuePtr {
   pmix_value_t* v = nullptr;
@@ -109,6 +115,16 @@ struct ValuePtr {
     if (v) PMIX_VALUE_RELEASE(v);
   }
 };
+
+// PMIx_Get bounded by `seconds` (PMIX_TIMEOUT): job-level keys are normally in the client's local
+// store already, but a server asked for something it lacks may forward the request elsewhere.
+pmix_status_t get_bounded(const pmix_proc_t& proc, const char* key, int seconds, ValuePtr& out) {
+  pmix_info_t info;
+  PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+  const pmix_status_t rc = PMIx_Get(&proc, key, &info, 1, &out.v);
+  PMIX_INFO_DESTRUCT(&info);
+  return rc;
+}
 
 std::string status_text(pmix_status_t rc) { return std::string(PMIx_Error_string(rc)) + " (" + std::to_string(rc) + ")"; }
 
@@ -125,11 +141,6 @@ bool as_u64(const pmix_value_t* v, uint64_t& out) {
   }
 }
 
-// Seconds for PMIX_TIMEOUT (an int), rounded up, at least 1.
-int timeout_seconds(std::chrono::milliseconds ms) {
-  const long long s = (ms.count() + 999) / 1000;
-  return static_cast<int>(std::clamp<long long>(s, 1, 86400));
-}
 
 // Each rendezvous of a process gets its own PMIx key: a process that makes several Contexts makes
 // them in the same order on every rank (they are collective), so the n-th uses "rwin.root.<n>" everywhere
@@ -157,13 +168,15 @@ struct PmixSession::Impl {
   int rank = -1;
   int nranks = 0;
   std::string nspace;
+  int get_s = 60;  // PMIX_TIMEOUT of the session's job-level gets
   bool all_local = false;
   std::string locality;  // how all_local was learned, for messages
   std::set<int> local_ranks;
 };
 
-PmixSession::PmixSession() : impl_(std::make_unique<Impl>()) {
+PmixSession::PmixSession(Millis timeout) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  s.get_s = timeout_seconds(timeout);
   const pmix_status_t rc = PMIx_Init(&s.me, nullptr, 0);
   if (rc != PMIX_SUCCESS) {
     throw BootstrapError(BootstrapError::Kind::Config,
@@ -183,7 +196,7 @@ PmixSession::PmixSession() : impl_(std::make_unique<Impl>()) {
   uint64_t size = 0;
   {
     ValuePtr v;
-    const pmix_status_t g = PMIx_Get(&wild, PMIX_JOB_SIZE, nullptr, 0, &v.v);
+    const pmix_status_t g = get_bounded(wild, PMIX_JOB_SIZE, s.get_s, v);
     if (g != PMIX_SUCCESS) fail("PMIx_Get(PMIX_JOB_SIZE) failed: " + status_text(g));
     if (!as_u64(v.v, size) || size < 1 || size > 1u << 30) fail("PMIX_JOB_SIZE is not a job size");
   }
@@ -194,7 +207,7 @@ PmixSession::PmixSession() : impl_(std::make_unique<Impl>()) {
   // Which ranks share this node: PMIX_LOCAL_PEERS lists them ("0,1,2"); PMIX_LOCAL_SIZE counts them.
   {
     ValuePtr v;
-    if (PMIx_Get(&wild, PMIX_LOCAL_PEERS, nullptr, 0, &v.v) == PMIX_SUCCESS && v.v->type == PMIX_STRING &&
+    if (get_bounded(wild, PMIX_LOCAL_PEERS, s.get_s, v) == PMIX_SUCCESS && v.v->type == PMIX_STRING &&
         v.v->data.string) {
       const std::string peers = v.v->data.string;
       size_t i = 0;
@@ -212,7 +225,7 @@ PmixSession::PmixSession() : impl_(std::make_unique<Impl>()) {
   {
     ValuePtr v;
     uint64_t local = 0;
-    if (PMIx_Get(&wild, PMIX_LOCAL_SIZE, nullptr, 0, &v.v) == PMIX_SUCCESS && as_u64(v.v, local)) {
+    if (get_bounded(wild, PMIX_LOCAL_SIZE, s.get_s, v) == PMIX_SUCCESS && as_u64(v.v, local)) {
       s.all_local = local == size;
       s.locality = "PMIX_LOCAL_SIZE=" + std::to_string(local) + " of PMIX_JOB_SIZE=" + std::to_string(size);
     } else {
@@ -256,7 +269,7 @@ std::unique_ptr<Bootstrap> PmixSession::bootstrap(BootstrapConfig cfg, std::stri
         pmix_proc_t p;
         PMIX_LOAD_PROCID(&p, s.me.nspace, static_cast<pmix_rank_t>(r));
         ValuePtr v;
-        if (PMIx_Get(&p, PMIX_HOSTNAME, nullptr, 0, &v.v) == PMIX_SUCCESS && v.v->type == PMIX_STRING &&
+        if (get_bounded(p, PMIX_HOSTNAME, s.get_s, v) == PMIX_SUCCESS && v.v->type == PMIX_STRING &&
             v.v->data.string) {
           peer_host = v.v->data.string;
         }
@@ -313,12 +326,10 @@ std::unique_ptr<Bootstrap> PmixSession::bootstrap(BootstrapConfig cfg, std::stri
   if (s.rank != 0) {
     pmix_proc_t zero;
     PMIX_LOAD_PROCID(&zero, s.me.nspace, 0);
-    pmix_info_t info[1];
-    int timeout = timeout_seconds(std::max(std::chrono::milliseconds(1000), std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())));
-    PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &timeout, PMIX_INT);
+    // What the fence left of the start-up timeout, at least a second.
+    const auto budget = std::max(Millis(1000), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
     ValuePtr v;
-    const pmix_status_t rc = PMIx_Get(&zero, key_name.c_str(), info, 1, &v.v);
-    PMIX_INFO_DESTRUCT(&info[0]);
+    const pmix_status_t rc = get_bounded(zero, key_name.c_str(), timeout_seconds(budget), v);
     if (rc != PMIX_SUCCESS || v.v->type != PMIX_STRING || !v.v->data.string) {
       throw BootstrapError(BootstrapError::Kind::Connection,
                            head + ": reading rank 0's root ('" + key_name + "') failed: " +

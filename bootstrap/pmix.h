@@ -33,9 +33,11 @@ bool pmix_server_advertised();
 // follow one another in a process (one per rwin::Context); PMIx counts nested ones.
 class PmixSession {
  public:
-  // Connects to the server and reads rank, job size and whether every rank is on this node.
-  // Throws BootstrapError(Config) naming the PMIx status and the PMIx variables seen.
-  PmixSession();
+  // Connects to the server and reads rank, job size and whether every rank is on this node (each
+  // read bounded by `timeout`; PMIx_Init itself has no deadline, but fails at once when no server
+  // listens at the advertised address). Throws BootstrapError(Config) naming the PMIx status and the
+  // PMIx variables seen.
+  explicit PmixSession(Millis timeout);
   ~PmixSession();  // PMIx_Finalize; never throws
   PmixSession(const PmixSession&) = delete;
   PmixSession& operator=(const PmixSession&) = delete;

@@ -148,7 +148,8 @@ py=${RWIN_PYTHON:-/usr/bin/python3}
 if compgen -G "$pydir/rwin/_rwin*.so" >/dev/null && [[ -x $py ]]; then
   log=$tmp/python.log
   env "${unset_rwin[@]}" timeout 120 "${mpirun_cmd[@]}" -np 2 -x PYTHONPATH="$pydir" -x PYTHONDONTWRITEBYTECODE=1 \
-    "$py" -c 'import rwin; c = rwin.Context(); print("PY", c.rank(), c.size())' >"$log" 2>&1
+    "$py" -c 'import rwin
+with rwin.Context() as c: print("PY", c.rank, c.nranks)' >"$log" 2>&1
   rc=$?
   if [[ $rc == 0 ]] && grep -q '^\[[0-9]*,0\]<stdout>:PY 0 2$' "$log" && grep -q '^\[[0-9]*,1\]<stdout>:PY 1 2$' "$log"; then
     pass "python under mpirun -np 2: ranks 0 and 1 of 2"

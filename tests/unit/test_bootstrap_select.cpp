@@ -208,7 +208,7 @@ TEST(PmixSelect, SessionWithoutServerFailsNamingTheVariables) {
   env.set("PMIX_NAMESPACE", "x");
   env.set("PMIX_RANK", "1");
   try {
-    rb::PmixSession session;
+    rb::PmixSession session(std::chrono::milliseconds(5000));
     ADD_FAILURE() << "a PMIx session without a server started (rank " << session.rank() << ")";
   } catch (const rb::BootstrapError& e) {
     const std::string msg = e.what();
