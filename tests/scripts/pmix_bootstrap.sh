@@ -149,10 +149,14 @@ if compgen -G "$pydir/rwin/_rwin*.so" >/dev/null && [[ -x $py ]]; then
   log=$tmp/python.log
   env "${unset_rwin[@]}" timeout 120 "${mpirun_cmd[@]}" -np 2 -x PYTHONPATH="$pydir" -x PYTHONDONTWRITEBYTECODE=1 \
     "$py" -c 'import rwin
-with rwin.Context() as c: print("PY", c.rank, c.nranks)' >"$log" 2>&1
+for i in range(2):  # two Contexts in a row: two PMIx sessions and rendezvous
+    with rwin.Context() as c:
+        c.barrier()
+        print("PY", i, c.rank, c.nranks)' >"$log" 2>&1
   rc=$?
-  if [[ $rc == 0 ]] && grep -q '^\[[0-9]*,0\]<stdout>:PY 0 2$' "$log" && grep -q '^\[[0-9]*,1\]<stdout>:PY 1 2$' "$log"; then
-    pass "python under mpirun -np 2: ranks 0 and 1 of 2"
+  got=$(grep -cE '^\[[0-9]+,([01])\]<stdout>:PY [01] \1 2$' "$log")
+  if [[ $rc == 0 && $got == 4 ]]; then
+    pass "python under mpirun -np 2: ranks 0 and 1 of 2, two Contexts in a row"
   else
     fail "python under mpirun (exit $rc)"
     tail -n 20 "$log" | sed 's/^/  | /' >&2
