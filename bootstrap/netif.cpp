@@ -277,7 +277,7 @@ std::string choose_serve_address(const std::string& peer_host, std::string& how)
   const std::string forced = env_or_empty("RWIN_IFNAME");
   if (!forced.empty()) {
     const std::string addr = ipv4_of(forced);
-    if (addr.empty()) fail_doing(kServeWhat, "RWIN_IFNAME=" + forced + " has no ipv4 address here");
+    if (addr.empty()) fail_doing(kServeWhat, "RWIN_IFNAME=" + forced + " is no interface with an ipv4 address on this host");
     how = "the address of RWIN_IFNAME=" + forced;
     return addr;
   }

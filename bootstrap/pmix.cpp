@@ -262,10 +262,13 @@ std::unique_ptr<Bootstrap> PmixSession::bootstrap(BootstrapConfig cfg, std::stri
       host = "127.0.0.1";
       how = "loopback: every rank is on this node (" + s.locality + ")";
     } else {
-      // A host of some other rank, so the address chosen is the one that routes there.
+      // A host of some other rank, so the address chosen is the one that routes there. A few ranks
+      // are asked at most: a server that knows no host names answers every one the same.
       std::string peer_host;
-      for (int r = 1; r < s.nranks && peer_host.empty(); ++r) {
+      int asked = 0;
+      for (int r = 1; r < s.nranks && peer_host.empty() && asked < 4; ++r) {
         if (s.local_ranks.count(r)) continue;
+        ++asked;
         pmix_proc_t p;
         PMIX_LOAD_PROCID(&p, s.me.nspace, static_cast<pmix_rank_t>(r));
         ValuePtr v;
@@ -277,7 +280,8 @@ std::unique_ptr<Bootstrap> PmixSession::bootstrap(BootstrapConfig cfg, std::stri
       try {
         host = choose_serve_address(peer_host, how);
       } catch (const BootstrapError& e) {
-        throw BootstrapError(e.kind(), head + ": ranks run on other nodes (" + s.locality + "): " + e.what());
+        const std::string why = s.all_local ? "RWIN_IFNAME is set" : "ranks run on other nodes (" + s.locality + ")";
+        throw BootstrapError(e.kind(), head + ": " + why + ": " + e.what());
       }
     }
     job_key = fresh_job_key();

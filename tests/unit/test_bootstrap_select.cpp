@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/netif.h"
 #include "bootstrap/pmix.h"
 #include "rwin/rwin.h"
 
@@ -39,7 +40,7 @@ class Clean {
       "PMI_RANK",          "PMI_SIZE",            "SLURM_PROCID",       "SLURM_NTASKS",       "SLURM_NPROCS",
       "SLURM_JOB_ID",      "SLURM_STEP_ID",       "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
       "PMIX_RANK",         "PMIX_NAMESPACE",      "PMIX_SERVER_URI41",  "PMIX_SERVER_URI4",   "PMIX_SERVER_URI3",
-      "PMIX_SERVER_URI21", "PMIX_SERVER_URI2",    "PMIX_SERVER_URI"};
+      "PMIX_SERVER_URI21", "PMIX_SERVER_URI2",    "PMIX_SERVER_URI",    "RWIN_IFNAME"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -227,4 +228,24 @@ TEST(LaunchEnvHow, SaysWhereRankSizeAndRootCameFrom) {
   auto got = rb::LaunchEnv::detect();
   ASSERT_TRUE(got);
   EXPECT_EQ(got->how, "rank OMPI_COMM_WORLD_RANK=2, size OMPI_COMM_WORLD_SIZE=4, root RWIN_ROOT");
+}
+
+// Rank 0's address under PMIx when ranks run on other nodes: RWIN_IFNAME first (the routing and
+// host-name rules need other hosts: tests/multinode/netns-ring.sh, root kind pmix).
+TEST(ServeAddress, IfnameWinsAndABadOneIsNamed) {
+  Clean env;
+  env.set("RWIN_IFNAME", "lo");
+  std::string how;
+  EXPECT_EQ(rb::choose_serve_address("", how), "127.0.0.1");
+  EXPECT_EQ(how, "the address of RWIN_IFNAME=lo");
+  env.set("RWIN_IFNAME", "nope0");
+  try {
+    (void)rb::choose_serve_address("", how);
+    ADD_FAILURE() << "RWIN_IFNAME=nope0 accepted";
+  } catch (const rb::BootstrapError& e) {
+    EXPECT_EQ(e.kind(), rb::BootstrapError::Kind::Config);
+    EXPECT_TRUE(has(e.what(), "RWIN_IFNAME=nope0")) << e.what();
+    EXPECT_TRUE(has(e.what(), "interfaces seen: ")) << e.what();
+    EXPECT_TRUE(has(e.what(), "lo 127.0.0.1")) << e.what();
+  }
 }
