@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include "bootstrap/netif.h"
@@ -55,6 +56,14 @@ std::vector<std::string> pmix_env_seen() {
     if (const char* val = env_set(v)) out.push_back(std::string(v) + "=" + val);
   }
   return out;
+}
+
+std::shared_ptr<PmixSession> PmixSession::process_session(Millis timeout) {
+  static std::mutex mu;
+  static std::shared_ptr<PmixSession> session;  // destroyed (PMIx_Finalize) at exit
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!session) session = std::make_shared<PmixSession>(timeout);
+  return session;
 }
 
 bool pmix_server_advertised() {

@@ -29,10 +29,16 @@ std::vector<std::string> pmix_env_seen();
 // are (how a PMIx launcher marks its clients).
 bool pmix_server_advertised();
 
-// One PMIx client session: PMIx_Init in the constructor, PMIx_Finalize in the destructor. Sessions may
-// follow one another in a process (one per rwin::Context); PMIx counts nested ones.
+// One PMIx client session: PMIx_Init in the constructor, PMIx_Finalize in the destructor.
 class PmixSession {
  public:
+  // The process's session, made by the first call and kept until the process exits (its destructor, a
+  // static one, finalizes): every rwin::Context of the process shares it. Not one per Context because
+  // a rank that finalizes and re-initializes while another is still finalizing makes the server end
+  // the next fence with PMIX_ERR_PARTIAL_SUCCESS (seen with Open MPI 4.1.4 and PMIx 4.2.2). A failed
+  // start is not kept: the next call tries again.
+  static std::shared_ptr<PmixSession> process_session(Millis timeout);
+
   // Connects to the server and reads rank, job size and whether every rank is on this node (each
   // read bounded by `timeout`; PMIx_Init itself has no deadline, but fails at once when no server
   // listens at the advertised address). Throws BootstrapError(Config) naming the PMIx status and the

@@ -94,7 +94,7 @@ void choose_spin(ContextImpl& c) {
 // address and job key handed out through it. Never a job of one by mistake: a PMIx job of one in an
 // environment whose launcher variables name more ranks is refused.
 void pmix_start(ContextImpl& c, const bootstrap::BootstrapConfig& bc) {
-  c.pmix = std::make_unique<bootstrap::PmixSession>(bc.startup_timeout);
+  c.pmix = bootstrap::PmixSession::process_session(bc.startup_timeout);
   const int rank = c.pmix->rank();
   const int nranks = c.pmix->nranks();
   auto mismatch = [&](const char* what, int asked, int got) {

@@ -153,9 +153,9 @@ struct ContextImpl {
   // transport and the transport before the bootstrap it may still talk through.
   // Where rank, size and root came from (options_from_env, pmix_start): for messages and logs.
   bootstrap::LaunchEnv launch;
-  // Under the PMIx bootstrap, the session (PMIx_Finalize when it goes): declared before bs so that it
-  // outlives the bootstrap it started.
-  std::unique_ptr<bootstrap::PmixSession> pmix;
+  // Under the PMIx bootstrap, the process's PMIx session (bootstrap/pmix.h; finalized at exit), declared
+  // before bs so that it outlives the bootstrap it started.
+  std::shared_ptr<bootstrap::PmixSession> pmix;
   std::unique_ptr<bootstrap::Bootstrap> bs;
   std::unique_ptr<transport::Transport> tp;
   transport::Capabilities caps;
