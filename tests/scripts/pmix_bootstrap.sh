@@ -4,7 +4,8 @@
 # for more than one rank never runs as a job of 1.
 #   (a) mpirun -np 4 ring_shift --mode put|get, no RWIN_* variable (auto picks PMIx): OK on every rank
 #   (b) the same with RWIN_BOOTSTRAP=pmix
-#   (c) one rank kill -9'd under mpirun: a survivor names it, and mpirun exits non-zero (no hang)
+#   (c) one rank kill -9'd under mpirun: a survivor names it, and mpirun exits non-zero (no hang);
+#       a rank that never arrives: the PMIx fence ends at RWIN_STARTUP_TIMEOUT_MS, saying so
 #   (d) fake launcher variables (OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=1; PMIX_RANK=1
 #       PMIX_NAMESPACE=x) without mpirun or RWIN_ROOT: refused naming them, never a job-of-1 OK
 #   (e) RWIN_BOOTSTRAP=bogus and RWIN_BOOTSTRAP=pmix without a server: clear errors
@@ -103,6 +104,19 @@ else
   fi
 fi
 
+# (c2) the start-up deadline: rank 1 is a program that never reaches the bootstrap (sleep), so rank 0's
+# PMIx fence ends at RWIN_STARTUP_TIMEOUT_MS with an error saying so, and mpirun ends the job.
+env "${unset_rwin[@]}" RWIN_STARTUP_TIMEOUT_MS=2000 timeout 120 "${mpirun_cmd[@]}" -x RWIN_STARTUP_TIMEOUT_MS \
+  -np 1 "$ring" --mode put : -np 1 sleep 100 >"$tmp/fence.log" 2>&1
+rc=$?
+if ((rc != 0 && rc != 124)) && grep -q '^\[[0-9]*,0\]<stderr>:.*PMIx_Fence timed out after 2 s (the start-up timeout, RWIN_STARTUP_TIMEOUT_MS=2000)' "$tmp/fence.log" \
+  && ! grep -q '<stdout>:OK' "$tmp/fence.log"; then
+  pass "a rank that never arrives: rank 0's fence ends at the start-up timeout (mpirun exit $rc)"
+else
+  fail "start-up timeout (mpirun exit $rc)"
+  tail -n 20 "$tmp/fence.log" | sed 's/^/  | /' >&2
+fi
+
 # refused NAME EXPECTED... -- ENV...: ring_shift alone (no mpirun) fails, prints no OK, and its error
 # contains every EXPECTED text.
 refused() {
@@ -142,23 +156,25 @@ out=$(env "${unset_rwin[@]}" $(compgen -e | grep -E '^(PMIX_|OMPI_|PMI_|SLURM_)'
   timeout 60 "$ring" --mode put 2>&1)
 if [[ $? == 0 ]] && grep -q "1 ranks .*all ranks OK" <<<"$out"; then pass "no launcher: a job of 1"; else fail "singleton: $out"; fi
 
-# (f) Python: rank and size from PMIx.
+# (f) Python: rank and size from PMIx. Each rank writes its own file (mpirun's --tag-output may split
+# one line of two ranks' output).
 pydir=$bin/../python
 py=${RWIN_PYTHON:-/usr/bin/python3}
 if compgen -G "$pydir/rwin/_rwin*.so" >/dev/null && [[ -x $py ]]; then
   log=$tmp/python.log
   env "${unset_rwin[@]}" timeout 120 "${mpirun_cmd[@]}" -np 2 -x PYTHONPATH="$pydir" -x PYTHONDONTWRITEBYTECODE=1 \
-    "$py" -c 'import rwin
-for i in range(2):  # two Contexts in a row: two PMIx sessions and rendezvous
+    -x "PMIX_TEST_OUT=$tmp/py" "$py" -c 'import os, rwin
+for i in range(2):  # two Contexts in a row: two rendezvous in one PMIx session
     with rwin.Context() as c:
         c.barrier()
-        print("PY", i, c.rank, c.nranks)' >"$log" 2>&1
+        with open(os.environ["PMIX_TEST_OUT"] + "." + str(c.rank), "a") as f:
+            f.write(f"PY {i} {c.rank} {c.nranks}\n")' >"$log" 2>&1
   rc=$?
-  got=$(grep -cE '^\[[0-9]+,([01])\]<stdout>:PY [01] \1 2$' "$log")
-  if [[ $rc == 0 && $got == 4 ]]; then
+  want0=$'PY 0 0 2\nPY 1 0 2' want1=$'PY 0 1 2\nPY 1 1 2'
+  if [[ $rc == 0 && $(cat "$tmp/py.0" 2>/dev/null) == "$want0" && $(cat "$tmp/py.1" 2>/dev/null) == "$want1" ]]; then
     pass "python under mpirun -np 2: ranks 0 and 1 of 2, two Contexts in a row"
   else
-    fail "python under mpirun (exit $rc)"
+    fail "python under mpirun (exit $rc): rank 0 wrote '$(cat "$tmp/py.0" 2>/dev/null)', rank 1 '$(cat "$tmp/py.1" 2>/dev/null)'"
     tail -n 20 "$log" | sed 's/^/  | /' >&2
   fi
 else
