@@ -89,11 +89,15 @@ void tcp_launch(Options& o, bootstrap::LaunchEnv& launch) {
   // (e.g. PMIX_RANK/PMIX_NAMESPACE in a build without PMIx).
   const auto evidence = bootstrap::LaunchEnv::job_of_many_evidence();
   if (!evidence.empty() && (o.rank < 0 || o.nranks < 0)) {
-    std::string why = "RWIN_ROOT is unset";
+    const bool root_set = !o.root.empty() || env("RWIN_ROOT") != nullptr;
+    std::string why = root_set ? "a root is set, but no launcher variable gives this rank and the job size "
+                                 "(RWIN_RANK/RWIN_NRANKS, OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)"
+                               : "RWIN_ROOT is unset";
     if (bootstrap::pmix_server_advertised() && !bootstrap::pmix_built_in()) {
-      why += " and this rwin was built without PMIx (libpmix-dev missing at configure time)";
+      why += ", and this rwin was built without PMIx (libpmix-dev missing at configure time)";
     } else if (bootstrap::pmix_server_advertised()) {
-      why += " and RWIN_BOOTSTRAP=tcp turned PMIx off";
+      why += root_set ? ", and a set root turns PMIx off (unset RWIN_ROOT to use it)"
+                      : ", and RWIN_BOOTSTRAP=tcp turned PMIx off";
     }
     refuse_job_of_one(evidence, why);
   }

@@ -158,6 +158,17 @@ TEST(JobOfMany, PmixVariablesUnderTcpAreRefused) {
   EXPECT_TRUE(has(msg, "refusing to run as a job of 1")) << msg;
 }
 
+TEST(JobOfMany, RootWithoutRankUnderPmixIsRefusedSayingWhy) {
+  Clean env;
+  env.set("PMIX_NAMESPACE", "x");
+  env.set("PMIX_RANK", "1");
+  env.set("RWIN_ROOT", "127.0.0.1:4000");  // names the root, so tcp; but nothing gives rank and size
+  const std::string msg = from_env_error();
+  EXPECT_TRUE(has(msg, "PMIX_RANK=1")) << msg;
+  EXPECT_TRUE(has(msg, "no launcher variable gives this rank and the job size")) << msg;
+  EXPECT_TRUE(has(msg, "refusing to run as a job of 1")) << msg;
+}
+
 TEST(PmixSelect, AutoPicksPmixForAPmixClientAndLeavesRankToIt) {
   Clean env;
   env.set("PMIX_NAMESPACE", "x");
