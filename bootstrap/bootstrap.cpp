@@ -138,6 +138,10 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout,
     : Bootstrap(rank, nranks, root, BootstrapConfig{timeout, timeout, std::string(), serve}) {}
 
 Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg)
+    : Bootstrap(rank, nranks, root, cfg, nullptr) {}
+
+Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg,
+                     std::unique_ptr<TcpStoreServer> served)
     : rank_(rank),
       nranks_(nranks),
       timeout_(std::max(Millis(0), cfg.op_timeout)),
@@ -162,7 +166,9 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
             "before srun)");
   }
   const auto deadline = Clock::now() + startup_timeout_;
-  if (rank == 0 && cfg.serve) {
+  if (rank == 0 && served) {
+    server_ = std::move(served);
+  } else if (rank == 0 && cfg.serve) {
     try {
       server_ = std::make_unique<TcpStoreServer>(root.host, root.port, StoreServerConfig{cfg.job_key, nranks});
     } catch (const BootstrapError& e) {

@@ -159,13 +159,29 @@ class StoreLease {
 // Rank, size and rendezvous address as the launcher left them in the environment, in this order:
 // RWIN_RANK/RWIN_NRANKS/RWIN_ROOT (rwinrun), OMPI_COMM_WORLD_RANK/SIZE (Open MPI mpirun),
 // PMI_RANK/PMI_SIZE (MPICH, Hydra), SLURM_PROCID/SLURM_NTASKS (srun). `root` is RWIN_ROOT when set.
+// Under a PMIx server the core fills one with source "pmix" from the PMIx session (pmix.h).
 struct LaunchEnv {
   int rank = -1;
   int nranks = -1;
   std::string root;    // "host:port", may be empty when the launcher gives none
-  std::string source;  // "rwin", "openmpi", "pmi", "slurm": for messages
+  std::string source;  // "rwin", "openmpi", "pmi", "slurm", "pmix": for messages
+  std::string how;     // where rank, size and root came from, e.g. "rank OMPI_COMM_WORLD_RANK=1, size
+                       // OMPI_COMM_WORLD_SIZE=4, root RWIN_ROOT": for messages and the start-up log line
   static std::optional<LaunchEnv> detect();
+
+  // The launcher variables set here that show a job of more than one rank, as "NAME=value": a size
+  // variable above 1 (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, SLURM_NPROCS), a rank variable above
+  // 0 (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, PMIX_RANK), or a PMIx client's PMIX_NAMESPACE and
+  // PMIX_RANK (the job size is then PMIx's to say). Empty: nothing says this is not a job of one.
+  static std::vector<std::string> job_of_many_evidence();
 };
+
+// RWIN_BOOTSTRAP: how a job finds its rendezvous. The one reader of that variable.
+enum class BootstrapMethod { Auto, Tcp, Pmix };
+// `text` as given (Options::bootstrap) or, when empty, RWIN_BOOTSTRAP; empty or unset is Auto.
+// Throws BootstrapError(Config) naming the variable and value for anything but pmix, tcp or auto.
+BootstrapMethod bootstrap_method(const std::string& text);
+const char* bootstrap_method_name(BootstrapMethod m) noexcept;  // "auto", "tcp", "pmix"
 
 struct BootstrapConfig {
   Millis startup_timeout{60000};  // constructor (arrival of every rank)
@@ -186,6 +202,10 @@ class Bootstrap {
   // address RWIN_ROOT names (a local address, never a wildcard). Without a job key only a
   // loopback root is accepted (Config error naming RWIN_JOB_KEY otherwise).
   Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg);
+  // The same, with the store rank 0 already serves at `root` (bound beforehand on an ephemeral port
+  // whose address reached the other ranks some other way: PMIx, pmix.h). Ignored on other ranks.
+  Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg,
+            std::unique_ptr<TcpStoreServer> served);
   // The same with startup_timeout = op_timeout = `timeout` and no key (loopback jobs, tests).
   Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout, bool serve = true);
   // Says goodbye (unless unwinding from an exception: then this rank counts as failed); rank 0

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -78,16 +79,20 @@ std::string describe_interfaces(ifaddrs* list) {
   return out;
 }
 
-[[noreturn]] void fail(const std::string& root_host, const std::string& reason) {
+// `what` is the question being answered, e.g. "choosing the interface to reach root 'h1'".
+[[noreturn]] void fail_doing(const std::string& what, const std::string& reason) {
   std::string seen;
   try {
     seen = describe_interfaces(get_ifaddrs("listing interfaces").get());
   } catch (const BootstrapError& e) {
     seen = std::string("unknown (") + e.what() + ")";
   }
-  throw BootstrapError(BootstrapError::Kind::Config, "bootstrap: choosing the interface to reach root '" +
-                                                         root_host + "': " + reason +
-                                                         " (interfaces seen: " + seen + ")");
+  throw BootstrapError(BootstrapError::Kind::Config,
+                       "bootstrap: " + what + ": " + reason + " (interfaces seen: " + seen + ")");
+}
+
+[[noreturn]] void fail(const std::string& root_host, const std::string& reason) {
+  fail_doing("choosing the interface to reach root '" + root_host + "'", reason);
 }
 
 // Resolves root_host to one IPv4 address. AF_INET only: the bootstrap speaks IPv4.
@@ -234,6 +239,98 @@ std::string choose_interface(const std::string& root_host) {
   }
   fail(root_host, std::string("the route to it uses source address ") + local_text +
                       ", which no interface owns");
+}
+
+namespace {
+
+constexpr const char* kServeWhat = "choosing the address other hosts reach the store on";
+
+bool is_loopback_v4(const std::string& dotted) { return dotted.rfind("127.", 0) == 0; }
+
+// The first IPv4 address of interface `name`, or "" if it has none.
+std::string ipv4_of(const std::string& name) {
+  for (const auto& [ifname, addr] : list_ipv4_interfaces()) {
+    if (ifname == name) return addr;
+  }
+  return {};
+}
+
+// The interface of the default route (destination 0.0.0.0/0 in /proc/net/route), or "".
+std::string default_route_interface() {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen("/proc/net/route", "re"), &std::fclose);
+  if (!f) return {};
+  char line[512];
+  if (!std::fgets(line, sizeof line, f.get())) return {};  // the header
+  while (std::fgets(line, sizeof line, f.get())) {
+    char iface[64] = {};
+    char dest[16] = {};
+    char mask[16] = {};
+    // Iface Destination Gateway Flags RefCnt Use Metric Mask ...
+    if (std::sscanf(line, "%63s %15s %*s %*s %*s %*s %*s %15s", iface, dest, mask) != 3) continue;
+    if (std::strcmp(dest, "00000000") == 0 && std::strcmp(mask, "00000000") == 0) return iface;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string choose_serve_address(const std::string& peer_host, std::string& how) {
+  std::vector<std::string> tried;
+  const char* ifname = knobs::env("RWIN_IFNAME");
+  const std::string forced = ifname ? ifname : "";
+  if (!forced.empty()) {
+    const std::string addr = ipv4_of(forced);
+    if (addr.empty()) fail_doing(kServeWhat, "RWIN_IFNAME=" + forced + " is no interface with an ipv4 address on this host");
+    how = "the address of RWIN_IFNAME=" + forced;
+    return addr;
+  }
+  if (!peer_host.empty()) {
+    try {
+      const std::string ifname = choose_interface(peer_host);
+      const std::string addr = ipv4_of(ifname);
+      if (!addr.empty() && !is_loopback_v4(addr)) {
+        how = "the address of " + ifname + ", the interface that routes to " + peer_host + " (a host of other ranks)";
+        return addr;
+      }
+      tried.push_back("the route to " + peer_host + " uses " + ifname + " (loopback)");
+    } catch (const BootstrapError& e) {
+      tried.push_back(std::string("routing to ") + peer_host + ": " + e.what());
+    }
+  }
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') {
+    in_addr a{};
+    std::string why;
+    if (resolve_ipv4(name, a, why)) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &a, text, sizeof text);
+      bool owned = false;
+      for (const auto& [ifname, addr] : list_ipv4_interfaces()) owned = owned || addr == text;
+      if (owned && !is_loopback_v4(text)) {
+        how = std::string("the address this host's name '") + name + "' resolves to";
+        return text;
+      }
+      tried.push_back(std::string("host name '") + name + "' resolves to " + text +
+                      (owned ? " (loopback)" : " (no interface here owns it)"));
+    } else {
+      tried.push_back(std::string("host name '") + name + "': " + why);
+    }
+  }
+  const std::string def = default_route_interface();
+  if (!def.empty()) {
+    const std::string addr = ipv4_of(def);
+    if (!addr.empty() && !is_loopback_v4(addr)) {
+      how = "the address of " + def + ", the default route's interface";
+      return addr;
+    }
+    tried.push_back("the default route's interface " + def + " has no usable ipv4 address");
+  } else {
+    tried.push_back("no default route");
+  }
+  std::string all;
+  for (size_t i = 0; i < tried.size(); ++i) all += (i ? "; " : "") + tried[i];
+  fail_doing(kServeWhat, "no address other hosts can reach was found (" + all +
+                                        "): set RWIN_IFNAME to the interface that reaches the other hosts");
 }
 
 unsigned derived_port(unsigned long long job_id) { return 20000u + static_cast<unsigned>(job_id % 12000u); }

@@ -33,6 +33,17 @@ std::vector<std::pair<std::string, std::string>> list_ipv4_interfaces();
 // Name resolution uses getaddrinfo, whose deadline is the resolver's (resolv.conf timeout/attempts).
 std::string choose_interface(const std::string& root_host);
 
+// The IPv4 address a root on this host binds so that ranks on other hosts can reach it (used when
+// nobody named the root: the PMIx bootstrap, pmix.h). Rules, first that applies:
+//  1. RWIN_IFNAME set: that interface's address (an error if it has none);
+//  2. `peer_host` (a host running other ranks; "" = unknown): the address of the interface that routes
+//     to it (choose_interface), unless that route is loopback;
+//  3. this host's name (gethostname) resolves to a non-loopback address an interface owns: that one;
+//  4. the address of the default route's interface (/proc/net/route).
+// `how` says which rule chose it. Throws BootstrapError(Config) naming each rule's outcome, the
+// interfaces seen and RWIN_IFNAME as the fix.
+std::string choose_serve_address(const std::string& peer_host, std::string& how);
+
 // What an Open MPI or Slurm launch says about the rendezvous, when RWIN_ROOT is unset.
 struct LauncherRoot {
   std::string root;    // "host:port", every rank of one job computes the same string

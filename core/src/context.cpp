@@ -10,9 +10,11 @@
 #include "bootstrap/netif.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "bootstrap/pmix.h"
 #include "collectives/team_state.h"
 #include "context_impl.h"
 #include "ops.h"
+#include "startup.h"
 
 namespace rwin {
 
@@ -125,6 +127,53 @@ void log_startup(const ContextImpl& c, const std::vector<bool>& same_host) {
            c.chunk_from.c_str(), c.opt.pipeline_depth, c.depth_from.c_str(), g_spin_us.load(std::memory_order_relaxed));
 }
 
+// The PMIx bootstrap (bootstrap/pmix.h): rank and size from the launcher's PMIx server, the store's
+// address and job key handed out through it. Never a job of one by mistake: a PMIx job of one in an
+// environment whose launcher variables name more ranks is refused.
+void pmix_start(ContextImpl& c, const bootstrap::BootstrapConfig& bc) {
+  c.pmix = bootstrap::PmixSession::process_session(bc.startup_timeout);
+  const int rank = c.pmix->rank();
+  const int nranks = c.pmix->nranks();
+  auto mismatch = [&](const char* what, int asked, int got) {
+    throw Error(ErrorCode::InvalidArgument, std::string("Options::") + what + " is " + std::to_string(asked) +
+                                                " but the PMIx server (namespace " + c.pmix->nspace() + ") says " +
+                                                std::to_string(got));
+  };
+  if (c.opt.rank >= 0 && c.opt.rank != rank) mismatch("rank", c.opt.rank, rank);
+  if (c.opt.nranks >= 0 && c.opt.nranks != nranks) mismatch("nranks", c.opt.nranks, nranks);
+  if (nranks == 1) {
+    std::optional<bootstrap::LaunchEnv> other;
+    try {
+      other = bootstrap::LaunchEnv::detect();
+    } catch (const bootstrap::BootstrapError&) {
+      // Malformed launcher variables say nothing reliable about the size; PMIx has spoken.
+    }
+    if (other && other->nranks > 1) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "the PMIx server (namespace " + c.pmix->nspace() + ") says this is a job of 1, but " + other->how +
+                      " (" + other->source + ") names a job of " + std::to_string(other->nranks) +
+                      ": refusing to run as a job of 1; launch under the launcher that set those variables, or set "
+                      "RWIN_BOOTSTRAP=tcp with RWIN_ROOT=host:port");
+    }
+  }
+  c.opt.rank = rank;
+  c.opt.nranks = nranks;
+  std::string root;
+  std::string root_how;
+  c.bs = c.pmix->bootstrap(bc, root, root_how);
+  c.launch.root = root;
+  c.launch.rank = rank;
+  c.launch.nranks = nranks;
+  c.launch.source = "pmix";
+  c.launch.how = "rank and size from PMIx (namespace " + c.pmix->nspace() + ", PMIX_JOB_SIZE=" +
+                 std::to_string(nranks) + "), root " + root_how;
+  log::set_rank(rank);
+  RWIN_LOG(Info, Bootstrap, "rank %d of %d from launcher pmix (namespace %s); root %s from %s", rank, nranks,
+           c.pmix->nspace().c_str(), root.c_str(), root_how.c_str());
+  // The store's address; the key stays in the bootstrap (options() does not show it).
+  c.opt.root = root;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -134,21 +183,26 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   ContextImpl& c = *impl_;
   log::configure();            // a bad RWIN_LOG_* knob is warned about now, not at the first line
   knobs::warn_unknown_once();  // a misspelt RWIN_* variable, before anything uses the defaults
-  c.opt = Options::from_env(options);
-  c.rank = c.opt.rank;
-  c.nranks = c.opt.nranks;
+  c.opt = detail::options_from_env(options, &c.launch);
   try {
     bootstrap::BootstrapConfig bc;
     bc.startup_timeout = c.opt.startup_timeout;
     bc.op_timeout = c.opt.op_timeout;
     bc.job_key = c.opt.job_key;
-    c.bs = std::make_unique<bootstrap::Bootstrap>(c.rank, c.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
-    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: joined the bootstrap store at %s%s", c.rank, c.nranks, c.opt.root.c_str(),
-             c.rank == 0 ? " (serving it)" : "");
+    if (c.opt.bootstrap == "pmix") {
+      pmix_start(c, bc);
+    } else {
+      c.bs = std::make_unique<bootstrap::Bootstrap>(c.opt.rank, c.opt.nranks, bootstrap::HostPort::parse(c.opt.root), bc);
+    }
+    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: joined the bootstrap store at %s%s", c.opt.rank, c.opt.nranks,
+             c.opt.root.c_str(), c.opt.rank == 0 ? " (serving it)" : "");
   } catch (const bootstrap::BootstrapError& e) {
-    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: bootstrap at %s failed: %s", c.rank, c.nranks, c.opt.root.c_str(), e.what());
+    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: bootstrap at %s failed: %s", c.opt.rank, c.opt.nranks, c.opt.root.c_str(),
+             e.what());
     throw Error(error_code(e), e.what());
   }
+  c.rank = c.opt.rank;
+  c.nranks = c.opt.nranks;
   c.peers.resize(static_cast<size_t>(c.nranks));
   std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);
   transport::TransportConfig tc;

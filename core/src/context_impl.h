@@ -17,6 +17,10 @@
 #include "rwin/rwin.h"
 #include "transport/transport.h"
 
+namespace rwin::bootstrap {
+class PmixSession;  // bootstrap/pmix.h
+}
+
 namespace rwin::detail {
 
 struct ContextImpl;
@@ -148,6 +152,11 @@ struct ContextImpl {
   std::string chunk_from, depth_from;  // where chunk_bytes / pipeline_depth came from (start-up log)
   // Declaration order matters: members are destroyed in reverse, so windows go before the
   // transport and the transport before the bootstrap it may still talk through.
+  // Where rank, size and root came from (options_from_env, pmix_start): for messages and logs.
+  bootstrap::LaunchEnv launch;
+  // Under the PMIx bootstrap, the process's PMIx session (bootstrap/pmix.h; finalized at exit), declared
+  // before bs so that it outlives the bootstrap it started.
+  std::shared_ptr<bootstrap::PmixSession> pmix;
   std::unique_ptr<bootstrap::Bootstrap> bs;
   std::unique_ptr<transport::Transport> tp;
   transport::Capabilities caps;

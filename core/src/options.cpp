@@ -8,8 +8,10 @@
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "bootstrap/pmix.h"
 #include "reg_cache.h"
 #include "rwin/rwin.h"
+#include "startup.h"
 
 namespace rwin {
 namespace {
@@ -54,9 +56,70 @@ long parse_int(const char* name, const char* text, long lo, long hi) {
 
 }  // namespace
 
+std::string detail::evidence_text(const std::vector<std::string>& evidence) {
+  std::string s;
+  for (size_t i = 0; i < evidence.size(); ++i) s += (i ? ", " : "") + evidence[i];
+  return s;
+}
+
+namespace {
+
+// What a process that must not run alone is told: what it saw and the ways to give it a bootstrap.
+[[noreturn]] void refuse_job_of_one(const std::vector<std::string>& evidence, const std::string& why) {
+  throw Error(ErrorCode::InvalidArgument,
+              "launch environment: " + detail::evidence_text(evidence) +
+                  " show a job of more than one rank, but no bootstrap is reachable (" + why +
+                  "); refusing to run as a job of 1. Set RWIN_ROOT=host:port (rank 0 serves it; with RWIN_JOB_KEY "
+                  "off loopback) on every rank, or launch with rwinrun, or under a PMIx server (mpirun, "
+                  "srun --mpi=pmix)");
+}
+
+// Rank, size and root (the "tcp" bootstrap: RWIN_ROOT, rwinrun's variables, or a root derived from
+// Open MPI's or Slurm's variables), or, when no launcher is seen, a job of one.
+void tcp_launch(Options& o, bootstrap::LaunchEnv& launch) {
+  std::optional<bootstrap::LaunchEnv> found;
+  try {
+    found = bootstrap::LaunchEnv::detect();
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(ErrorCode::InvalidArgument, e.what());
+  }
+  if (found) {
+    launch = *found;
+    if (o.rank < 0) o.rank = launch.rank;
+    if (o.nranks < 0) o.nranks = launch.nranks;
+    if (o.root.empty()) o.root = launch.root;
+    return;
+  }
+  // Not started by a launcher we read: a job of one, unless some launcher variable says otherwise
+  // (e.g. PMIX_RANK/PMIX_NAMESPACE in a build without PMIx).
+  const auto evidence = bootstrap::LaunchEnv::job_of_many_evidence();
+  if (!evidence.empty() && (o.rank < 0 || o.nranks < 0)) {
+    const bool root_set = !o.root.empty() || env("RWIN_ROOT") != nullptr;
+    std::string why = root_set ? "a root is set, but no launcher variable gives this rank and the job size "
+                                 "(RWIN_RANK/RWIN_NRANKS, OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)"
+                               : "RWIN_ROOT is unset";
+    if (bootstrap::pmix_server_advertised() && !bootstrap::pmix_built_in()) {
+      why += ", and this rwin was built without PMIx (libpmix-dev missing at configure time)";
+    } else if (bootstrap::pmix_server_advertised()) {
+      why += root_set ? ", and a set root turns PMIx off (unset RWIN_ROOT to use it)"
+                      : ", and RWIN_BOOTSTRAP=tcp turned PMIx off";
+    }
+    refuse_job_of_one(evidence, why);
+  }
+  launch.source = "";
+  launch.how = "no launcher: a job of one";
+  if (o.rank < 0) o.rank = 0;
+  if (o.nranks < 0) o.nranks = 1;
+}
+
+}  // namespace
+
 Options Options::from_env() { return from_env(Options()); }
 
-Options Options::from_env(Options o) {
+Options Options::from_env(Options o) { return detail::options_from_env(std::move(o), nullptr); }
+
+Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
+  bootstrap::LaunchEnv launch;
   in_code("RWIN_RANK", o.rank >= 0, std::to_string(o.rank));
   in_code("RWIN_NRANKS", o.nranks >= 0, std::to_string(o.nranks));
   in_code("RWIN_ROOT", !o.root.empty(), o.root);
@@ -72,44 +135,64 @@ Options Options::from_env(Options o) {
   in_code("RWIN_TIMEOUT_MS", o.op_timeout.count() > 0, std::to_string(o.op_timeout.count()));
   in_code("RWIN_SPIN_US", o.spin_us >= 0, std::to_string(o.spin_us));
   in_code("RWIN_JOB_KEY", !o.job_key.empty(), "(set)");  // a secret: never printed
-  // Where rank, size and root came from, for the start-up log line.
-  std::string ranks_from = o.rank >= 0 && o.nranks >= 0 ? "Options" : "";
-  std::string root_from = o.root.empty() ? "" : "Options::root";
-  if (o.rank < 0 || o.nranks < 0) {
-    std::optional<bootstrap::LaunchEnv> launch;
-    try {
-      launch = bootstrap::LaunchEnv::detect();
-    } catch (const bootstrap::BootstrapError& e) {
-      throw Error(ErrorCode::InvalidArgument, e.what());
+  in_code("RWIN_BOOTSTRAP", !o.bootstrap.empty(), o.bootstrap);
+  const bool root_in_code = !o.root.empty();
+  bootstrap::BootstrapMethod method;
+  try {
+    method = bootstrap::bootstrap_method(o.bootstrap);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(ErrorCode::InvalidArgument, e.what());
+  }
+  if (method == bootstrap::BootstrapMethod::Auto) {
+    // A root someone named, or a rank and size the program set, is the tcp bootstrap as before;
+    // otherwise a PMIx server, when this build can talk to one.
+    const bool named = !o.root.empty() || env("RWIN_ROOT") != nullptr || (o.rank >= 0 && o.nranks >= 0);
+    method = (!named && bootstrap::pmix_built_in() && bootstrap::pmix_server_advertised())
+                 ? bootstrap::BootstrapMethod::Pmix
+                 : bootstrap::BootstrapMethod::Tcp;
+  }
+  o.bootstrap = bootstrap::bootstrap_method_name(method);
+  const bool pmix = method == bootstrap::BootstrapMethod::Pmix;
+  if (pmix) {
+    if (!bootstrap::pmix_built_in()) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "RWIN_BOOTSTRAP=pmix: this rwin was built without PMIx (libpmix-dev / pkg-config 'pmix' was "
+                  "missing at configure time); rebuild with it, or use RWIN_BOOTSTRAP=tcp with RWIN_ROOT=host:port");
     }
-    if (launch) {
-      if (o.rank < 0) o.rank = launch->rank;
-      if (o.nranks < 0) o.nranks = launch->nranks;
-      ranks_from = "launcher " + launch->source;
-      if (o.root.empty() && !launch->root.empty()) {
-        o.root = launch->root;
-        const char* r = env("RWIN_ROOT");
-        root_from = r && o.root == r ? "RWIN_ROOT" : "derived from the " + launch->source + " launcher's variables";
-      }
-    } else {
-      // Not started by a launcher: a job of one.
-      if (o.rank < 0) o.rank = 0;
-      if (o.nranks < 0) o.nranks = 1;
-      ranks_from = "no launcher (a job of one)";
+    if (!bootstrap::pmix_server_advertised()) {
+      const auto seen = bootstrap::pmix_env_seen();
+      throw Error(ErrorCode::InvalidArgument,
+                  "RWIN_BOOTSTRAP=pmix, but no PMIx server is advertised: none of PMIX_SERVER_URI41, "
+                  "PMIX_SERVER_URI4, PMIX_SERVER_URI3, PMIX_SERVER_URI21, PMIX_SERVER_URI2, PMIX_SERVER_URI nor "
+                  "PMIX_NAMESPACE with PMIX_RANK is set" +
+                      (seen.empty() ? std::string() : " (seen: " + detail::evidence_text(seen) + ")") +
+                      "; launch under mpirun or srun --mpi=pmix, or use RWIN_BOOTSTRAP=tcp with RWIN_ROOT");
     }
+    launch.source = "pmix";
+    launch.how = "from the PMIx server (at start-up)";
+  } else if (o.rank < 0 || o.nranks < 0) {
+    tcp_launch(o, launch);
+  } else {
+    launch.source = "options";
+    launch.how = "rank and size set by the program";
   }
-  if (o.root.empty()) {
-    if (const char* v = env("RWIN_ROOT")) o.root = v, root_from = "RWIN_ROOT";
-  }
-  if (o.root.empty() && o.nranks == 1) o.root = "127.0.0.1:0", root_from = "a job of one: nobody else needs to find it";
-  if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks) {
-    throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(o.rank) + " is outside a job of " +
-                                                std::to_string(o.nranks) + " ranks");
-  }
-  if (o.root.empty()) {
-    throw Error(ErrorCode::InvalidArgument,
-                "rank " + std::to_string(o.rank) + " of " + std::to_string(o.nranks) +
-                    ": no rendezvous address: set RWIN_ROOT=host:port (rank 0 serves it) or launch with rwinrun");
+  if (!pmix) {
+    if (o.root.empty()) {
+      if (const char* v = env("RWIN_ROOT")) o.root = v;
+    }
+    if (o.root.empty() && o.nranks == 1) o.root = "127.0.0.1:0";  // nobody else needs to find us
+    if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks) {
+      throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(o.rank) + " is outside a job of " +
+                                                  std::to_string(o.nranks) + " ranks");
+    }
+    if (o.root.empty()) {
+      std::string seen = launch.how.empty() ? std::string() : " (" + launch.how + ")";
+      throw Error(ErrorCode::InvalidArgument,
+                  "rank " + std::to_string(o.rank) + " of " + std::to_string(o.nranks) + seen +
+                      ": no rendezvous address, so no bootstrap is reachable and this process will not run as a "
+                      "job of 1: set RWIN_ROOT=host:port (rank 0 serves it) or launch with rwinrun, or under a PMIx "
+                      "server (mpirun, srun --mpi=pmix)");
+    }
   }
   if (o.transport.empty()) {
     const char* v = env("RWIN_TRANSPORT");
@@ -162,12 +245,24 @@ Options Options::from_env(Options o) {
   if (o.spin_us < 0) {
     if (const char* v = env("RWIN_SPIN_US")) o.spin_us = static_cast<int>(parse_int("RWIN_SPIN_US", v, 0, 1000000));
   }
-  if (o.job_key.empty()) {
+  // Under PMIx rank 0 makes a fresh key and hands it out through PMIx (bootstrap/pmix.h).
+  if (o.job_key.empty() && !pmix) {
     if (const char* v = env("RWIN_JOB_KEY")) o.job_key = v;  // any non-empty string; "" = no key
   }
-  log::set_rank(o.rank);
-  RWIN_LOG(Info, Bootstrap, "rank %d of %d from %s; root %s from %s", o.rank, o.nranks, ranks_from.c_str(),
-           o.root.c_str(), root_from.c_str());
+  if (!pmix) {  // (under PMIx the Context says it once the PMIx server has spoken)
+    log::set_rank(o.rank);
+    const std::string ranks_from = launch.source == "options" ? "Options"
+                                   : launch.source.empty()    ? "no launcher (a job of one)"
+                                                              : "launcher " + launch.source;
+    const char* env_root = env("RWIN_ROOT");
+    const std::string root_from = root_in_code                          ? "Options::root"
+                                  : env_root && o.root == env_root      ? "RWIN_ROOT"
+                                  : o.nranks == 1 && o.root == "127.0.0.1:0" ? "a job of one: nobody else needs to find it"
+                                                                        : "derived from the " + launch.source + " launcher's variables";
+    RWIN_LOG(Info, Bootstrap, "rank %d of %d from %s; root %s from %s", o.rank, o.nranks, ranks_from.c_str(),
+             o.root.c_str(), root_from.c_str());
+  }
+  if (launch_out) *launch_out = std::move(launch);
   return o;
 }
 

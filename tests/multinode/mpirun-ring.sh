@@ -5,8 +5,10 @@
 #   env: RWIN_MPIRUN_NP (default 4)  RWIN_MPIRUN_SIZES (default "1 1000 3000000")
 #        RWIN_MPIRUN_MODES (default "put get")  RWIN_MPIRUN_TIMEOUT seconds per run (default 120)
 #        RWIN_MPIRUN_PROG  program instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
-#        RWIN_MPIRUN_DERIVED    1 (default): also run every case WITHOUT RWIN_ROOT, so rwin derives the
-#                               root from Open MPI's variables (bootstrap/netif.h, LaunchEnv::detect)
+#        RWIN_MPIRUN_DERIVED    1 (default): also run every case WITHOUT RWIN_ROOT and with
+#                               RWIN_BOOTSTRAP=tcp, so rwin derives the root from Open MPI's variables
+#                               (bootstrap/netif.h, LaunchEnv::detect). Without RWIN_BOOTSTRAP=tcp
+#                               mpirun's PMIx server would be used (tests/scripts/pmix_bootstrap.sh).
 #
 # The command, for people copying it (as root; drop --allow-run-as-root otherwise):
 #   mpirun --allow-run-as-root --oversubscribe -np 4 --mca oob_tcp_if_include lo \
@@ -63,6 +65,9 @@ for variant in "${variants[@]}"; do
       if [[ $variant == explicit ]]; then
         port=$(free_port) || { echo "mpirun-ring: no free loopback port in 29400-30399" >&2; exit 1; }
         env_flags+=(-x "RWIN_ROOT=127.0.0.1:$port")
+      else
+        # The tcp bootstrap's derived root, not PMIx (which mpirun would otherwise get: pmix_bootstrap.sh).
+        env_flags+=(-x RWIN_BOOTSTRAP=tcp)
       fi
       # RWIN_ROOT from the caller's environment must not leak into the derived variant.
       env -u RWIN_ROOT -u RWIN_RANK -u RWIN_NRANKS timeout -k 10 "$RUN_TIMEOUT" \

@@ -10,7 +10,9 @@
 #                               "none" skips the interface-choice checks)
 #        RWIN_NETNS_LAUNCHERS   which launchers to run (default "env env-autoif mpirun slurm", below)
 #        RWIN_NETNS_DERIVED     1 (default): also run mpirun and slurm WITHOUT RWIN_ROOT, so the root
-#                               is derived from the launcher's variables (derive_root_from_launcher)
+#                               is derived from the launcher's variables (derive_root_from_launcher),
+#                               and mpirun with no RWIN_* variable at all (the PMIx bootstrap)
+#        RWIN_NETNS_ROOTKINDS   with DERIVED=1, which of "explicit derived pmix" to run (default all)
 #
 # Topology (everything lives in namespaces this script creates; nothing touches the host's own
 # interfaces or routes, and the 10.77/16 addresses exist only inside these namespaces):
@@ -168,6 +170,8 @@ fi
 # root "explicit" passes RWIN_ROOT=10.77.0.1:<port>; root "derived" passes none, so the program must
 # derive it from the launcher's variables (bootstrap/netif.h derive_root_from_launcher): mpirun's
 # HNP uri gives 10.77.0.1, Slurm's nodelist gives h0 (resolved through /etc/netns/<ns>/hosts).
+# root "pmix" (mpirun only) passes no RWIN_* variable: rank 0 serves the store on the address that
+# routes to rank 1's host (PMIX_HOSTNAME h1) and hands it and a fresh key out through PMIx.
 AGENT="$LOG_DIR/ns-rsh-agent.sh"
 cat >"$AGENT" <<AGENT_EOF
 #!/usr/bin/env bash
@@ -242,14 +246,18 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
 
 run_mpirun() { # run_mpirun ROOTKIND MODE SIZE
   local rootkind=$1 mode=$2 size=$3 log="$LOG_DIR/mpirun-$1-$2-$3.log" r rc
-  local root_flag=()
-  [[ $rootkind == explicit ]] && root_flag=(-x "RWIN_ROOT=$(host_addr 0):$PORT")
+  # explicit: RWIN_ROOT; derived: the tcp bootstrap's root from mpirun's variables; pmix: nothing
+  # at all (no root, no key): rank 0 picks the address that routes to h1 and hands it out via PMIx.
+  local root_flag=(-x RWIN_JOB_KEY="$JOB_KEY")
+  [[ $rootkind == explicit ]] && root_flag+=(-x "RWIN_ROOT=$(host_addr 0):$PORT")
+  [[ $rootkind == derived ]] && root_flag+=(-x RWIN_BOOTSTRAP=tcp)
+  [[ $rootkind == pmix ]] && root_flag=()
   # --map-by node puts rank r on h(r % H), as the other launchers do; oob/btl stay on rw0.
   ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0; exec "$@"' sh \
     timeout -k 10 "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$NRANKS" \
     --host "$HOSTLIST" --map-by node --mca plm_rsh_agent "$AGENT" \
     --mca oob_tcp_if_include rw0 --mca btl self,tcp --mca btl_tcp_if_include rw0 --tag-output \
-    -x UCX_TLS=tcp -x UCX_NET_DEVICES=rw0 -x RWIN_JOB_KEY="$JOB_KEY" "${root_flag[@]}" \
+    -x UCX_TLS=tcp -x UCX_NET_DEVICES=rw0 "${root_flag[@]}" \
     "$PROG" --mode "$mode" --size "$size" >"$log" 2>&1 &
   RANK_PIDS=($!)
   wait "${RANK_PIDS[0]}"
@@ -275,7 +283,7 @@ for launcher in $LAUNCHERS; do
 done
 ROOTKINDS=explicit
 if [[ ${RWIN_NETNS_DERIVED:-1} == 1 ]]; then
-  ROOTKINDS="explicit derived"
+  ROOTKINDS=${RWIN_NETNS_ROOTKINDS:-"explicit derived pmix"}
   # Slurm node names must resolve in every namespace: ip netns exec bind-mounts /etc/netns/<ns>/hosts.
   [[ -d /etc/netns ]] || ETC_NETNS_NEW=1
   for ((h = 0; h < HOSTS; h++)); do
@@ -291,6 +299,7 @@ PORT=29500
 for launcher in $LAUNCHERS; do
   for rootkind in $ROOTKINDS; do
     [[ $launcher == env* && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
+    [[ $launcher != mpirun && $rootkind == pmix ]] && continue # only mpirun runs a PMIx server here
     for mode in $MODES; do
       for size in $SIZES; do
         PORT=$((PORT + 1)) # fresh port per run: a lingering TIME_WAIT socket never blocks a bind

@@ -13,7 +13,9 @@ namespace rb = rwin::bootstrap;
 namespace {
 
 const char* const kVars[] = {"RWIN_RANK", "RWIN_NRANKS", "RWIN_ROOT",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                             "PMI_RANK",  "PMI_SIZE",    "SLURM_PROCID", "SLURM_NTASKS"};
+                             "PMI_RANK",  "PMI_SIZE",    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS",
+                             "PMIX_RANK", "PMIX_NAMESPACE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid",
+                             "SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
 
 // Clears every launcher variable for the test and restores the outer environment afterwards
 // (the suite itself may run under rwinrun or mpirun).

@@ -51,7 +51,10 @@ class Env {
       "RWIN_GID_INDEX",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri",
       "OMPI_MCA_ess_base_jobid", "PMI_RANK",     "PMI_SIZE",            "SLURM_PROCID",
       "SLURM_NTASKS",     "SLURM_JOB_ID",        "SLURM_STEP_ID",       "SLURM_NODELIST",
-      "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "RWIN_SPIN_US"};
+      "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "RWIN_SPIN_US",
+      // A suite run under mpirun or srun --mpi=pmix would otherwise pick the PMIx bootstrap.
+      "RWIN_BOOTSTRAP", "SLURM_NPROCS", "PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_SERVER_URI4",
+      "PMIX_SERVER_URI3", "PMIX_SERVER_URI21", "PMIX_SERVER_URI2", "PMIX_SERVER_URI"};
   std::map<std::string, std::string> saved_;
 };
 

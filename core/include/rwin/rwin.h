@@ -147,6 +147,9 @@ struct Options {
   int spin_us = -1;  // waits spin this long before yielding; -1: RWIN_SPIN_US, else 200, or 0 when the job's
                      // ranks on this host outnumber its CPUs (process-wide; docs/CONFIG.md)
   std::string job_key;  // the job's secret for the bootstrap store; empty: RWIN_JOB_KEY, else none (loopback only)
+  std::string bootstrap;  // "auto" | "tcp" | "pmix"; empty: RWIN_BOOTSTRAP, else auto (docs/CONFIG.md). from_env
+                          // resolves auto; under "pmix" it leaves rank, nranks, root and job_key to the
+                          // Context, which takes them from the launcher's PMIx server
 
   // Fills every unset field from the environment and defaults. Throws Error(InvalidArgument)
   // naming the variable for a value that does not parse.
