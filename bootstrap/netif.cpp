@@ -276,8 +276,8 @@ std::string default_route_interface() {
 
 std::string choose_serve_address(const std::string& peer_host, std::string& how) {
   std::vector<std::string> tried;
-  const char* ifname = knobs::env("RWIN_IFNAME");
-  const std::string forced = ifname ? ifname : "";
+  const char* ifname_knob = knobs::env("RWIN_IFNAME");
+  const std::string forced = ifname_knob ? ifname_knob : "";
   if (!forced.empty()) {
     const std::string addr = ipv4_of(forced);
     if (addr.empty()) fail_doing(kServeWhat, "RWIN_IFNAME=" + forced + " is no interface with an ipv4 address on this host");
