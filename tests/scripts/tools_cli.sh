@@ -17,7 +17,7 @@ pass=0 fail=0
 bad() { echo "FAIL tools_cli: $*"; fail=$((fail + 1)); }
 
 # Tools of the build (bench tools only with RWIN_BUILD_BENCH=ON).
-tools=(rwinrun ring_shift)
+tools=(rwinrun ring_shift rwin-info)
 for t in rwin-perf rwin-accumulate-bw rwin_tcp_ref; do
   if [[ -x $bin/$t ]]; then tools+=("$t"); else echo "note: $t not built, not checked"; fi
 done

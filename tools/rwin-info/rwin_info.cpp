@@ -12,7 +12,6 @@
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
 
-#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +25,7 @@
 #include "common/log.h"
 #include "rwin/rwin.h"
 #include "rwin/version.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -313,13 +313,13 @@ void print_text(const json& j) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rwin-info: rwin's version, build, transports, devices and configuration"};
+  CLI::App app{"rwin-info: rwin's version, build, transports, devices and configuration", "rwin-info"};
+  rwin::cli::setup(app, rwin::version());
   bool config_only = false, devices_only = false, as_json = false;
   app.add_flag("-c,--config", config_only, "print the configuration only (every RWIN_* knob, its value and source)");
   app.add_flag("-d,--devices", devices_only, "print the devices only (UCX resources, verbs devices)");
   app.add_flag("--json", as_json, "print one JSON document");
-  app.set_version_flag("--version", std::string("rwin-info ") + rwin::version());
-  CLI11_PARSE(app, argc, argv);
+  rwin::cli::parse_or_exit(app, argc, argv);
 
   const bool all = !config_only && !devices_only;
   json j;
