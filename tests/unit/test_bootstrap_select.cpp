@@ -13,36 +13,13 @@
 #include "bootstrap/pmix.h"
 #include "rwin/rwin.h"
 
+#include "env_guard.h"
+
 namespace rb = rwin::bootstrap;
 
 namespace {
 
-// Clears every launcher and bootstrap variable for one test and restores the outer environment
-// afterwards (the suite may itself run under rwinrun, mpirun or srun).
-class Clean {
- public:
-  Clean() {
-    for (const char* v : kVars) {
-      if (const char* old = std::getenv(v)) saved_[v] = old;
-      ::unsetenv(v);
-    }
-  }
-  ~Clean() {
-    for (const char* v : kVars) ::unsetenv(v);
-    for (auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
-  }
-  void set(const char* name, const char* value) { ::setenv(name, value, 1); }
-
- private:
-  static constexpr const char* kVars[] = {
-      "RWIN_RANK",         "RWIN_NRANKS",         "RWIN_ROOT",          "RWIN_JOB_KEY",       "RWIN_BOOTSTRAP",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid",
-      "PMI_RANK",          "PMI_SIZE",            "SLURM_PROCID",       "SLURM_NTASKS",       "SLURM_NPROCS",
-      "SLURM_JOB_ID",      "SLURM_STEP_ID",       "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
-      "PMIX_RANK",         "PMIX_NAMESPACE",      "PMIX_SERVER_URI41",  "PMIX_SERVER_URI4",   "PMIX_SERVER_URI3",
-      "PMIX_SERVER_URI21", "PMIX_SERVER_URI2",    "PMIX_SERVER_URI",    "RWIN_IFNAME"};
-  std::map<std::string, std::string> saved_;
-};
+using Clean = rwin::test::EnvGuard;
 
 // Options::from_env's InvalidArgument message, or "" when it accepted the environment.
 std::string from_env_error(rwin::Options o = {}) {

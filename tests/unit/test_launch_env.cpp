@@ -8,30 +8,18 @@
 
 #include "bootstrap/bootstrap.h"
 
+#include "env_guard.h"
+
 namespace rb = rwin::bootstrap;
 
 namespace {
 
-const char* const kVars[] = {"RWIN_RANK", "RWIN_NRANKS", "RWIN_ROOT",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                             "PMI_RANK",  "PMI_SIZE",    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS",
-                             "PMIX_RANK", "PMIX_NAMESPACE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid",
-                             "SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
 
 // Clears every launcher variable for the test and restores the outer environment afterwards
 // (the suite itself may run under rwinrun or mpirun).
 class LaunchEnvTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (const char* v : kVars) {
-      if (const char* val = std::getenv(v)) saved_[v] = val;
-      ::unsetenv(v);
-    }
-  }
-  void TearDown() override {
-    for (const char* v : kVars) ::unsetenv(v);
-    for (auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
-  }
-  static void set(const char* k, const char* v) { ::setenv(k, v, 1); }
+  void set(const char* k, const char* v) { env_.set(k, v); }
   static std::string error_of() {
     try {
       rb::LaunchEnv::detect();
@@ -44,7 +32,7 @@ class LaunchEnvTest : public ::testing::Test {
   }
 
  private:
-  std::map<std::string, std::string> saved_;
+  rwin::test::EnvGuard env_;
 };
 
 }  // namespace
@@ -71,16 +59,15 @@ TEST_F(LaunchEnvTest, EachLauncherSource) {
   };
   for (const Case& c : {Case{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "openmpi"},
                         Case{"PMI_RANK", "PMI_SIZE", "pmi"}, Case{"SLURM_PROCID", "SLURM_NTASKS", "slurm"}}) {
-    SetUp();
-    set(c.rank_var, "0");
-    set(c.size_var, "3");
+    rwin::test::EnvGuard each;  // a clean environment per case
+    each.set(c.rank_var, "0");
+    each.set(c.size_var, "3");
     auto env = rb::LaunchEnv::detect();
     ASSERT_TRUE(env) << c.source;
     EXPECT_EQ(env->rank, 0) << c.source;
     EXPECT_EQ(env->nranks, 3) << c.source;
     EXPECT_EQ(env->source, c.source);
     EXPECT_EQ(env->root, "") << c.source;
-    TearDown();
   }
 }
 
@@ -116,12 +103,11 @@ TEST_F(LaunchEnvTest, RootComesFromRwinRootWhateverTheLauncher) {
 
 TEST_F(LaunchEnvTest, MalformedNumbersNameVariableAndValue) {
   for (const char* bad : {"abc", "1x", "", " 1", "1.0", "99999999999", "+1"}) {
-    SetUp();
-    set("PMI_RANK", bad);
-    set("PMI_SIZE", "4");
+    rwin::test::EnvGuard each;
+    each.set("PMI_RANK", bad);
+    each.set("PMI_SIZE", "4");
     const std::string msg = error_of();
     EXPECT_NE(msg.find(std::string("PMI_RANK='") + bad + "'"), std::string::npos) << msg;
-    TearDown();
   }
   set("RWIN_RANK", "0");
   set("RWIN_NRANKS", "four");

@@ -13,42 +13,13 @@
 
 #include "bootstrap/bootstrap.h"
 
+#include "env_guard.h"
+
 namespace rb = rwin::bootstrap;
 
 namespace {
 
-// Sets and unsets variables for one test and restores the previous environment afterwards, so tests
-// stay independent of each other and of the launcher that runs the binary (e.g. under mpirun).
-class EnvGuard {
- public:
-  EnvGuard() {
-    for (const char* v : kTouched) {
-      const char* old = std::getenv(v);
-      if (old) saved_[v] = old;
-      ::unsetenv(v);
-    }
-  }
-  ~EnvGuard() {
-    for (const char* v : kTouched) {
-      auto it = saved_.find(v);
-      if (it == saved_.end()) {
-        ::unsetenv(v);
-      } else {
-        ::setenv(v, it->second.c_str(), 1);
-      }
-    }
-  }
-  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
-
- private:
-  static constexpr const char* kTouched[] = {
-      "RWIN_IFNAME",          "OMPI_COMM_WORLD_SIZE",     "OMPI_COMM_WORLD_RANK",
-      "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_local_daemon_uri",
-      "SLURM_PROCID",         "SLURM_NTASKS",             "SLURM_JOB_ID",
-      "SLURM_STEP_ID",        "SLURM_STEP_NODELIST",      "SLURM_JOB_NODELIST",
-      "SLURM_NODELIST",       "SLURMD_NODENAME"};
-  std::map<std::string, std::string> saved_;
-};
+using rwin::test::EnvGuard;
 
 std::string error_text(const std::string& root_host) {
   try {

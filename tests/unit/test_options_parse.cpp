@@ -17,6 +17,8 @@
 #include "bootstrap/parse_number.h"
 #include "rwin/rwin.h"
 
+#include "env_guard.h"
+
 namespace rb = rwin::bootstrap;
 
 namespace {
@@ -27,35 +29,12 @@ const char* const kNeverANumber[] = {
     "1\n", "\t1", "1,000", "١", /* an Arabic-Indic digit */
 };
 
-// Sets variables for one test and restores the outer environment afterwards (the suite may run
-// under rwinrun or mpirun, which set some of these).
-class Env {
+// The launcher variables and the knobs these tests set.
+class Env : public rwin::test::EnvGuard {
  public:
-  Env() {
-    for (const char* v : kTouched) {
-      if (const char* old = std::getenv(v)) saved_[v] = old;
-      ::unsetenv(v);
-    }
-  }
-  ~Env() {
-    for (const char* v : kTouched) ::unsetenv(v);
-    for (auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
-  }
-  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
-  void unset(const char* name) { ::unsetenv(name); }
-
- private:
-  static constexpr const char* kTouched[] = {
-      "RWIN_RANK",        "RWIN_NRANKS",         "RWIN_ROOT",           "RWIN_CHUNK_BYTES",
-      "RWIN_PIPELINE_DEPTH", "RWIN_TIMEOUT_MS",  "RWIN_STARTUP_TIMEOUT_MS", "RWIN_IB_PORT",
-      "RWIN_GID_INDEX",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_hnp_uri",
-      "OMPI_MCA_ess_base_jobid", "PMI_RANK",     "PMI_SIZE",            "SLURM_PROCID",
-      "SLURM_NTASKS",     "SLURM_JOB_ID",        "SLURM_STEP_ID",       "SLURM_NODELIST",
-      "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "RWIN_SPIN_US",
-      // A suite run under mpirun or srun --mpi=pmix would otherwise pick the PMIx bootstrap.
-      "RWIN_BOOTSTRAP", "SLURM_NPROCS", "PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_SERVER_URI4",
-      "PMIX_SERVER_URI3", "PMIX_SERVER_URI21", "PMIX_SERVER_URI2", "PMIX_SERVER_URI"};
-  std::map<std::string, std::string> saved_;
+  Env()
+      : EnvGuard({"RWIN_CHUNK_BYTES", "RWIN_PIPELINE_DEPTH", "RWIN_TIMEOUT_MS", "RWIN_STARTUP_TIMEOUT_MS",
+                  "RWIN_IB_PORT", "RWIN_GID_INDEX", "RWIN_SPIN_US"}) {}
 };
 
 // Options::from_env's error for one variable set to `text`, or "" when it was accepted.
