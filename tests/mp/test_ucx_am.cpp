@@ -1,4 +1,4 @@
-// The UCX am mode (rwin's ordered active-message RMA, transport/ucx/ucx_transport.cpp) with real
+// The UCX am mode (rwin's ordered active-message RMA, transport/ucx/ucx_am_*.cpp) with real
 // ranks over tcp loopback: which peers use it, and that a notify after puts needs no flush to be
 // ordered, for rendezvous-sized puts and for many ranks at once.
 #include <gtest/gtest.h>

@@ -108,7 +108,7 @@ bool tls_allow(const std::string& tls, std::initializer_list<const char*> names)
   return false;
 }
 
-// The mode each kind of peer gets (transport/ucx/ucx_transport.cpp, choose_am) with the current
+// The mode each kind of peer gets (transport/ucx/ucx_connect.cpp, choose_am) with the current
 // RWIN_UCX_RMA and UCX_TLS: direct where UCX maps the peer's memory (shared memory on this host),
 // am where UCX could only emulate RMA (tcp, no RDMA device), native otherwise.
 json rma_modes(const std::string& transport, const std::string& rma) {

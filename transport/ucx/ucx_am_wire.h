@@ -1,4 +1,4 @@
-// Wire format of the UCX transport's am mode (ucx_transport.cpp, "am mode protocol"): the
+// Wire format of the UCX transport's am mode (ucx_transport_impl.h, "am mode protocol"): the
 // request, batch and reply headers and the pure checks the target and initiator apply to them
 // before touching any state. Free of <ucp/api/ucp.h> so the fuzzer (tests/fuzz) and unit tests
 // run the real parsers. Headers are trivially copyable and always moved with memcpy (no

@@ -1,4 +1,4 @@
-// UCX (ucp) transport. See ucx_transport.cpp for the design notes.
+// UCX (ucp) transport. See ucx_transport_impl.h for the design notes and the file layout.
 #pragma once
 
 #include <memory>
