@@ -29,9 +29,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "common/blob.h"
 
 namespace rwin::bootstrap::wire {
 
@@ -106,70 +108,42 @@ inline uint32_t max_body(uint16_t op) {
   return 0xFFFFFFFFu;  // unknown op: see decode_header
 }
 
-class Writer {
+// The store's framing on the common little-endian reader/writer (common/blob.h), plus its
+// length-prefixed strings: len u32 | bytes.
+class Writer : public ::rwin::blob::Writer {
  public:
-  void u16(uint16_t v) { put(v, 2); }
-  void u32(uint32_t v) { put(v, 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void bytes(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    buf_.insert(buf_.end(), b, b + n);
-  }
   void str(const std::string& s) {
     u32(static_cast<uint32_t>(s.size()));
     bytes(s.data(), s.size());
   }
-  std::vector<uint8_t>& buf() { return buf_; }
-
- private:
-  void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<uint8_t> buf_;
 };
 
 // Bounds-checked reader: every accessor returns false instead of reading past the end.
-class Reader {
+class Reader : public ::rwin::blob::Reader {
  public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  bool u16(uint16_t& v) { return get(v, 2); }
-  bool u32(uint32_t& v) { return get(v, 4); }
-  bool u64(uint64_t& v) { return get(v, 8); }
+  using ::rwin::blob::Reader::Reader;
   bool str(std::string& s, uint32_t cap) {
-    uint32_t len = 0;
-    if (!u32(len) || len > cap || len > n_ - off_) return false;
-    s.assign(reinterpret_cast<const char*>(p_ + off_), len);
-    off_ += len;
+    std::span<const uint8_t> b;
+    if (!counted(b, cap)) return false;
+    s.assign(reinterpret_cast<const char*>(b.data()), b.size());
     return true;
   }
-  bool blob(std::vector<uint8_t>& b, uint32_t cap) {
-    uint32_t len = 0;
-    if (!u32(len) || len > cap || len > n_ - off_) return false;
-    b.assign(p_ + off_, p_ + off_ + len);
-    off_ += len;
+  bool blob(std::vector<uint8_t>& v, uint32_t cap) {
+    std::span<const uint8_t> b;
+    if (!counted(b, cap)) return false;
+    v.assign(b.begin(), b.end());
     return true;
   }
-  bool done() const { return off_ == n_; }
 
  private:
-  template <class T>
-  bool get(T& v, int n) {
-    if (n_ - off_ < static_cast<size_t>(n)) return false;
-    uint64_t x = 0;
-    for (int i = 0; i < n; ++i) x |= static_cast<uint64_t>(p_[off_ + i]) << (8 * i);
-    v = static_cast<T>(x);
-    off_ += n;
-    return true;
+  bool counted(std::span<const uint8_t>& b, uint32_t cap) {
+    uint32_t len = 0;
+    return u32(len) && len <= cap && take(len, b);
   }
-  const uint8_t* p_;
-  size_t n_;
-  size_t off_ = 0;
 };
 
-inline uint32_t load_u32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-inline uint16_t load_u16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
+using ::rwin::blob::load_u16;
+using ::rwin::blob::load_u32;
 
 // Header for a frame whose body follows in the same buffer (body_len patched by finish()).
 inline Writer start_frame(uint16_t op_or_status) {
@@ -181,8 +155,7 @@ inline Writer start_frame(uint16_t op_or_status) {
   return w;
 }
 inline void finish_frame(Writer& w) {
-  const uint32_t len = static_cast<uint32_t>(w.buf().size() - kHeaderSize);
-  for (int i = 0; i < 4; ++i) w.buf()[8 + i] = static_cast<uint8_t>(len >> (8 * i));
+  w.patch_u32(8, static_cast<uint32_t>(w.size() - kHeaderSize));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,17 +287,14 @@ inline bool decode_request(Op op, const uint8_t* body, size_t len, Request& out)
     }
     case Op::Hello: {
       if (len != kHelloBody) return false;
-      std::memcpy(out.hello.nonce, body, kNonce);
-      Reader t(body + kNonce, len - kNonce);
-      if (!t.u32(out.hello.rank) || !t.u32(out.hello.nranks) || !t.u16(out.hello.role) || !t.u16(out.hello.flags))
+      if (!r.bytes(out.hello.nonce) || !r.u32(out.hello.rank) || !r.u32(out.hello.nranks) || !r.u16(out.hello.role) ||
+          !r.u16(out.hello.flags))
         return false;
       return out.hello.role == static_cast<uint16_t>(Role::Data) ||
              out.hello.role == static_cast<uint16_t>(Role::Lease);
     }
     case Op::Auth:
-      if (len != kMac) return false;
-      std::memcpy(out.mac, body, kMac);
-      return true;
+      return len == kMac && r.bytes(out.mac);
     case Op::Goodbye:
       out.reason.assign(reinterpret_cast<const char*>(body), len);  // len <= kMaxGoodbyeReason (header check)
       return true;

@@ -1,54 +1,51 @@
 #include "window_blob.h"
 
-#include <cstring>
+#include <bit>
+
+#include "common/blob.h"
 
 namespace rwin::detail {
 
+// "Host byte order" (window_blob.h) has always been little endian; the common little-endian
+// writer keeps the descriptor byte for byte what it was.
+static_assert(std::endian::native == std::endian::little, "the window descriptor was host order: little endian only");
+
 std::vector<uint8_t> window_blob(const std::string& name, DType dtype, Shape2 shape, BlobKind kind,
                                  std::span<const uint8_t> key) {
-  std::vector<uint8_t> b;
-  auto put = [&b](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
-  const uint32_t magic = kWindowMagic, version = kWindowVersion, name_len = static_cast<uint32_t>(name.size());
-  const uint8_t dt = static_cast<uint8_t>(dtype), sig = static_cast<uint8_t>(kind);
-  const uint64_t key_len = key.size();
-  put(&magic, 4);
-  put(&version, 4);
-  put(&dt, 1);
-  put(&sig, 1);
-  put(&shape[0], 8);
-  put(&shape[1], 8);
-  put(&name_len, 4);
-  put(name.data(), name_len);
-  put(&key_len, 8);
-  put(key.data(), key.size());
-  return b;
+  blob::Writer w(4 + 4 + 1 + 1 + 8 + 8 + 4 + name.size() + 8 + key.size());
+  w.u32(kWindowMagic);
+  w.u32(kWindowVersion);
+  w.u8(static_cast<uint8_t>(dtype));
+  w.u8(static_cast<uint8_t>(kind));
+  w.u64(static_cast<uint64_t>(shape[0]));
+  w.u64(static_cast<uint64_t>(shape[1]));
+  w.u32(static_cast<uint32_t>(name.size()));
+  w.bytes(name.data(), name.size());
+  w.u64(key.size());
+  w.bytes(key);
+  return w.take();
 }
 
 std::optional<WindowDesc> parse_window_blob(std::span<const uint8_t> b) {
-  size_t off = 0;
-  auto get = [&](void* p, size_t n) {
-    if (off + n > b.size()) return false;
-    std::memcpy(p, b.data() + off, n);
-    off += n;
-    return true;
-  };
+  blob::Reader r(b);
   uint32_t magic = 0, version = 0, name_len = 0;
   uint8_t dtype = 0, kind = 0;
-  uint64_t key_len = 0;
+  uint64_t shape0 = 0, shape1 = 0, key_len = 0;
+  std::span<const uint8_t> name;
   WindowDesc d{};
-  if (!get(&magic, 4) || !get(&version, 4) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
+  if (!r.u32(magic) || !r.u32(version) || magic != kWindowMagic || version != kWindowVersion) return std::nullopt;
   // Exactly the codes of a DType (dtype_size is 0 for any other byte).
-  if (!get(&dtype, 1) || !get(&kind, 1) || dtype_size(static_cast<DType>(dtype)) == 0 ||
+  if (!r.u8(dtype) || !r.u8(kind) || dtype_size(static_cast<DType>(dtype)) == 0 ||
       kind > static_cast<uint8_t>(BlobKind::Buffer)) {
     return std::nullopt;
   }
-  if (!get(&d.shape[0], 8) || !get(&d.shape[1], 8) || !get(&name_len, 4) || off + name_len > b.size()) return std::nullopt;
-  d.name.assign(reinterpret_cast<const char*>(b.data() + off), name_len);
-  off += name_len;
-  if (!get(&key_len, 8) || off + key_len != b.size()) return std::nullopt;
+  if (!r.u64(shape0) || !r.u64(shape1) || !r.u32(name_len) || !r.take(name_len, name)) return std::nullopt;
+  if (!r.u64(key_len) || key_len != r.remaining()) return std::nullopt;
+  d.shape = {static_cast<int64_t>(shape0), static_cast<int64_t>(shape1)};
+  d.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
   d.dtype = static_cast<DType>(dtype);
   d.kind = static_cast<BlobKind>(kind);
-  d.key = b.subspan(off);
+  d.key = r.rest();
   return d;
 }
 

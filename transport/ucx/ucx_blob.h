@@ -7,11 +7,13 @@
 // decoders; what UCX makes of the opaque parts is UCX's to check.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
+
+#include "common/blob.h"
 
 namespace rwin::transport::ucx_blob {
 
@@ -19,18 +21,9 @@ inline constexpr uint32_t kKeyMagic = 0x52574b55;   // "RWKU": rwin key, ucx
 inline constexpr uint32_t kAddrMagic = 0x52574155;  // "RWAU": rwin address, ucx
 inline constexpr uint16_t kBlobVersion = 2;         // 2: the address blob carries a probe rkey
 
-inline void put_u32(std::vector<uint8_t>& b, uint32_t v) {
-  b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4);
-}
-inline void put_u64(std::vector<uint8_t>& b, uint64_t v) {
-  b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8);
-}
-template <class T>
-T get_pod(std::span<const uint8_t> b, size_t off) {
-  T v;
-  std::memcpy(&v, b.data() + off, sizeof(T));
-  return v;
-}
+// "Host byte order" above has always been little endian (every host rwin builds for); the common
+// little-endian writer keeps these blobs byte for byte what they were.
+static_assert(std::endian::native == std::endian::little, "ucx blobs were host order: little endian only");
 
 struct KeyBlob {
   uint64_t base = 0;                   // the owner's address of byte 0
@@ -39,24 +32,28 @@ struct KeyBlob {
 };
 
 inline std::vector<uint8_t> pack_key(uint64_t base, uint64_t bytes, std::span<const uint8_t> raw) {
-  std::vector<uint8_t> b;
-  b.reserve(32 + raw.size());
-  put_u32(b, kKeyMagic);
-  put_u32(b, kBlobVersion);
-  put_u64(b, base);
-  put_u64(b, bytes);
-  put_u64(b, raw.size());
-  b.insert(b.end(), raw.begin(), raw.end());
-  return b;
+  blob::Writer w(32 + raw.size());
+  w.u32(kKeyMagic);
+  w.u32(kBlobVersion);
+  w.u64(base);
+  w.u64(bytes);
+  w.u64(raw.size());
+  w.bytes(raw);
+  return w.take();
 }
 
 // nullopt unless `b` is exactly one key blob of this version.
 inline std::optional<KeyBlob> parse_key(std::span<const uint8_t> b) {
-  if (b.size() < 32 || get_pod<uint32_t>(b, 0) != kKeyMagic || get_pod<uint32_t>(b, 4) != kBlobVersion ||
-      get_pod<uint64_t>(b, 24) != b.size() - 32) {
+  blob::Reader r(b);
+  uint32_t magic = 0, version = 0;
+  uint64_t raw_len = 0;
+  KeyBlob k;
+  if (!r.u32(magic) || !r.u32(version) || !r.u64(k.base) || !r.u64(k.bytes) || !r.u64(raw_len) || magic != kKeyMagic ||
+      version != kBlobVersion || raw_len != r.remaining()) {
     return std::nullopt;
   }
-  return KeyBlob{get_pod<uint64_t>(b, 8), get_pod<uint64_t>(b, 16), b.subspan(32)};
+  k.raw = r.rest();
+  return k;
 }
 
 struct AddrBlob {
@@ -67,32 +64,28 @@ struct AddrBlob {
 
 inline std::vector<uint8_t> pack_addr(std::span<const uint8_t> address, uint64_t probe_base,
                                       std::span<const uint8_t> probe_key) {
-  std::vector<uint8_t> b;
-  b.reserve(32 + address.size() + probe_key.size());
-  put_u32(b, kAddrMagic);
-  put_u32(b, kBlobVersion);
-  put_u64(b, address.size());
-  b.insert(b.end(), address.begin(), address.end());
-  put_u64(b, probe_base);
-  put_u64(b, probe_key.size());
-  b.insert(b.end(), probe_key.begin(), probe_key.end());
-  return b;
+  blob::Writer w(32 + address.size() + probe_key.size());
+  w.u32(kAddrMagic);
+  w.u32(kBlobVersion);
+  w.u64(address.size());
+  w.bytes(address);
+  w.u64(probe_base);
+  w.u64(probe_key.size());
+  w.bytes(probe_key);
+  return w.take();
 }
 
 // nullopt unless `b` is exactly one address blob of this version.
 inline std::optional<AddrBlob> parse_addr(std::span<const uint8_t> b) {
-  if (b.size() < 16 || get_pod<uint32_t>(b, 0) != kAddrMagic || get_pod<uint32_t>(b, 4) != kBlobVersion) {
+  blob::Reader r(b);
+  uint32_t magic = 0, version = 0;
+  uint64_t alen = 0, probe_len = 0;
+  AddrBlob a;
+  if (!r.u32(magic) || !r.u32(version) || magic != kAddrMagic || version != kBlobVersion || !r.u64(alen) ||
+      !r.take(alen, a.address) || !r.u64(a.probe_base) || !r.u64(probe_len) || probe_len != r.remaining()) {
     return std::nullopt;
   }
-  const uint64_t alen = get_pod<uint64_t>(b, 8);
-  if (alen > b.size() - 16 || b.size() - 16 - alen < 16) return std::nullopt;
-  const size_t probe_at = 16 + static_cast<size_t>(alen);
-  AddrBlob a;
-  a.address = b.subspan(16, static_cast<size_t>(alen));
-  a.probe_base = get_pod<uint64_t>(b, probe_at);
-  const uint64_t probe_len = get_pod<uint64_t>(b, probe_at + 8);
-  if (probe_len != b.size() - probe_at - 16) return std::nullopt;
-  a.probe_key = b.subspan(probe_at + 16);
+  a.probe_key = r.rest();
   return a;
 }
 

@@ -13,51 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "common/blob.h"
 #include "transport/transport.h"
 
 namespace rwin::transport::verbs {
 
 namespace blob_detail {
 
-class Writer {
- public:
-  explicit Writer(size_t reserve) { out_.reserve(reserve); }
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) { put(v, 2); }
-  void u32(uint32_t v) { put(v, 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  std::vector<uint8_t> take() { return std::move(out_); }
-
- private:
-  void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<uint8_t> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  uint8_t u8() { return static_cast<uint8_t>(get(1)); }
-  uint16_t u16() { return static_cast<uint16_t>(get(2)); }
-  uint32_t u32() { return static_cast<uint32_t>(get(4)); }
-  uint64_t u64() { return get(8); }
-  void bytes(std::span<uint8_t> out) {
-    for (auto& b : out) b = u8();
-  }
-
- private:
-  // Callers check the total length first, so this never reads past the end.
-  uint64_t get(int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= uint64_t{in_[pos_ + i]} << (8 * i);
-    pos_ += n;
-    return v;
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-};
+using Writer = ::rwin::blob::Writer;
+using Reader = ::rwin::blob::Reader;
 
 inline std::string hex32(uint32_t v) {
   char buf[16];
@@ -74,9 +38,11 @@ inline Reader check_header(std::span<const uint8_t> in, const char* what, uint32
                          " bytes, the header alone needs " + std::to_string(kHeader));
   }
   Reader r(in);
-  const uint32_t got_magic = r.u32();
-  const uint16_t got_version = r.u16();
-  const uint16_t got_length = r.u16();
+  uint32_t got_magic = 0;
+  uint16_t got_version = 0, got_length = 0;
+  r.u32(got_magic);  // cannot fail: the header's 8 bytes are there
+  r.u16(got_version);
+  r.u16(got_length);
   if (got_magic != magic) {
     throw TransportError(std::string(what) + " has bad magic " + hex32(got_magic) + ", expected " + hex32(magic) +
                          " (not a verbs blob, or a different transport)");
@@ -91,6 +57,11 @@ inline Reader check_header(std::span<const uint8_t> in, const char* what, uint32
                          " is " + std::to_string(total));
   }
   return r;
+}
+
+// After the fields: a layout that no longer matches kBytes is a bug in this file, not bad input.
+inline void check_consumed(const Reader& r, const char* what) {
+  if (!r.done()) throw TransportError(std::string(what) + " decoder does not match its own layout (rwin bug)");
 }
 
 inline void put_header(Writer& w, uint32_t magic, uint16_t version, size_t total) {
@@ -134,14 +105,16 @@ struct ConnBlob {
   static ConnBlob unpack(std::span<const uint8_t> in) {
     auto r = blob_detail::check_header(in, "verbs connection blob", kMagic, kVersion, kBytes);
     ConnBlob b;
-    b.rank = r.u32();
-    b.peer = r.u32();
-    b.qpn = r.u32();
-    b.psn = r.u32();
-    b.lid = r.u16();
-    b.mtu = r.u8();
-    b.link_layer = r.u8();
+    // check_header checked the length, so these reads consume the blob exactly.
+    r.u32(b.rank);
+    r.u32(b.peer);
+    r.u32(b.qpn);
+    r.u32(b.psn);
+    r.u16(b.lid);
+    r.u8(b.mtu);
+    r.u8(b.link_layer);
     r.bytes(b.gid);
+    blob_detail::check_consumed(r, "verbs connection blob");
     return b;
   }
 };
@@ -168,9 +141,10 @@ struct KeyBlob {
   static KeyBlob unpack(std::span<const uint8_t> in) {
     auto r = blob_detail::check_header(in, "verbs memory key blob", kMagic, kVersion, kBytes);
     KeyBlob k;
-    k.addr = r.u64();
-    k.bytes = r.u64();
-    k.rkey = r.u32();
+    r.u64(k.addr);
+    r.u64(k.bytes);
+    r.u32(k.rkey);
+    blob_detail::check_consumed(r, "verbs memory key blob");
     if (k.bytes > UINT64_MAX - k.addr) {
       throw TransportError("verbs memory key blob describes a region that wraps the address space: addr " +
                            std::to_string(k.addr) + ", " + std::to_string(k.bytes) + " bytes");
