@@ -11,6 +11,7 @@
 #include <set>
 
 #include "bootstrap/netif.h"
+#include "common/knobs.h"
 
 #ifdef RWIN_HAVE_PMIX
 #include <pmix.h>
@@ -266,7 +267,7 @@ std::unique_ptr<Bootstrap> PmixSession::bootstrap(BootstrapConfig cfg, std::stri
   if (s.rank == 0) {
     std::string host;
     std::string how;
-    const char* ifname = env_set("RWIN_IFNAME");
+    const char* ifname = knobs::env("RWIN_IFNAME");  // through the table: rwin-info shows its source
     if (s.all_local && !ifname) {
       host = "127.0.0.1";
       how = "loopback: every rank is on this node (" + s.locality + ")";
