@@ -162,8 +162,16 @@ pydir=$bin/../python
 py=${RWIN_PYTHON:-/usr/bin/python3}
 if compgen -G "$pydir/rwin/_rwin*.so" >/dev/null && [[ -x $py ]]; then
   log=$tmp/python.log
+  # A sanitizer build's module needs its runtime preloaded into the (uninstrumented) interpreter, whose
+  # own allocations LSan would report (as tests/scripts/python_pytest.sh does).
+  san_x=()
+  so=$(ls "$pydir"/rwin/_rwin*.so | head -1)
+  if ldd "$so" | grep -q libasan; then
+    san_x=(-x "LD_PRELOAD=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)" -x PYTHONMALLOC=malloc
+           -x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+  fi
   env "${unset_rwin[@]}" timeout 120 "${mpirun_cmd[@]}" -np 2 -x PYTHONPATH="$pydir" -x PYTHONDONTWRITEBYTECODE=1 \
-    -x "PMIX_TEST_OUT=$tmp/py" "$py" -c 'import os, rwin
+    "${san_x[@]}" -x "PMIX_TEST_OUT=$tmp/py" "$py" -c 'import os, rwin
 for i in range(2):  # two Contexts in a row: two rendezvous in one PMIx session
     with rwin.Context() as c:
         c.barrier()
