@@ -23,7 +23,7 @@ ibv_devinfo -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "hca_id|state|max_msg_sz|active
 ibv_devinfo -v -d "${RWIN_RXE_DEV:-rxe0}" | grep -E "max_msg_sz" | head -1
 
 # 0. rwin-info sees the soft-RoCE device as ibv_devinfo does: port 1 active, a RoCE v2 GID; and the
-#    start-up log of a verbs job names the mode (rc) for every kind of peer.
+#    start-up log of a verbs job names the mode (native: RC queue pairs) for every kind of peer.
 rwin_info_rxe() {
   "$BIN/rwin-info" -d --json >/tmp/rwin-info.json || return 1
   /usr/bin/python3 - "${RWIN_RXE_DEV:-rxe0}" /tmp/rwin-info.json <<'PY'
@@ -45,7 +45,7 @@ verbs_startup_log() {
   out=$(RWIN_TRANSPORT=verbs RWIN_LOG_LEVEL=info "$BIN/rwinrun" -n 2 --timeout 300 -- "$BIN/ring_shift" 2>&1)
   local rc=$?
   grep -E " info core: rank 0 of 2: transport" <<<"$out" | head -2
-  [[ $rc -eq 0 ]] && [[ $(grep -cE "info core: rank [01] of 2: transport verbs\(.*\); self: rc; same host \(1 peers\): rc; other hosts \(0 peers\): -$" <<<"$out") -eq 2 ]]
+  [[ $rc -eq 0 ]] && [[ $(grep -cE "info core: rank [01] of 2: transport verbs\(.*\); self: native; same host \(1 peers\): native; other hosts \(0 peers\): -$" <<<"$out") -eq 2 ]]
 }
 step "RWIN_LOG_LEVEL=info names the verbs mode per kind of peer" verbs_startup_log
 
