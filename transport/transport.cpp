@@ -20,6 +20,19 @@ const char* op_name(Op op) noexcept {
   return "?";
 }
 
+// Defaults for transports without run-time peers.
+int Transport::add_peer() { throw TransportError(describe() + ": this transport has no run-time peers (agent)"); }
+std::vector<uint8_t> Transport::local_endpoint(int peer) {
+  throw TransportError(describe() + ": local_endpoint(" + std::to_string(peer) + "): no run-time peers");
+}
+void Transport::connect_peer(int peer, std::span<const uint8_t>) {
+  throw TransportError(describe() + ": connect_peer(" + std::to_string(peer) + "): no run-time peers");
+}
+std::unique_ptr<MemoryRegion> Transport::expose_memory(void* addr, size_t bytes) {
+  (void)addr;
+  throw TransportError(describe() + ": expose_memory(" + std::to_string(bytes) + " bytes): not supported");
+}
+
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   if (cfg.name == "ucx") return make_ucx_transport(cfg);
 #ifdef RWIN_HAVE_VERBS

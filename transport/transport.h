@@ -182,6 +182,29 @@ class Transport {
   // peers are going down at the same moment, and UCX 1.13's tcp transport can assert when it is
   // progressed while its peers vanish mid-protocol.
   virtual void quiesce(bool graceful) noexcept = 0;
+
+  // ---- Peers met at run time (rwin/agent.h) ------------------------------------------------
+  // A transport made with TransportConfig::dynamic_peers has no collective connect(): it starts
+  // with no peers and the caller connects each one by a handshake it carries over its own
+  // channel (the agent's control connection):
+  //   A: p = add_peer(); send local_endpoint(p) ......> B: q = add_peer(); connect_peer(q, blob_A);
+  //   A: connect_peer(p, blob_B) <...................... B: reply local_endpoint(q)
+  //   A: send "ready" ................................> B: may post to q from now on
+  // A may post to p once connect_peer(p, blob_B) returned; B only after "ready" (verbs: a packet
+  // reaching a QP not yet at RTR is dropped). Indices count up from 0 and are never reused; a
+  // peer is ended with fail_peer() (its connection dropped, later posts PeerFailed). Connecting
+  // to oneself: connect_peer(p, local_endpoint(p)). Set-up calls throw TransportError; a
+  // transport without run-time peers throws from add_peer().
+  virtual int add_peer();
+  virtual std::vector<uint8_t> local_endpoint(int peer);
+  virtual void connect_peer(int peer, std::span<const uint8_t> remote_endpoint);
+  // Caller memory exposed to peers (an agent's registered region): like allocate(), remote peers
+  // may write, read and update it atomically with the key from packed_key(), but the memory is
+  // the caller's. Destroying the region deregisters it and never frees it; once the destructor
+  // returned, no peer operation reaches the memory (verbs: the MR is gone, a stale rkey fails
+  // remotely; UCX: the target refuses the address). Throws TransportError naming the address,
+  // length and the library's reason.
+  virtual std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes);
 };
 
 struct TransportConfig {
@@ -197,6 +220,8 @@ struct TransportConfig {
   std::string ucx_rma = "auto";  // ucx: how RMA reaches a peer: "native" (ucp_put/get/atomic), "am" (rwin's
                                  // ordered active-message protocol), "auto" (direct loads/stores where UCX
                                  // maps the peer's memory, am where UCX would emulate RMA, else native)
+  bool dynamic_peers = false;    // peers are added at run time (add_peer/connect_peer), never connect();
+                                 // rank and nranks are unused (0 and 0)
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.
