@@ -23,9 +23,8 @@ std::string not_member(const WindowState& w, int peer) {
 }
 }  // namespace
 
-// Checks one side of a put/get and returns its window.
-WindowState& detail::check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
-  // Messages are built only on failure: this runs on every put and get.
+// One side of a put/get failed its check (ops.h): find which part and throw.
+void detail::slice_failed(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
   auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": " + side; };
   if (!s.window) throw Error(ErrorCode::InvalidArgument, where() + " slice has no window");
   WindowState& w = *s.window;
@@ -33,37 +32,20 @@ WindowState& detail::check_slice(ContextImpl& c, const char* op, int peer, const
   if (w.ctx() != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
   if (w.is_signal) throw Error(ErrorCode::InvalidArgument, where() + " is a signal array; use notify/wait");
   if (!w.buf->team.empty() && !w.buf->rkeys[static_cast<size_t>(peer)]) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + not_member(w, peer));
-  const bool ok = detail::slice_in_bounds(s.offsets.data(), s.shape.data(), w.shape.data());  // no wrap
-  if (!ok) {
-    throw Error(ErrorCode::OutOfBounds, where() + " slice offsets " + shape_str(s.offsets) + " shape " +
-                                            shape_str(s.shape) + " is outside window " + w.describe());
-  }
-  return w;
+  throw Error(ErrorCode::OutOfBounds, where() + " slice offsets " + shape_str(s.offsets) + " shape " +
+                                          shape_str(s.shape) + " is outside window " + w.describe());
 }
 
-void detail::check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
-                WindowState& s) {
+void detail::pair_failed(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
+                         WindowState& s) {
   auto where = [&] { return c.who() + ": " + op + " peer " + std::to_string(peer) + ": "; };
-  if (dst.shape[0] != src.shape[0] || dst.shape[1] != src.shape[1]) {  // (std::array == calls memcmp)
+  if (dst.shape[0] != src.shape[0] || dst.shape[1] != src.shape[1]) {
     throw Error(ErrorCode::ShapeMismatch, where() + "dst shape " + shape_str(dst.shape) + " (window " + d.describe() +
                                               ") differs from src shape " + shape_str(src.shape) + " (window " +
                                               s.describe() + ")");
   }
-  if (d.dtype != s.dtype) {
-    throw Error(ErrorCode::DtypeMismatch, where() + "dst window " + d.describe() + " and src window " + s.describe() +
-                                              " have different dtypes");
-  }
-}
-
-// Every check of a put/get-style call, before anything is posted: the peer, both slices against
-// their windows, matching shapes and dtypes. Returns {dst window, src window}.
-std::pair<WindowState&, WindowState&> detail::check_transfer(ContextImpl& c, const char* op, int peer, const Slice& dst,
-                                                             const Slice& src) {
-  c.check_peer(peer, op);
-  WindowState& d = check_slice(c, op, peer, "dst", dst);
-  WindowState& s = check_slice(c, op, peer, "src", src);
-  check_pair(c, op, peer, dst, src, d, s);
-  return {d, s};
+  throw Error(ErrorCode::DtypeMismatch, where() + "dst window " + d.describe() + " and src window " + s.describe() +
+                                            " have different dtypes");
 }
 
 uint64_t detail::check_local(ContextImpl& c, const char* op, int peer, const char* side, const Local& l,

@@ -47,7 +47,10 @@ ContextImpl::~ContextImpl() {
   }
   world_team.reset();
   // Remote keys belong to the transport's worker: they go while it still exists.
-  for (auto& b : buffers) b->rkeys.clear();
+  for (auto& b : buffers) {
+    b->mapped.clear();
+    b->rkeys.clear();
+  }
   if (staging) staging->rkeys.clear();
   if (tp) tp->quiesce(!degraded);
   for (auto& b : buffers) b->release();
@@ -245,7 +248,11 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     RWIN_LOG(Debug, Core, "%s: transport connect failed in the bootstrap: %s", c.who().c_str(), e.what());
     throw Error(error_code(e), c.who() + ": transport connect: " + e.what());
   }
-  for (int p = 0; p < c.nranks; ++p) c.peers[static_cast<size_t>(p)].ordered = c.tp->write_then_atomic_ordered(p);
+  for (int p = 0; p < c.nranks; ++p) {
+    PeerState& ps = c.peers[static_cast<size_t>(p)];
+    ps.ordered = c.tp->write_then_atomic_ordered(p);
+    ps.direct = c.tp->rma_mode(p) == "direct";
+  }
   log_startup(c, same_host);
 }
 

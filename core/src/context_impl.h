@@ -37,6 +37,11 @@ struct BufferState {
   size_t bytes = 0;
   std::unique_ptr<transport::MemoryRegion> mr;
   std::vector<std::unique_ptr<transport::RemoteKey>> rkeys;  // index = peer; null: not a member of its team
+  // index = peer: where this process loads and stores that peer's byte 0 of the buffer when the
+  // transport maps the peer's memory here (Transport::mapped: UCX direct mode, shared memory), else
+  // null. put, get and notify to such a peer are CPU copies and atomics done by the core itself
+  // (transfer.cpp, signals.cpp): complete on return, no Work and no completion record.
+  std::vector<char*> mapped;
   // A team's buffer (collectives): who may be a peer on it, and how free() synchronises (the team's
   // barrier instead of the job's).
   std::string team;  // "team 3 {1, 3}"; empty: the job's
@@ -65,6 +70,11 @@ struct WindowState {
   const transport::MemoryRegion* mr() const noexcept { return buf->mr.get(); }
   const transport::RemoteKey& rkey(int peer) const noexcept { return *buf->rkeys[static_cast<size_t>(peer)]; }
   uint64_t remote_base(int peer) const noexcept { return rkey(peer).base() + offset; }
+  // The peer's copy of element [0, 0] mapped here, or null (BufferState::mapped).
+  char* mapped(int peer) const noexcept {
+    char* m = buf->mapped.empty() ? nullptr : buf->mapped[static_cast<size_t>(peer)];
+    return m ? m + offset : nullptr;
+  }
   std::string describe() const;  // "'y' f32[4x1024] (16384 bytes)", plus " at byte 64 of buffer 'b'" for views
 };
 
@@ -112,6 +122,8 @@ struct Slot {
 
 struct PeerState {
   bool ordered = false;        // the transport lands an atomic after earlier writes to this peer
+  bool direct = false;         // its memory is mapped here (Transport::rma_mode "direct"): every op
+                               // to it completes inside the call, so fence/quiet have nothing to wait for
   bool dirty = false;          // writes posted since the last flush (matters when the transport
                                // does not order writes before atomics)
   bool unflushed = false;      // anything that modifies the peer's memory posted since the last
@@ -233,7 +245,13 @@ struct ContextImpl {
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
-  void check_peer(int peer, const char* op);
+  // peer in range and not failed; the message is built out of line (progress.cpp).
+  void check_peer(int peer, const char* op) {
+    if (peer < 0 || peer >= nranks || !peers[static_cast<size_t>(peer)].failed.empty()) [[unlikely]] {
+      peer_check_failed(peer, op);
+    }
+  }
+  [[noreturn, gnu::cold]] void peer_check_failed(int peer, const char* op);
   void abandon(Transfer& t) noexcept;
   std::string outstanding_summary() const;
   // The registered region covering caller memory [p, p + bytes), pinned (RegCache::acquire);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bounds.h"
 #include "chunk_planner.h"
 #include "context_impl.h"
 
@@ -30,13 +31,40 @@ std::shared_ptr<BufferState> create_buffer_among(
     const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange);
 
 // checks.cpp. Each throws Error naming this rank, the operation, the peer and the sizes.
+// The checks of every put and get are inline here and branch-light: one predicate per check, and
+// only when it fails an out-of-line (cold) function finds which part failed and builds the message.
 WindowState& live(const std::shared_ptr<WindowState>& s, const char* what);  // not empty, not freed
-WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s);
-void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
-                WindowState& s);
+[[noreturn, gnu::cold]] void slice_failed(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s);
+[[noreturn, gnu::cold]] void pair_failed(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src,
+                                         WindowState& d, WindowState& s);
+
+// One side of a put/get: a live window of this context, not a signal array, `peer` a member of
+// its team, the slice inside it (no wrap). Returns the window.
+inline WindowState& check_slice(ContextImpl& c, const char* op, int peer, const char* side, const Slice& s) {
+  WindowState* w = s.window.get();
+  if (w && w->ctx() == &c && !w->is_signal && (w->buf->team.empty() || w->buf->rkeys[static_cast<size_t>(peer)]) &&
+      slice_in_bounds(s.offsets.data(), s.shape.data(), w->shape.data())) [[likely]] {
+    return *w;
+  }
+  slice_failed(c, op, peer, side, s);
+}
+
+inline void check_pair(ContextImpl& c, const char* op, int peer, const Slice& dst, const Slice& src, WindowState& d,
+                       WindowState& s) {
+  // (std::array == calls memcmp)
+  if (dst.shape[0] == src.shape[0] && dst.shape[1] == src.shape[1] && d.dtype == s.dtype) [[likely]] return;
+  pair_failed(c, op, peer, dst, src, d, s);
+}
+
 // The peer, both slices against their windows, matching shapes and dtypes. Returns {dst, src}.
-std::pair<WindowState&, WindowState&> check_transfer(ContextImpl& c, const char* op, int peer, const Slice& dst,
-                                                     const Slice& src);
+inline std::pair<WindowState&, WindowState&> check_transfer(ContextImpl& c, const char* op, int peer,
+                                                            const Slice& dst, const Slice& src) {
+  c.check_peer(peer, op);
+  WindowState& d = check_slice(c, op, peer, "dst", dst);
+  WindowState& s = check_slice(c, op, peer, "src", src);
+  check_pair(c, op, peer, dst, src, d, s);
+  return {d, s};
+}
 // Signal elements after their checks: a rectangle of int32 or int64 elements of one view.
 struct SignalTarget {
   const WindowState* w = nullptr;

@@ -1,5 +1,6 @@
 // The data path under every operation: slots and completions, posting with back-pressure,
 // flush/drain per peer, quiet, and the progress-driving barrier.
+#include <atomic>
 #include <sched.h>
 
 #include <cstdio>
@@ -27,19 +28,17 @@ uint32_t ContextImpl::take_slot(const Slot& s) {
   return id;
 }
 
-void ContextImpl::check_peer(int peer, const char* op) {
+void ContextImpl::peer_check_failed(int peer, const char* op) {
   if (peer < 0 || peer >= nranks) {
     throw Error(ErrorCode::PeerOutOfRange, who() + ": " + op + " to peer " + std::to_string(peer) +
                                                ": peer out of range (job has ranks 0.." +
                                                std::to_string(nranks - 1) + ")");
   }
-  const PeerState& p = peers[static_cast<size_t>(peer)];
-  if (!p.failed.empty()) {
-    throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) +
-                                           ": " + peer_failed_text(peer, p.failed));
-  }
-  // A failure the transport saw without a completion (e.g. an endpoint error) is reported by its
-  // post(), as PeerFailed with the transport's message: no need to ask on every call.
+  // Called only when a check failed: in range, so the peer has failed.
+  // (A failure the transport saw without a completion, e.g. an endpoint error, is reported by its
+  // post(), as PeerFailed with the transport's message: no need to ask on every call.)
+  throw Error(ErrorCode::PeerFailed, who() + ": " + op + " to peer " + std::to_string(peer) + ": " +
+                                         peer_failed_text(peer, peers[static_cast<size_t>(peer)].failed));
 }
 
 // Posts one work request, polling while the transport is full. Throws on deadline or failure.
@@ -124,6 +123,14 @@ void ContextImpl::post_flush(int peer, Deadline& deadline) {
 // Returns when everything issued to `peer` so far is complete at the target.
 void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
+  if (ps.direct && ps.outstanding == 0 && ps.failed.empty()) {
+    // Every op to a mapped peer already happened (CPU stores and atomics); the fence orders them
+    // before whatever the caller does next.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    ps.dirty = false;
+    ps.unflushed = false;
+    return;
+  }
   if (ps.failed.empty()) post_flush(peer, deadline);
   Backoff backoff;
   while (ps.outstanding > 0 && ps.failed.empty()) {

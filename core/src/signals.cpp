@@ -64,6 +64,34 @@ void notify_i32_cas(ContextImpl& c, int peer, const transport::RemoteKey& rkey, 
   }
 }
 
+// notify to a peer whose signal is mapped here (WindowState::mapped): one atomic instruction on
+// the element, complete on return. Sequentially consistent, so it lands after every earlier put's
+// stores (the fast path of transfer.cpp). An int32 lane is updated through its 8-byte word, as
+// the transport path does, so every update of the word (any rank, any path) is a 64-bit atomic.
+void notify_direct(char* p, size_t width, int64_t value, NotifyOp op) {
+  if (width == 8) {
+    std::atomic_ref<int64_t> word(*reinterpret_cast<int64_t*>(p));
+    if (op == NotifyOp::AtomicAdd) {
+      // Two's-complement wrap, as the transports' 64-bit adds do.
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p)).fetch_add(static_cast<uint64_t>(value));
+    } else {
+      word.store(value);
+    }
+    return;
+  }
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto* w = reinterpret_cast<uint64_t*>(a & ~uintptr_t{7});
+  const unsigned shift = static_cast<unsigned>(a & 7) * 8;
+  std::atomic_ref<uint64_t> word(*w);
+  uint64_t old = word.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint32_t lane = static_cast<uint32_t>(old >> shift);
+    const uint32_t nl = op == NotifyOp::Set ? static_cast<uint32_t>(value) : lane + static_cast<uint32_t>(value);
+    const uint64_t desired = (old & ~(uint64_t{0xffffffff} << shift)) | (uint64_t{nl} << shift);
+    if (word.compare_exchange_weak(old, desired)) return;
+  }
+}
+
 void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t value, NotifyOp op) {
   if (t.elements() != 1) {
     throw Error(ErrorCode::InvalidArgument, c.who() + ": notify peer " + std::to_string(peer) + ": signal slice of " +
@@ -74,6 +102,7 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 std::to_string(value) + " does not fit the int32 signal " +
                                                 t.w->describe());
   }
+  if (char* m = t.w->mapped(peer)) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
   const transport::RemoteKey& rkey = t.w->rkey(peer);

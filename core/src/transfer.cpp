@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "chunk_planner.h"
+#include "common/copy.h"
 #include "context_impl.h"
 #include "ops.h"
 
@@ -75,16 +76,58 @@ Work detail::chunk_work(Op op, const Xfer& x, const Chunk& ch) {
 
 namespace {
 
-// The common small case: the rectangle is one contiguous run on both sides that fits one chunk.
-// Fills `out` and returns true; false sends the caller to the planner.
-bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
+// The rectangle as one contiguous run on both sides (a single row, or full rows on both): fills
+// `out` and returns true; false sends the caller to the planner.
+bool one_run(const Xfer& x, Chunk& out) {
   const int64_t rows = x.shape[0], cols = x.shape[1];
   if (rows != 1 && (cols != x.local_cols || cols != x.remote_cols)) return false;
   out.bytes = static_cast<uint64_t>(rows * cols) * x.esz;
-  if (out.bytes > c.opt.chunk_bytes || out.bytes > c.caps.max_message_bytes) return false;
   out.local_offset = static_cast<uint64_t>(x.local_offsets[0] * x.local_cols + x.local_offsets[1]) * x.esz;
   out.remote_offset = static_cast<uint64_t>(x.remote_offsets[0] * x.remote_cols + x.remote_offsets[1]) * x.esz;
   return true;
+}
+
+// The common small case: one run that fits one chunk.
+bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
+  return one_run(x, out) && out.bytes <= c.opt.chunk_bytes && out.bytes <= c.caps.max_message_bytes;
+}
+
+// The shared-memory fast path: the peer's view is mapped here at `remote` (WindowState::mapped),
+// so the core copies with the CPU, as OpenSHMEM's shmem_ptr users do. Complete on return: no
+// Work, no completion record, nothing left for quiet/fence (a later notify is an atomic
+// instruction after these stores, so a peer that sees it sees them).
+void direct_transfer(const ContextImpl& c, Op op, const Xfer& x, char* remote) {
+  Chunk ch;
+  auto run = [&] {
+    if (op == Op::Write) {
+      common::copy(remote + ch.remote_offset, x.local_base + ch.local_offset, ch.bytes);
+    } else {
+      common::copy(x.local_base + ch.local_offset, remote + ch.remote_offset, ch.bytes);
+    }
+  };
+  if (one_run(x, ch)) return run();
+  ChunkPlanner planner = plan_chunks(c, x, uint64_t{1} << 62);  // rows, uncut
+  while (planner.next(ch)) run();
+}
+
+// direct_transfer between two window slices, the one-run case without building an Xfer (the
+// 8-byte put's whole budget is a few nanoseconds).
+void direct_slices(const ContextImpl& c, Op op, int peer, const WindowState& lw, const Slice& ls,
+                   const WindowState& rw, const Slice& rs, char* remote) {
+  const int64_t rows = ls.shape[0], cols = ls.shape[1];
+  if (rows == 1 || (cols == lw.shape[1] && cols == rw.shape[1])) {
+    const uint64_t esz = dtype_size(lw.dtype);
+    const uint64_t n = static_cast<uint64_t>(rows * cols) * esz;
+    char* l = lw.base() + static_cast<uint64_t>(ls.offsets[0] * lw.shape[1] + ls.offsets[1]) * esz;
+    char* r = remote + static_cast<uint64_t>(rs.offsets[0] * rw.shape[1] + rs.offsets[1]) * esz;
+    if (op == Op::Write) {
+      common::copy(r, l, n);
+    } else {
+      common::copy(l, r, n);
+    }
+    return;
+  }
+  direct_transfer(c, op, make_xfer(peer, lw, ls, rw, rs), remote);
 }
 
 }  // namespace
@@ -246,6 +289,9 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put", peer, dst, src);
   if (src.elements() == 0) return;
+  if (atomic != AtomicType::Add) {
+    if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+  }
   const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
     run_accumulate(c, x, d);
@@ -260,6 +306,7 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
+  if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
   post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
@@ -269,6 +316,7 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
+  if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
 
@@ -276,6 +324,7 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
+  if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
 
@@ -312,6 +361,7 @@ void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer,
   WindowState& w = check_remote(c, what, peer, put ? "dst" : "src", remote);
   const uint64_t bytes = check_local(c, what, peer, put ? "src" : "dst", local, remote, w);
   if (bytes == 0) return;
+  if (char* m = w.mapped(peer)) return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
   if (nbi) {
     const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
     if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)

@@ -17,6 +17,7 @@ using namespace detail;  // the core's internal types (context_impl.h, ops.h)
 std::string BufferState::describe() const { return "buffer '" + name + "' (" + std::to_string(bytes) + " bytes)"; }
 
 void BufferState::release() noexcept {
+  mapped.clear();
   rkeys.clear();
   mr.reset();
   ctx = nullptr;
@@ -159,6 +160,12 @@ std::shared_ptr<BufferState> detail::create_buffer_among(
     }
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
+  }
+  b->mapped.assign(static_cast<size_t>(c.nranks), nullptr);
+  for (int m : members) {
+    if (const auto& k = b->rkeys[static_cast<size_t>(m)]) {
+      b->mapped[static_cast<size_t>(m)] = static_cast<char*>(c.tp->mapped(m, *k, k->base(), b->bytes));
+    }
   }
   b->ctx = &c;
   c.buffers.push_back(b);
