@@ -253,6 +253,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     ps.ordered = c.tp->write_then_atomic_ordered(p);
     ps.direct = c.tp->rma_mode(p) == "direct";
   }
+  c.all_direct = std::all_of(c.peers.begin(), c.peers.end(), [](const PeerState& ps) { return ps.direct; });
   log_startup(c, same_host);
 }
 

@@ -207,6 +207,10 @@ struct ContextImpl {
   size_t failures_reported = 0;  // how many of them a wait/test has already raised (each once)
   std::chrono::steady_clock::time_point next_watch{};
   uint32_t test_calls = 0;
+  // Every peer (self included) is direct: nothing reaches this process's memory through the
+  // transport, so a wait needs the transport's progress only now and then (housekeeping).
+  bool all_direct = false;
+  uint32_t test_progress = 0;  // test() calls, to progress every 16th when all_direct
   // Set once an operation timed out or a peer failed: shutdown then skips its barrier (it could
   // only wait for a rank that is gone or stuck) and leaves within a short, fixed time.
   bool degraded = false;

@@ -236,6 +236,9 @@ using ucx_am::AmRequest;
 using ucx_am::AmStatus;
 using ucx_am::kAmMagic;
 
+// UCX_TCP_TX_SEG_SIZE rwin asks for where the user set none (ucx_worker.cpp).
+inline constexpr const char* kTcpTxSegSize = "64K";
+
 class UcxTransport;
 
 // One posted Work. Owned by the transport (all_); user_data of its UCX requests points here. It

@@ -40,6 +40,19 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
       if (zs != UCS_OK) RWIN_LOG(Warn, Ucx, "rwin: ucx: cannot set ZCOPY_THRESH=inf: %s", ucs_status_string(zs));
     }
   }
+  // UCX's tcp sends an eager message in TX_SEG_SIZE fragments (8 KiB by default: one header and
+  // one send() each), and the am mode sends a put as one message up to 512 KiB: 64 KiB fragments
+  // (the size UCX's tcp receives in by default) cut a 64 KiB put from 8 sends to 1 (bench/RESULTS.md,
+  // issue 14). Set as "TX_SEG_SIZE": UCP applies unprefixed UCT fields to every transport that has
+  // one (only tcp does here: no RDMA devices), while "TCP_TX_SEG_SIZE" is refused as invalid
+  // (strace showed 8 KiB sends with it). The user's UCX_TCP_TX_SEG_SIZE wins.
+  if (!have_rdma_devices()) {
+    const char* ts = std::getenv("UCX_TCP_TX_SEG_SIZE");
+    if (ts == nullptr || *ts == '\0') {
+      const ucs_status_t ss = ucp_config_modify(config, "TX_SEG_SIZE", kTcpTxSegSize);
+      if (ss != UCS_OK) RWIN_LOG(Warn, Ucx, "rwin: ucx: cannot set TX_SEG_SIZE=%s: %s", kTcpTxSegSize, ucs_status_string(ss));
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
