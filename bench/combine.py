@@ -177,3 +177,50 @@ for tr, m in panels:
 with open(os.path.join(out, "plot_cmds.gp"), "w") as f:
     f.write(f"set multiplot layout {max(1, len(transports))},2\n")
     f.write("\n".join(cmds) + "\nunset multiplot\n")
+
+# The small-operation goals (tracker issue 14), judged on this run: shared memory 8 B - 4 KiB
+# >= 1.0x OpenSHMEM and >= 0.9x raw UCP (the in-run ratio); tcp put+notify+wait at 8 B <= 1.3x the
+# busy-poll TCP ping-pong, put_bw at >= 64 KiB >= 0.9x the TCP stream.
+goals = []
+
+
+def verdict(ok):
+    return "met" if ok else "MISSED"
+
+
+if "shm" in transports:
+    for metric, sh_t in (("put_bw", "put_bw"), ("get_bw", "get_bw"), ("put_lat", "put_lat"), ("get_lat", "get_lat"),
+                         ("notify_rate", None)):
+        lat = metric in LAT or metric == "notify_rate"
+        key = "avg" if metric == "notify_rate" else ("p50" if lat else "mibs")
+        for s in sorted({k[2] for k in data if k[0] == "shm" and k[1] == metric and k[2] <= 4096}):
+            d = data.get(("shm", metric, s, "rwin")) or {}
+            ratio = d.get("ratio")
+            sh = (data.get(("shm", sh_t, s, "oshmem")) or {}).get(key) if sh_t else None
+            x_sh = None
+            if sh and d.get(key):
+                x_sh = sh / d[key] if lat else d[key] / sh
+            ok = (ratio is not None and ratio >= 0.9) and (x_sh is None or x_sh >= 1.0)
+            goals.append(("shm", metric, s, f"vs raw {ratio:.2f}" if ratio else "vs raw -",
+                          f"vs OpenSHMEM {x_sh:.2f}" if x_sh else "vs OpenSHMEM -", verdict(ok)))
+if "tcp" in transports:
+    d = data.get(("tcp", "put_lat", 8, "rwin")) or {}
+    pp = tcp_spin.get(8)
+    if d.get("p50") and pp:
+        x = d["p50"] / pp
+        goals.append(("tcp", "put_lat", 8, f"rwin {d['p50']:.2f} us", f"{x:.2f}x the ping-pong ({pp:.2f} us)",
+                      verdict(x <= 1.3)))
+    for s in sorted({k[2] for k in data if k[0] == "tcp" and k[1] == "put_bw" and k[2] >= 65536}):
+        d = data.get(("tcp", "put_bw", s, "rwin")) or {}
+        if d.get("mibs") and tcp_stream:
+            x = d["mibs"] / tcp_stream
+            goals.append(("tcp", "put_bw", s, f"rwin {d['mibs']:.0f} MiB/s", f"{x:.2f}x the stream ({tcp_stream:.0f})",
+                          verdict(x >= 0.9)))
+if goals:
+    print("\nSmall-operation goals (issue 14) on this run")
+    for g in goals:
+        print(f"  [{g[0]}] {g[1]:<12} {g[2]:>6} B | {g[3]:<18} | {g[4]:<32} | {g[5]}")
+    with open(os.path.join(out, "goals.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["transport", "metric", "size", "a", "b", "verdict"])
+        w.writerows(goals)
