@@ -1,6 +1,7 @@
 // Context, worker and lifecycle of the UCX transport: construction (UCX configuration, the am
 // handlers), what it reports (describe, capabilities, per-peer mode), poll()'s progress and
 // housekeeping, quiesce(), and the factory.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,6 +10,28 @@
 #include "transport/ucx/ucx_transport_impl.h"
 
 namespace rwin::transport::ucx {
+
+namespace {
+
+// Whether UCX_TLS (null or empty: UCX's default, every transport) lets UCX use tcp: a list naming
+// tcp or "all", or an exclusion list ("^...") that does not name it.
+bool tls_may_use_tcp(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;
+  std::string list(tls);
+  const bool exclude = list[0] == '^';
+  if (exclude) list.erase(0, 1);
+  bool named = false, all = false;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string t = list.substr(at, end - at);
+    named = named || t == "tcp";
+    all = all || t == "all";
+    at = end + 1;
+  }
+  return exclude ? !named : (named || all);
+}
+
+}  // namespace
 
 UcxTransport::UcxTransport(const TransportConfig& cfg)
     : rank_(cfg.rank), nranks_(cfg.nranks), rma_mode_(cfg.ucx_rma.empty() ? "auto" : cfg.ucx_rma) {
@@ -46,7 +69,7 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   // issue 14). Set as "TX_SEG_SIZE": UCP applies unprefixed UCT fields to every transport that has
   // one (only tcp does here: no RDMA devices), while "TCP_TX_SEG_SIZE" is refused as invalid
   // (strace showed 8 KiB sends with it). The user's UCX_TCP_TX_SEG_SIZE wins.
-  if (!have_rdma_devices()) {
+  if (!have_rdma_devices() && tls_may_use_tcp(std::getenv("UCX_TLS"))) {  // else UCX warns the key unused
     const char* ts = std::getenv("UCX_TCP_TX_SEG_SIZE");
     if (ts == nullptr || *ts == '\0') {
       const ucs_status_t ss = ucp_config_modify(config, "TX_SEG_SIZE", kTcpTxSegSize);
