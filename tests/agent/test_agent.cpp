@@ -496,7 +496,8 @@ TEST_P(AgentMp, HandlesOutliveTheAgent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, AgentMp,
-                         ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr}),
+                         ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr},
+                                           Tls{"shmcma", "posix,sysv,cma,self", nullptr}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
