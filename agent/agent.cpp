@@ -747,12 +747,12 @@ void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCm
 }
 bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp) {
   std::lock_guard lk(impl_->mu);
-  impl_->progress_once(true);
+  impl_->progress_once(false);
   return impl_->check(signal, offset, expected, cmp, "test");
 }
 void Agent::progress() {
   std::lock_guard lk(impl_->mu);
-  if (!impl_->closed) impl_->progress_once(true);
+  if (!impl_->closed) impl_->progress_once(false);
 }
 
 }  // namespace rwin

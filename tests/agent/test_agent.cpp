@@ -445,7 +445,7 @@ TEST_P(AgentMp, StrangersAndGarbage) {
 // 1000 register/deregister cycles, each imported by the agent itself (connecting to oneself) and
 // put into: the region's slot is reused (id 0, generation counting up), the same memory can be
 // registered again each time (a leaked registration would refuse the overlap), and the open
-// descriptors stay at their level after the first ten cycles.
+// descriptors stay within UCX's two lazily opened sockets of their level after one cycle.
 TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
   const pid_t p = spawn("cycles", [&] {
     Agent a(options());
@@ -467,12 +467,12 @@ TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
       REQUIRE(data[static_cast<size_t>(i % 8000)] == v);
       r.deregister();
       REQUIRE(rr.stale());
-      // UCX opens a few descriptors lazily in the first cycles (tcp: 2 more after the first); the
-      // level after ten cycles is the baseline.
-      if (i == 9) baseline = open_fds();
+      if (i == 0) baseline = open_fds();
     }
-    if (open_fds() != baseline) std::fprintf(stderr, "open descriptors %d, %d after 10 cycles\n", open_fds(), baseline);
-    REQUIRE(open_fds() == baseline);
+    // UCX's tcp transport opens up to two sockets of its own lazily, at some cycle after the first
+    // (seen: 18 -> 20, then flat); a leak per cycle would show about a thousand.
+    if (open_fds() > baseline + 2) std::fprintf(stderr, "open descriptors %d, %d after one cycle\n", open_fds(), baseline);
+    REQUIRE(open_fds() <= baseline + 2);
     return 0;
   });
   EXPECT_EQ(reap(p, 120s), 0);
