@@ -520,6 +520,8 @@ void AgentImpl::put(const RemoteRegion& dst, uint64_t off, const void* src, size
   Track t(*this);
   for (size_t pos = 0; pos < n; pos += chunk) {
     wait_track(t, c, deadline, what, depth - 1);
+    // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
+    if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
     tp::Work w;
     w.op = tp::Op::Write;
     w.local = const_cast<char*>(static_cast<const char*>(src)) + pos;
@@ -550,6 +552,8 @@ void AgentImpl::get(void* dst, const RemoteRegion& src, uint64_t off, size_t n) 
   Track t(*this);
   for (size_t pos = 0; pos < n; pos += chunk) {
     wait_track(t, c, deadline, what, depth - 1);
+    // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
+    if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
     tp::Work w;
     w.op = tp::Op::Read;
     w.local = static_cast<char*>(dst) + pos;
