@@ -341,6 +341,55 @@ TEST_P(AgentMp, PassiveServerProgressThread) {
   EXPECT_EQ(reap(server), 0);
 }
 
+// Several threads of one process call one agent at once (its mutex serialises them) while its
+// progress thread runs too; the server is passive. Every thread's data arrives and reads back.
+TEST_P(AgentMp, ConcurrentCallersAndProgressThread) {
+  constexpr int kThreads = 3, kRounds = 100;
+  const pid_t server = spawn("server", [&] {
+    Agent a(options(/*progress_thread=*/true));
+    std::vector<uint8_t> data(kThreads * 8192, 0);
+    alignas(8) int64_t sig[kThreads] = {};
+    Region rd = a.register_memory(data.data(), data.size());
+    Region rs = a.register_memory(sig, sizeof sig);
+    publish(dir, "s.data", rd.descriptor());
+    publish(dir, "s.sig", rs.descriptor());
+    while (!exists(dir, "c.done")) std::this_thread::sleep_for(5ms);
+    for (int t = 0; t < kThreads; ++t) REQUIRE(std::atomic_ref<int64_t>(sig[t]).load() == kRounds);
+    return 0;
+  });
+  const pid_t client = spawn("client", [&] {
+    Agent a(options(/*progress_thread=*/true));
+    RemoteRegion d = a.import_region(await(dir, "s.data"));
+    RemoteRegion s = a.import_region(await(dir, "s.sig"));
+    std::atomic<int> bad{0};
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; ++t) {
+      th.emplace_back([&, t] {
+        try {
+          std::vector<uint8_t> x(8192), back(8192);
+          for (int i = 0; i < kRounds; ++i) {
+            for (size_t j = 0; j < x.size(); ++j) x[j] = pattern(j, static_cast<uint8_t>(t * 50 + i));
+            const uint64_t off = static_cast<uint64_t>(t) * 8192;
+            a.put_notify(d, off, x.data(), x.size(), s, static_cast<uint64_t>(t) * 8, 1);
+            a.get(back.data(), d, off, back.size());
+            if (back != x) ++bad;
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "thread %d: %s\n", t, e.what());
+          ++bad;
+        }
+      });
+    }
+    for (auto& x : th) x.join();
+    REQUIRE(bad.load() == 0);
+    a.flush();
+    publish(dir, "c.done");
+    return 0;
+  });
+  EXPECT_EQ(reap(client), 0);
+  EXPECT_EQ(reap(server), 0);
+}
+
 int connect_raw(const std::string& hostport) {
   const auto colon = hostport.rfind(':');
   sockaddr_in sa{};
