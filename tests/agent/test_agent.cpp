@@ -111,6 +111,16 @@ TEST_P(AgentMp, TwoProcessesEveryCall) {
     std::vector<uint8_t> junk = {1, 2, 3, 4, 5};
     expect_error([&] { a.import_region(junk); }, ErrorCode::InvalidArgument, {"not an rwin agent descriptor"});
     auto desc = await(dir, "s.data");
+    {
+      std::string why;
+      auto dd = rwin::agent::decode_descriptor(desc, why);
+      REQUIRE(dd.has_value());
+      dd->address = "127.0.0.1:1";  // nobody listens there
+      expect_error([&] { a.import_region(rwin::agent::encode(*dd)); }, ErrorCode::PeerFailed,
+                   {"cannot connect to agent 127.0.0.1:1"});
+      dd->transport = "nosuch";
+      expect_error([&] { a.import_region(rwin::agent::encode(*dd)); }, ErrorCode::InvalidArgument, {"'nosuch' agent"});
+    }
     desc[4] = 9;  // version
     expect_error([&] { a.import_region(desc); }, ErrorCode::InvalidArgument, {"version 9"});
     // Our own region, for the server's get.
