@@ -890,9 +890,7 @@ PYBIND11_MODULE(_rwin, m) {
     }
   }
   bind_collectives(m, context);
-#ifdef RWIN_PY_AGENT
   bind_agent(m);
-#endif
 
   m.def("_fork_generation", [] { return g_fork_gen.load(); });
 
