@@ -141,7 +141,9 @@ void UcxTransport::connect_peer(int p, std::span<const uint8_t> remote) {
   // Peer-failure handling where the transports allow it (tcp); shared memory in UCX 1.13 has no
   // failure handler, and MODE_PEER would move it onto tcp: there the agent's keepalive and control
   // connection find a dead peer (fail_peer).
-  ucp_ep_h ep = create_ep(p, address.data(), UCP_ERR_HANDLING_MODE_PEER, /*may_fail=*/true);
+  // Asked only where UCX_TLS may select tcp: otherwise UCX logs an error for every attempt.
+  const bool maybe_tcp = tls_ == "all" || tls_.find("tcp") != std::string::npos || tls_.front() == '^';
+  ucp_ep_h ep = maybe_tcp ? create_ep(p, address.data(), UCP_ERR_HANDLING_MODE_PEER, /*may_fail=*/true) : nullptr;
   if (!ep) ep = create_ep(p, address.data());
   peer.ep = ep;
   peer.am = true;
