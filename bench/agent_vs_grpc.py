@@ -34,6 +34,7 @@ import rwin
 
 CHUNK = 1 << 20
 SVC = "bench.Tensor"
+KEEPALIVE = 300.0  # seconds; see serve()
 GRPC_OPTS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
 
 
@@ -59,8 +60,10 @@ def pattern(n, seed):
 
 def serve(args):
     cap = max(parse_size(s) for s in args.sizes.split(","))
+    # keepalive_timeout: the client's agent has no progress thread and is silent while a 256 MiB gRPC
+    # transfer runs (seconds); the default 5 s would declare it failed.
     agent = rwin.Agent(listen=f"{args.host}:0", transport=args.transport, progress_thread=True, op_timeout=120,
-                       **({"ib_device": args.ib_device} if args.ib_device else {}))
+                       keepalive_timeout=KEEPALIVE, **({"ib_device": args.ib_device} if args.ib_device else {}))
     buf = np.zeros(cap, np.uint8)
     sig = np.zeros(8, np.int64)
     rbuf, rsig = agent.register(buf), agent.register(sig)
@@ -168,7 +171,8 @@ def client(args, target):
             setups.append(t1 - t0)
             first_puts.append(t2 - t1)
 
-    agent = rwin.Agent(listen=f"{args.host}:0", transport=args.transport, op_timeout=120, **kw)
+    agent = rwin.Agent(listen=f"{args.host}:0", transport=args.transport, op_timeout=120, keepalive_timeout=KEEPALIVE,
+                       **kw)
     remote = agent.import_region(bytes.fromhex(info["data"]))
     rsig = agent.import_region(bytes.fromhex(info["sig"]))
     rows = []
@@ -230,7 +234,7 @@ def client(args, target):
     return rows, setups, first_puts
 
 
-def report(args, rows, setups, first_puts):
+def report(args, rows, setups, first_puts, setup_line=None, heading=None):
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.label)
     cols = ["label", "path", "op", "size", "lat_iters", "p50_us", "mean_us", "bw_iters", "MiB_s", "ok"]
@@ -240,7 +244,7 @@ def report(args, rows, setups, first_puts):
             f.write(",".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + "\n")
     by = {(r["op"], r["size"]): r for r in rows}
     sizes = sorted({r["size"] for r in rows})
-    lines = [f"### {args.label}: UCX_TLS={os.environ.get('UCX_TLS', '(unset)')} transport={args.transport} "
+    lines = [heading or f"### {args.label}: UCX_TLS={os.environ.get('UCX_TLS', '(unset)')} transport={args.transport} "
              f"server progress={args.server_progress}", "",
              "| size | gRPC push MiB/s | rwin put+flush | put_notify+flush | ratio put/push | gRPC pull | rwin get | "
              "ratio get/pull | gRPC push p50 us | rwin put p50 | gRPC pull p50 | rwin get p50 |", "|" + "---|" * 12]
@@ -257,22 +261,37 @@ def report(args, rows, setups, first_puts):
     lat_put = by[("put+flush", l4)]["p50_us"] / by[("push", l4)]["p50_us"]
     lat_get = by[("get", l4)]["p50_us"] / by[("pull", l4)]["p50_us"]
     verdict = lambda ok: "**met**" if ok else "**missed**"  # noqa: E731
+    if setup_line is None:
+        setup_line = [
+            f"- first-use connection set-up (fresh agent's first import_region: connect + handshake), "
+            f"{len(setups)} trials: median {statistics.median(setups) * 1e3:.2f} ms "
+            f"(min {min(setups) * 1e3:.2f}, max {max(setups) * 1e3:.2f}); the first put + flush after it: median "
+            f"{statistics.median(first_puts) * 1e3:.2f} ms -> <= 5 ms goal "
+            f"{'**met**' if statistics.median(setups) + statistics.median(first_puts) <= 0.005 else '**missed**'} "
+            f"(import + first put)"]
     lines += ["",
               f"- bandwidth >= 10x gRPC streaming at >= 1 MiB: put/push min {bw_put:.1f}x, get/pull min {bw_get:.1f}x "
               f"-> {verdict(bw_put >= 10 and bw_get >= 10)}",
               f"- latency <= 0.1x gRPC at {size_text(l4)} (p50): put/push {lat_put:.3f}x, get/pull {lat_get:.3f}x -> "
               f"{verdict(lat_put <= 0.1 and lat_get <= 0.1)}",
-              f"- first-use connection set-up (fresh agent's first import_region: connect + handshake), "
-              f"{len(setups)} trials: median {statistics.median(setups) * 1e3:.2f} ms "
-              f"(min {min(setups) * 1e3:.2f}, max {max(setups) * 1e3:.2f}); the first put + flush after it: median "
-              f"{statistics.median(first_puts) * 1e3:.2f} ms -> <= 5 ms goal "
-              f"{verdict(statistics.median(setups) + statistics.median(first_puts) <= 0.005)} (import + first put)"]
+             ] + setup_line
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    ops = ["push", "pull", "put+flush", "put_notify+flush", "get"]
+    with open(base + ".dat", "w") as f:  # one gnuplot data block per op: size MiB/s p50_us
+        for op in ops:
+            f.write(f"# {op}\n")
+            for r in rows:
+                if r["op"] == op:
+                    f.write(f"{r['size']} {r['MiB_s']:.3f} {r['p50_us'] if r['lat_iters'] else 'NaN'}\n")
+            f.write("\n\n")
+    titles = ["gRPC push", "gRPC pull", "rwin put+flush", "rwin put_notify+flush", "rwin get"]
+    bw = ", ".join(f'"{base}.dat" index {i} using 1:2 with linespoints title "{t}"' for i, t in enumerate(titles))
+    lat = ", ".join(f'"{base}.dat" index {i} using 1:3 with linespoints title "{t}"' for i, t in enumerate(titles))
     gp = f"""set terminal pngcairo size 1400,600 font ",10" noenhanced
 set output "{base}.png"
-set datafile separator ","
+set datafile missing "NaN"
 set logscale xy
 set format x "%.0s%cB"
 set xlabel "tensor size (bytes)"
@@ -280,9 +299,9 @@ set grid
 set key left top
 set multiplot layout 1,2 title "{args.label}: rwin agent vs gRPC streaming (1 MiB chunks)"
 set ylabel "bandwidth (MiB/s)"
-plot for [op in "push pull put+flush put_notify+flush get"] "{base}.csv" using 4:(strcol(3) eq op ? $9 : 1/0) with linespoints title op
+plot {bw}
 set ylabel "p50 latency (us)"
-plot for [op in "push pull put+flush put_notify+flush get"] "{base}.csv" using 4:(strcol(3) eq op && $5 > 0 ? $6 : 1/0) with linespoints title op
+plot {lat}
 unset multiplot
 """
     with open(base + ".gp", "w") as f:
@@ -290,6 +309,19 @@ unset multiplot
     r = subprocess.run(["gnuplot", base + ".gp"], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"agent_vs_grpc: gnuplot failed: {r.stderr}", file=sys.stderr)
+
+
+def replot(args):
+    import csv
+    rows = []
+    with open(args.replot) as f:
+        for r in csv.DictReader(f):
+            rows.append(dict(r, size=int(r["size"]), lat_iters=int(r["lat_iters"]), p50_us=float(r["p50_us"]),
+                             mean_us=float(r["mean_us"]), bw_iters=int(r["bw_iters"]), MiB_s=float(r["MiB_s"])))
+    prev = open(os.path.join(args.out, args.label + ".md")).read().splitlines()
+    setup_line = [l for l in prev if l.startswith("- first-use")]
+    report(args, rows, None, None, setup_line, heading=prev[0])
+    return 0
 
 
 def main():
@@ -310,13 +342,16 @@ def main():
     ap.add_argument("--server-progress", choices=("thread", "spin"), default="thread",
                     help="how the server's agent is driven during rwin ops: its progress thread alone (passive "
                          "server, sleeps up to 250 us when idle), or also a server thread spinning agent.progress()")
+    ap.add_argument("--replot", metavar="CSV", help="only redo OUT/LABEL.{md,dat,gp,png} from an earlier CSV")
     args = ap.parse_args()
+    if args.replot:
+        return replot(args)
     if args.role == "server":
         return serve(args)
     srv = None
     target = args.server
     if args.role == "both":
-        cmd = [sys.executable, os.path.abspath(__file__), "--role", "server", "--host", args.host, "--sizes", args.sizes,
+        cmd = [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), "--role", "server", "--host", args.host, "--sizes", args.sizes,
                "--transport", args.transport] + (["--ib-device", args.ib_device] if args.ib_device else [])
         srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = srv.stdout.readline()
@@ -330,7 +365,9 @@ def main():
     finally:
         if srv:
             try:
-                srv.wait(timeout=30)
+                rc = srv.wait(timeout=30)
+                if rc != 0:
+                    print(f"agent_vs_grpc: the server exited with status {rc}", file=sys.stderr)
             except subprocess.TimeoutExpired:
                 srv.kill()
     report(args, rows, setups, first_puts)

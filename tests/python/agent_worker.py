@@ -59,6 +59,8 @@ def main():
             elif op == "import":
                 remotes[q["id"]] = agent.import_region(bytes.fromhex(q["desc"]))
                 res = {"nbytes": remotes[q["id"]].nbytes, "peer": remotes[q["id"]].peer}
+            elif op == "stale":
+                res = remotes[q["id"]].stale
             elif op == "put":
                 agent.put(remotes[q["rid"]], q["off"], pattern(q["seed"], q["n"]))
                 res = None

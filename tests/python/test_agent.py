@@ -115,6 +115,7 @@ def test_address_and_lifecycle():
     assert host == "127.0.0.1" and int(port) > 0
     assert a.address in a.describe() and a.address in repr(a)
     assert not a.closed
+    a.progress()  # nothing to serve: returns at once
     buf = np.zeros(16, np.int64)
     r = a.register(buf)
     a.close()
@@ -267,6 +268,7 @@ def test_stale_descriptor_after_deregister(agent, workers):
         assert e.value.cls in ("UseAfterFreeError", "InvalidArgumentError", "PeerFailedError"), e.value
         assert agent.address in e.value.msg and ("deregistered" in e.value.msg or "stale" in e.value.msg), e.value.msg
     assert not buf.any()
+    assert w.call("stale", id="r") is True  # the importer learned it from the owner
     with pytest.raises(WorkerError) as e:  # a fresh import of the stale descriptor
         w.call("import", id="again", desc=desc.hex())
     assert agent.address in e.value.msg
