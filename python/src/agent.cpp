@@ -74,14 +74,17 @@ struct Buffer {
 };
 
 struct PyAgent {
-  std::unique_ptr<rwin::Agent> a;
+  // Shared with every call in flight: a call copies it before releasing the GIL, so close() (or
+  // collection) from another thread never destroys the Agent under a running call; the last owner
+  // destroys it.
+  std::shared_ptr<rwin::Agent> a;
   pid_t pid = 0;
   uint64_t gen = 0;
   std::string name;       // describe(), kept for messages after close()
   std::string transport;  // as asked
 
   bool forked() const noexcept { return gen != g_fork_gen.load(std::memory_order_relaxed); }
-  rwin::Agent& live(const char* what) const {
+  std::shared_ptr<rwin::Agent> live(const char* what) const {
     if (forked()) {
       throw ForkedError(ErrorCode::InvalidArgument,
                         std::string("Agent.") + what + ": " + name + " was created in process " + std::to_string(pid) +
@@ -89,20 +92,23 @@ struct PyAgent {
                             " after os.fork(); an Agent does not cross fork: create a new rwin.Agent in the child");
     }
     if (!a) fail(ErrorCode::UseAfterFree, std::string("Agent.") + what + ": " + name + " is closed");
-    return *a;
+    return a;
   }
   void close() {
     if (forked()) {
-      (void)a.release();  // leaked on purpose: never tear down the parent's connections from a child
+      leak();  // never tear down the parent's connections from a child
       return;
     }
-    std::unique_ptr<rwin::Agent> tmp = std::move(a);
+    std::shared_ptr<rwin::Agent> tmp = std::move(a);
     py::gil_scoped_release nogil;
     tmp.reset();
   }
+  void leak() {
+    if (a) new std::shared_ptr<rwin::Agent>(std::move(a));  // on purpose: its destructor never runs here
+  }
   ~PyAgent() {
     if (forked()) {
-      (void)a.release();
+      leak();
       return;
     }
     if (!a) return;
@@ -308,7 +314,7 @@ void bind_agent(py::module_& m) {
              pa->transport = transport;
              {
                py::gil_scoped_release nogil;
-               pa->a = std::make_unique<rwin::Agent>(o);
+               pa->a = std::make_shared<rwin::Agent>(o);
                pa->name = pa->a->describe();
              }
              return pa;
@@ -317,7 +323,7 @@ void bind_agent(py::module_& m) {
            py::arg("progress_thread") = false, py::arg("op_timeout") = py::none(), py::arg("connect_timeout") = py::none(),
            py::arg("keepalive_interval") = py::none(), py::arg("keepalive_timeout") = py::none(),
            py::arg("ib_device") = py::none(), py::arg("ib_port") = 1, py::arg("gid_index") = -1)
-      .def_property_readonly("address", [](const PyAgent& a) { return a.live("address").address(); },
+      .def_property_readonly("address", [](const PyAgent& a) { return a.live("address")->address(); },
                              "the bound control address, \"host:port\"")
       .def_property_readonly("transport", [](const PyAgent& a) { return a.transport; })
       .def_property_readonly("closed", [](const PyAgent& a) { return !a.a; })
@@ -329,7 +335,7 @@ void bind_agent(py::module_& m) {
       .def("register",
            [](py::object self, py::object array) {
              PyAgent& pa = self.cast<PyAgent&>();
-             rwin::Agent& ag = pa.live("register");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("register");
              auto r = std::make_unique<PyRegion>();
              r->buf = std::make_unique<Buffer>(array, true, "Agent.register: array");
              r->nbytes = r->buf->bytes();
@@ -342,7 +348,7 @@ void bind_agent(py::module_& m) {
              const size_t n = r->nbytes;
              {
                py::gil_scoped_release nogil;
-               r->r = ag.register_memory(p, n);
+               r->r = ag->register_memory(p, n);
              }
              return r;
            },
@@ -351,13 +357,13 @@ void bind_agent(py::module_& m) {
       .def("import_region",
            [](py::object self, py::buffer desc) {
              PyAgent& pa = self.cast<PyAgent&>();
-             rwin::Agent& ag = pa.live("import_region");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("import_region");
              Buffer b(desc, false, "Agent.import_region: descriptor");
              std::span<const uint8_t> d(static_cast<const uint8_t*>(b.data()), b.bytes());
              auto r = std::make_unique<PyRemote>();
              {
                py::gil_scoped_release nogil;
-               r->r = ag.import_region(d);  // connects on first use
+               r->r = ag->import_region(d);  // connects on first use
              }
              r->agent = self;
              return r;
@@ -365,31 +371,31 @@ void bind_agent(py::module_& m) {
            py::arg("descriptor"), "import_region(descriptor: bytes) -> RemoteRegion (connects to the owner on first use)")
       .def("put",
            [](PyAgent& pa, py::handle remote, int64_t offset, py::handle array) {
-             rwin::Agent& ag = pa.live("put");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("put");
              const rwin::RemoteRegion& dst = remote_of(pa, remote, "put", "remote");
              const uint64_t off = offset_arg(offset, "put", "offset");
              Buffer b(array, false, "Agent.put: array");
              py::gil_scoped_release nogil;
-             ag.put(dst, off, b.data(), b.bytes());
+             ag->put(dst, off, b.data(), b.bytes());
            },
            py::arg("remote"), py::arg("offset"), py::arg("array"),
            "put(remote, offset, array): bytes of array to byte `offset` of remote; returns when array may be reused, "
            "visible at the target after flush() or to a waiter of a later notify's signal")
       .def("get",
            [](PyAgent& pa, py::handle array, py::handle remote, int64_t offset) {
-             rwin::Agent& ag = pa.live("get");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("get");
              const rwin::RemoteRegion& src = remote_of(pa, remote, "get", "remote");
              const uint64_t off = offset_arg(offset, "get", "offset");
              Buffer b(array, true, "Agent.get: array");
              py::gil_scoped_release nogil;
-             ag.get(b.data(), src, off, b.bytes());
+             ag->get(b.data(), src, off, b.bytes());
            },
            py::arg("array"), py::arg("remote"), py::arg("offset"),
            "get(array, remote, offset): fill array from byte `offset` of remote; returns when the data is there")
       .def("put_notify",
            [](PyAgent& pa, py::handle remote, int64_t offset, py::handle array, py::handle signal_remote,
               int64_t signal_offset, int64_t value, py::handle op) {
-             rwin::Agent& ag = pa.live("put_notify");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("put_notify");
              const rwin::RemoteRegion& dst = remote_of(pa, remote, "put_notify", "remote");
              const rwin::RemoteRegion& sig = remote_of(pa, signal_remote, "put_notify", "signal_remote");
              const uint64_t off = offset_arg(offset, "put_notify", "offset");
@@ -397,7 +403,7 @@ void bind_agent(py::module_& m) {
              const rwin::NotifyOp o = op_arg(op);
              Buffer b(array, false, "Agent.put_notify: array");
              py::gil_scoped_release nogil;
-             ag.put_notify(dst, off, b.data(), b.bytes(), sig, soff, value, o);
+             ag->put_notify(dst, off, b.data(), b.bytes(), sig, soff, value, o);
            },
            py::arg("remote"), py::arg("offset"), py::arg("array"), py::arg("signal_remote"), py::arg("signal_offset"),
            py::arg("value") = 1, py::arg("op") = rwin::NotifyOp::AtomicAdd,
@@ -405,33 +411,33 @@ void bind_agent(py::module_& m) {
            "then the int64 signal word (ordered: a waiter that sees the signal sees the data)")
       .def("notify",
            [](PyAgent& pa, py::handle signal_remote, int64_t signal_offset, int64_t value, py::handle op) {
-             rwin::Agent& ag = pa.live("notify");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("notify");
              const rwin::RemoteRegion& sig = remote_of(pa, signal_remote, "notify", "signal_remote");
              const uint64_t soff = offset_arg(signal_offset, "notify", "signal_offset");
              const rwin::NotifyOp o = op_arg(op);
              py::gil_scoped_release nogil;
-             ag.notify(sig, soff, value, o);
+             ag->notify(sig, soff, value, o);
            },
            py::arg("signal_remote"), py::arg("signal_offset"), py::arg("value") = 1, py::arg("op") = rwin::NotifyOp::AtomicAdd,
            "notify(signal_remote, signal_offset, value=1, op=NotifyOp.AtomicAdd): update a remote int64 signal word "
            "after this agent's earlier puts to that peer")
       .def("flush",
            [](PyAgent& pa) {
-             rwin::Agent& ag = pa.live("flush");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("flush");
              py::gil_scoped_release nogil;
-             ag.flush();
+             ag->flush();
            },
            "every put and notify this agent issued is complete at its target")
       .def("wait",
            [](PyAgent& pa, py::handle region, int64_t offset, int64_t expected, py::handle cmp, py::handle timeout) {
-             rwin::Agent& ag = pa.live("wait");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("wait");
              PyRegion& r = region_of(pa, region, "wait", "signal region");
              check_signal(r, offset, "wait");
              const rwin::WaitCmp c = cmp_arg(cmp);
              const auto t = to_timeout(timeout);
              const rwin::Region reg = r.r;
              py::gil_scoped_release nogil;
-             ag.wait(reg, static_cast<uint64_t>(offset), expected, c, t);
+             ag->wait(reg, static_cast<uint64_t>(offset), expected, c, t);
            },
            py::arg("region"), py::arg("offset"), py::arg("expected"), py::arg("cmp") = rwin::WaitCmp::GE,
            py::arg("timeout") = py::none(),
@@ -440,21 +446,21 @@ void bind_agent(py::module_& m) {
            "rwin.TimeoutError past it")
       .def("test",
            [](PyAgent& pa, py::handle region, int64_t offset, int64_t expected, py::handle cmp) {
-             rwin::Agent& ag = pa.live("test");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("test");
              PyRegion& r = region_of(pa, region, "test", "signal region");
              check_signal(r, offset, "test");
              const rwin::WaitCmp c = cmp_arg(cmp);
              const rwin::Region reg = r.r;
              py::gil_scoped_release nogil;
-             return ag.test(reg, static_cast<uint64_t>(offset), expected, c);
+             return ag->test(reg, static_cast<uint64_t>(offset), expected, c);
            },
            py::arg("region"), py::arg("offset"), py::arg("expected"), py::arg("cmp") = rwin::WaitCmp::GE,
            "test(region, offset, expected, cmp=WaitCmp.Ge) -> bool: wait's question without blocking")
       .def("progress",
            [](PyAgent& pa) {
-             rwin::Agent& ag = pa.live("progress");
+             const std::shared_ptr<rwin::Agent> ag = pa.live("progress");
              py::gil_scoped_release nogil;
-             ag.progress();
+             ag->progress();
            },
            "drive progress once (serve peers, keepalives) without blocking");
 }
