@@ -79,8 +79,16 @@ class Pool:
                 continue
             j["seen"] += 1
             np.copyto(self.outputs[slot], service.compute(self.inputs[slot]))
-            self.agent.notify(j["signal"], 0, 1)  # the client's word: output of round j["seen"] ready
-            self.agent.flush()
+            try:
+                self.agent.notify(j["signal"], 0, 1)  # the client's word: output of round j["seen"] ready
+                self.agent.flush()
+            except rwin.PeerFailedError as e:  # the client is gone: its job ends, the slot is reused
+                print(f"server: job {job} (slot {slot}) dropped: {e}", flush=True)
+                with self.lock:
+                    if self.jobs.pop(job, None) is not None:
+                        self.free.append(slot)
+                        self.closed += 1
+                continue
             j["rounds"] += 1
             served += 1
         return served
