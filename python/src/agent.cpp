@@ -319,7 +319,7 @@ void bind_agent(py::module_& m) {
              }
              return pa;
            }),
-           py::kw_only(), py::arg("listen") = "127.0.0.1:0", py::arg("transport") = "ucx",
+           py::arg("listen") = "127.0.0.1:0", py::kw_only(), py::arg("transport") = "ucx",
            py::arg("progress_thread") = false, py::arg("op_timeout") = py::none(), py::arg("connect_timeout") = py::none(),
            py::arg("keepalive_interval") = py::none(), py::arg("keepalive_timeout") = py::none(),
            py::arg("ib_device") = py::none(), py::arg("ib_port") = 1, py::arg("gid_index") = -1)

@@ -125,7 +125,8 @@ def test_address_and_lifecycle():
     with pytest.raises(rwin.UseAfterFreeError):
         _ = a.address
     r.deregister()  # after the agent: a handle that only fails or does nothing, never crashes
-    with rwin.Agent(**OPTS) as b:
+    with rwin.Agent("127.0.0.1:0", **OPTS) as b:  # listen may be positional
+        assert b.address.startswith("127.0.0.1:")
         assert b.register(buf).nbytes == buf.nbytes
     assert b.closed
 
