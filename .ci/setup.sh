@@ -11,6 +11,7 @@ packages=(build-essential cmake ninja-build pkg-config git
           openmpi-bin libopenmpi-dev iproute2 gnuplot-nox
           clang libclang-rt-14-dev   # clang + libFuzzer: tests/fuzz, tests/sanitizers.sh
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # python/: import rwin
+          python3-grpcio  # examples/tensor_service, bench/agent_vs_grpc.py: the runtime's gRPC path
           libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # tools' arguments, JSON, logging
           libpmix-dev slurm-wlm slurmd slurmctld munge)  # PMIx bootstrap; the Slurm test (tests/slurm)
 missing=()

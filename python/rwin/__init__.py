@@ -24,8 +24,26 @@ Semantics (see README.md "Python"):
   child; its close() there only detaches (the parent keeps its connections). ``ctx.rank``/``nranks``
   still read there. A Context created in the child works.
 - numpy views / DLPack exports of a window must not be used after ``ctx.close()`` or freeing its buffer.
+
+Peers that meet at run time (issue 15), no launcher, no job:
+
+    agent = rwin.Agent(listen="127.0.0.1:0"); agent.address     # progress_thread=True for a passive server
+    region = agent.register(array)              # writable C-contiguous buffer (numpy), no copy
+    desc = region.descriptor()                  # bytes: carry them over your own control channel
+    remote = agent.import_region(desc)          # in the peer; connects on first use
+    agent.put(remote, offset, array); agent.get(array, remote, offset); agent.flush()   # offsets in bytes
+    agent.put_notify(remote, offset, array, signal_remote, signal_offset, value)
+    agent.wait(local_signal_region, offset, expected, cmp=rwin.WaitCmp.Ge, timeout=30)  # int64 signal words
+
+- A Region holds its array until ``region.deregister()`` (a Region collected while registered is
+  deregistered first); the importers' later uses then raise UseAfterFreeError naming the region.
+- Signal regions are int64 arrays (else DtypeMismatchError); signal offsets are multiples of 8
+  (MisalignedError); offsets outside a region raise OutOfBoundsError; a failed peer PeerFailedError.
+- Thread safety: any thread may call an Agent; calls are serialised (a wait holds the agent until it
+  returns), every blocking call releases the GIL. An Agent does not cross os.fork().
 """
 from ._rwin import (  # noqa: F401
+    Agent, RemoteRegion, Region,
     AllreduceMode, AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
     InvalidArgumentError, MisalignedError, NotifyOp, OutOfBoundsError, PeerFailedError, PeerOutOfRangeError,
     ReduceOp, ShapeMismatchError, Slice, CollectiveMismatchError, Team, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,

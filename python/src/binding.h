@@ -1,6 +1,6 @@
 // What the translation units of rwin._rwin share: the Context and window wrappers, the fork guard,
 // error helpers and argument conversions (module.cpp defines the module and the point-to-point calls;
-// collectives.cpp the collectives and teams).
+// collectives.cpp the collectives and teams; agent.cpp the run-time peers, rwin.Agent).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -167,5 +167,8 @@ std::optional<std::chrono::milliseconds> to_timeout(py::handle t);  // seconds o
 
 // Binds the collectives, ReduceOp and rwin.Team onto the module and its Context class (collectives.cpp).
 void bind_collectives(py::module_& m, py::class_<RwContext>& context);
+
+// Binds rwin.Agent, rwin.Region and rwin.RemoteRegion (agent.cpp; issue 15).
+void bind_agent(py::module_& m);
 
 }  // namespace rwin_py

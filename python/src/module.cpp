@@ -890,6 +890,7 @@ PYBIND11_MODULE(_rwin, m) {
     }
   }
   bind_collectives(m, context);
+  bind_agent(m);
 
   m.def("_fork_generation", [] { return g_fork_gen.load(); });
 
