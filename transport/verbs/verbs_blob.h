@@ -1,5 +1,7 @@
-// The two versioned blobs the verbs transport puts on the wire through the bootstrap:
-//   ConnBlob  one per queue pair: what the peer needs to move its QP to RTR (qpn, psn, gid, lid, mtu)
+// The versioned blobs the verbs transport puts on the wire:
+//   ConnBlob      one per queue pair of the collective connect (through the bootstrap): what the
+//                 peer needs to move its QP to RTR (qpn, psn, gid, lid, mtu)
+//   EndpointBlob  the same for a run-time peer (local_endpoint(), carried by the caller)
 //   KeyBlob   MemoryRegion::packed_key(): what a peer needs to address our region (addr, length, rkey)
 // Header-only and free of <infiniband/verbs.h> so unit tests can check it without a device.
 // Encoding: fixed layout, little endian, a header of magic (u32), version (u16), total length (u16).
@@ -72,14 +74,9 @@ inline void put_header(Writer& w, uint32_t magic, uint16_t version, size_t total
 
 }  // namespace blob_detail
 
-// What one side of a queue pair tells the other before both move to RTR.
-struct ConnBlob {
-  static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
-  static constexpr uint16_t kVersion = 1;
-  static constexpr size_t kBytes = 8 + 4 * 4 + 2 + 1 + 1 + 16;
-
-  uint32_t rank = 0;       // sender
-  uint32_t peer = 0;       // intended receiver: catches a blob delivered to the wrong rank
+// What one side of a queue pair tells the other before both move to RTR: the part both blobs
+// below carry, written in this order.
+struct QpAddress {
   uint32_t qpn = 0;        // sender's QP number for this pair
   uint32_t psn = 0;        // sender's initial send PSN (24 bits)
   uint16_t lid = 0;        // port LID (IB); 0 on RoCE
@@ -87,17 +84,40 @@ struct ConnBlob {
   uint8_t link_layer = 0;  // IBV_LINK_LAYER_* of the sender's port: both sides must agree
   std::array<uint8_t, 16> gid{};
 
-  std::vector<uint8_t> pack() const {
-    blob_detail::Writer w(kBytes);
-    blob_detail::put_header(w, kMagic, kVersion, kBytes);
-    w.u32(rank);
-    w.u32(peer);
+  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16;
+  void write(blob_detail::Writer& w) const {
     w.u32(qpn);
     w.u32(psn);
     w.u16(lid);
     w.u8(mtu);
     w.u8(link_layer);
     w.bytes(gid);
+  }
+  void read(blob_detail::Reader& r) {
+    r.u32(qpn);
+    r.u32(psn);
+    r.u16(lid);
+    r.u8(mtu);
+    r.u8(link_layer);
+    r.bytes(gid);
+  }
+};
+
+// The collective connect's blob (one per ordered pair of ranks, through the bootstrap).
+struct ConnBlob : QpAddress {
+  static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 8 + 4 + 4 + QpAddress::kBytes;
+
+  uint32_t rank = 0;  // sender
+  uint32_t peer = 0;  // intended receiver: catches a blob delivered to the wrong rank
+
+  std::vector<uint8_t> pack() const {
+    blob_detail::Writer w(kBytes);
+    blob_detail::put_header(w, kMagic, kVersion, kBytes);
+    w.u32(rank);
+    w.u32(peer);
+    write(w);
     return w.take();
   }
 
@@ -108,13 +128,40 @@ struct ConnBlob {
     // check_header checked the length, so these reads consume the blob exactly.
     r.u32(b.rank);
     r.u32(b.peer);
-    r.u32(b.qpn);
-    r.u32(b.psn);
-    r.u16(b.lid);
-    r.u8(b.mtu);
-    r.u8(b.link_layer);
-    r.bytes(b.gid);
+    b.read(r);
     blob_detail::check_consumed(r, "verbs connection blob");
+    return b;
+  }
+};
+
+// Transport::local_endpoint() of a transport with run-time peers (TransportConfig::dynamic_peers).
+// Ranks mean nothing there: the blob names the sending transport by a random 64-bit instance id
+// and its peer slot, which error messages on the other side quote ("endpoint of instance 0x...
+// slot 3"). A different magic from ConnBlob: one kind is never taken for the other.
+struct EndpointBlob : QpAddress {
+  static constexpr uint32_t kMagic = 0x50455752;  // "RWEP" little endian
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 8 + 8 + 4 + QpAddress::kBytes;
+
+  uint64_t instance = 0;  // random per VerbsTransport object
+  uint32_t slot = 0;      // the sender's index for this connection (its add_peer() result)
+
+  std::vector<uint8_t> pack() const {
+    blob_detail::Writer w(kBytes);
+    blob_detail::put_header(w, kMagic, kVersion, kBytes);
+    w.u64(instance);
+    w.u32(slot);
+    write(w);
+    return w.take();
+  }
+
+  static EndpointBlob unpack(std::span<const uint8_t> in) {
+    auto r = blob_detail::check_header(in, "verbs endpoint blob", kMagic, kVersion, kBytes);
+    EndpointBlob b;
+    r.u64(b.instance);
+    r.u32(b.slot);
+    b.read(r);
+    blob_detail::check_consumed(r, "verbs endpoint blob");
     return b;
   }
 };
