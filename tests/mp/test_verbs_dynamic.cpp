@@ -20,27 +20,18 @@
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
+#include "verbs_test_util.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using rwin::transport::Completion;
-using rwin::transport::MemoryRegion;
-using rwin::transport::Op;
 using rwin::transport::PostResult;
-using rwin::transport::RemoteKey;
 using rwin::transport::Transport;
 using rwin::transport::TransportConfig;
 using rwin::transport::TransportError;
-using rwin::transport::Work;
+// MemoryRegion, Op, RemoteKey, Work: verbs_test_util.h
 using Clock = std::chrono::steady_clock;
-
-#define VERBS_REQUIRE_DEVICE()                                                                              \
-  do {                                                                                                      \
-    if (rwin::transport::verbs_device_count() == 0)                                                         \
-      GTEST_SKIP() << "skipped: no RDMA device (ibv_get_device_list found none); run under "                \
-                      "tests/rxe/run-in-guest.sh";                                                          \
-  } while (0)
 
 // Generous: rxe under qemu TCG is slow; a healthy operation takes milliseconds.
 constexpr auto kOpDeadline = 60s;
@@ -126,33 +117,6 @@ std::pair<int, int> handshake(Node& a, Node& b) {
   return {pa, pb};  // A then sends "ready": in one process there is nothing left to wait for
 }
 
-Work rma(Op op, int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key, size_t n) {
-  Work w;
-  w.op = op;
-  w.peer = peer;
-  w.local = local;
-  w.local_mr = mr;
-  w.remote_addr = remote;
-  w.rkey = key;
-  w.bytes = n;
-  return w;
-}
-Work atomic(Op op, int peer, uint64_t* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key,
-            uint64_t operand, uint64_t compare = 0) {
-  Work w = rma(op, peer, local, mr, remote, key, 8);
-  w.operand = operand;
-  w.compare = compare;
-  return w;
-}
-Work flush(int peer) {
-  Work w;
-  w.op = Op::Flush;
-  w.peer = peer;
-  return w;
-}
-
-uint8_t pattern(int seed, size_t i) { return static_cast<uint8_t>(seed * 37 + i * 7 + (i >> 8)); }
-
 // Caller memory that is deliberately not page aligned: the exposed range starts 24 bytes into a
 // heap block, with guard words on both sides that no peer may touch.
 struct Exposed {
@@ -186,26 +150,26 @@ void every_op(Node& a, int pa, Exposed& target, int seed) {
   ASSERT_EQ(key->base(), target.addr(0));
 
   // Write at byte 16, then Flush: the data is in b's memory when the Flush completes.
-  a.run(rma(Op::Write, pa, src.data(), src_mr.get(), target.addr(16), key.get(), n));
-  a.run(flush(pa));
+  a.run(write_work(pa, src.data(), src_mr.get(), target.addr(16), key.get(), n));
+  a.run(flush_work(pa));
   EXPECT_EQ(std::memcmp(reinterpret_cast<uint8_t*>(target.base()) + 16, src.data(), n), 0);
   // Read it back into a's memory.
-  a.run(rma(Op::Read, pa, back.data(), back_mr.get(), target.addr(16), key.get(), n));
+  a.run(read_work(pa, back.data(), back_mr.get(), target.addr(16), key.get(), n));
   EXPECT_EQ(back, src);
 
   // Atomics on word 0 (not written above): 0 +5 = 5; fetch-add 7 -> old 5; swap 99 -> old 12;
   // CAS(99 -> 123) -> old 99; CAS(1 -> 7) fails -> old 123, word stays 123.
   const uint64_t w0 = target.addr(0);
-  a.run(atomic(Op::AtomicAdd, pa, nullptr, nullptr, w0, key.get(), 5));
-  a.run(atomic(Op::FetchAdd, pa, slot.data(), slot_mr.get(), w0, key.get(), 7));
+  a.run(atomic_work(Op::AtomicAdd, pa, nullptr, nullptr, w0, key.get(), 5));
+  a.run(atomic_work(Op::FetchAdd, pa, slot.data(), slot_mr.get(), w0, key.get(), 7));
   EXPECT_EQ(slot[0], 5u);
-  a.run(atomic(Op::Swap, pa, slot.data(), slot_mr.get(), w0, key.get(), 99));
+  a.run(atomic_work(Op::Swap, pa, slot.data(), slot_mr.get(), w0, key.get(), 99));
   EXPECT_EQ(slot[0], 12u);
-  a.run(atomic(Op::CompareSwap, pa, slot.data(), slot_mr.get(), w0, key.get(), 123, 99));
+  a.run(atomic_work(Op::CompareSwap, pa, slot.data(), slot_mr.get(), w0, key.get(), 123, 99));
   EXPECT_EQ(slot[0], 99u);
-  a.run(atomic(Op::CompareSwap, pa, slot.data(), slot_mr.get(), w0, key.get(), 7, 1));
+  a.run(atomic_work(Op::CompareSwap, pa, slot.data(), slot_mr.get(), w0, key.get(), 7, 1));
   EXPECT_EQ(slot[0], 123u);
-  a.run(flush(pa));
+  a.run(flush_work(pa));
   EXPECT_EQ(target.base()[0], 123u);
   EXPECT_TRUE(target.guards_intact()) << "a peer wrote outside the exposed range";
 }
@@ -247,11 +211,11 @@ TEST(VerbsDynamic, PeersAddedWhileWorkInFlight) {
   std::vector<uint64_t> in_flight;
   for (size_t k = 0; k < chunks; ++k) {
     in_flight.push_back(
-        a.post(rma(Op::Write, ab, src.data() + k * chunk, src_mr.get(), at_b.addr(k * chunk), key_b.get(), chunk)));
+        a.post(write_work(ab, src.data() + k * chunk, src_mr.get(), at_b.addr(k * chunk), key_b.get(), chunk)));
     ASSERT_NE(in_flight.back(), 0u);
   }
   a.pump();  // hands the staged chain to the device
-  in_flight.push_back(a.post(flush(ab)));
+  in_flight.push_back(a.post(flush_work(ab)));
 
   const auto [ac, ca] = handshake(a, c);
   EXPECT_EQ(ac, 1);
@@ -264,8 +228,8 @@ TEST(VerbsDynamic, PeersAddedWhileWorkInFlight) {
   }
   EXPECT_EQ(selves.back(), 6);
   auto key_c = a.t->unpack_key(ac, at_c.mr->packed_key());
-  a.run(rma(Op::Write, ac, src.data(), src_mr.get(), at_c.addr(0), key_c.get(), 1024));
-  a.run(flush(ac));
+  a.run(write_work(ac, src.data(), src_mr.get(), at_c.addr(0), key_c.get(), 1024));
+  a.run(flush_work(ac));
   EXPECT_EQ(std::memcmp(at_c.base(), src.data(), 1024), 0);
   // Every slot added later works too: a fetch-add on own memory through each.
   Exposed own(*a.t, 8);
@@ -273,7 +237,7 @@ TEST(VerbsDynamic, PeersAddedWhileWorkInFlight) {
   auto slot_mr = a.t->register_memory(slot.data(), 8);
   for (size_t i = 0; i < selves.size(); ++i) {
     auto key = a.t->unpack_key(selves[i], own.mr->packed_key());
-    a.run(atomic(Op::FetchAdd, selves[i], slot.data(), slot_mr.get(), own.addr(0), key.get(), 1));
+    a.run(atomic_work(Op::FetchAdd, selves[i], slot.data(), slot_mr.get(), own.addr(0), key.get(), 1));
     EXPECT_EQ(slot[0], i);
   }
   for (uint64_t cookie : in_flight) {
@@ -303,15 +267,15 @@ TEST(VerbsDynamic, StaleKeyFailsAtInitiatorAndLeavesMemory) {
   const auto [p2, q2] = handshake(a, b);
   auto key1 = a.t->unpack_key(p1, packed);
   auto key2 = a.t->unpack_key(p2, packed);
-  a.run(rma(Op::Write, p1, src.data(), src_mr.get(), key1->base(), key1.get(), 8));
-  a.run(flush(p1));
+  a.run(write_work(p1, src.data(), src_mr.get(), key1->base(), key1.get(), 8));
+  a.run(flush_work(p1));
   ASSERT_EQ(mem[0], 0xababababababababull);
   mem[0] = 17;
 
   mr.reset();  // deregistered; the memory stays ours
   const std::vector<uint64_t> before = mem;
   const uint64_t target = key1->base() + 64;
-  const uint64_t w = a.post(rma(Op::Write, p1, src.data(), src_mr.get(), target, key1.get(), 128));
+  const uint64_t w = a.post(write_work(p1, src.data(), src_mr.get(), target, key1.get(), 128));
   Completion got;
   ASSERT_TRUE(a.wait(w, &got));
   EXPECT_FALSE(got.ok);
@@ -321,10 +285,10 @@ TEST(VerbsDynamic, StaleKeyFailsAtInitiatorAndLeavesMemory) {
   EXPECT_NE(got.error.find("remote access error"), std::string::npos) << got.error;
   EXPECT_EQ(a.t->peer_error(p1), got.error);
   PostResult r{};
-  EXPECT_EQ(a.post(flush(p1), &r), 0u);
+  EXPECT_EQ(a.post(flush_work(p1), &r), 0u);
   EXPECT_EQ(r, PostResult::PeerFailed);
 
-  const uint64_t f = a.post(atomic(Op::FetchAdd, p2, slot.data(), slot_mr.get(), key2->base(), key2.get(), 1));
+  const uint64_t f = a.post(atomic_work(Op::FetchAdd, p2, slot.data(), slot_mr.get(), key2->base(), key2.get(), 1));
   ASSERT_TRUE(a.wait(f, &got));
   EXPECT_FALSE(got.ok);
   EXPECT_NE(got.error.find("fetch-add"), std::string::npos) << got.error;
@@ -348,7 +312,7 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   auto src_mr = a.t->register_memory(src.data(), src.size());
 
   std::vector<uint64_t> staged;
-  for (int k = 0; k < 4; ++k) staged.push_back(a.post(rma(Op::Write, ab, src.data(), src_mr.get(), at_b.addr(0), key_b.get(), 4096)));
+  for (int k = 0; k < 4; ++k) staged.push_back(a.post(write_work(ab, src.data(), src_mr.get(), at_b.addr(0), key_b.get(), 4096)));
   a.t->fail_peer(ab, "test: peer b went away");
   for (uint64_t cookie : staged) {
     Completion got;
@@ -358,12 +322,12 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   }
   EXPECT_EQ(a.t->peer_error(ab), "test: peer b went away");
   PostResult r{};
-  EXPECT_EQ(a.post(flush(ab), &r), 0u);
+  EXPECT_EQ(a.post(flush_work(ab), &r), 0u);
   EXPECT_EQ(r, PostResult::PeerFailed);
   EXPECT_THROW(a.t->local_endpoint(ab), TransportError);
 
-  a.run(rma(Op::Write, ac, src.data(), src_mr.get(), at_c.addr(0), key_c.get(), 4096));
-  a.run(flush(ac));
+  a.run(write_work(ac, src.data(), src_mr.get(), at_c.addr(0), key_c.get(), 4096));
+  a.run(flush_work(ac));
   EXPECT_EQ(std::memcmp(at_c.base(), src.data(), 4096), 0);
 
   // b meets a again: a new slot on both sides (indices are never reused).
@@ -371,8 +335,8 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   EXPECT_EQ(ab2, 2);
   EXPECT_EQ(ba2, 1);
   auto key_b2 = a.t->unpack_key(ab2, at_b.mr->packed_key());
-  a.run(rma(Op::Write, ab2, src.data(), src_mr.get(), at_b.addr(8), key_b2.get(), 1024));
-  a.run(flush(ab2));
+  a.run(write_work(ab2, src.data(), src_mr.get(), at_b.addr(8), key_b2.get(), 1024));
+  a.run(flush_work(ab2));
   EXPECT_EQ(std::memcmp(reinterpret_cast<uint8_t*>(at_b.base()) + 8, src.data(), 1024), 0);
   (void)ba, (void)ca;
 }
@@ -429,8 +393,8 @@ TEST(VerbsDynamic, GarbageEndpointsAreRejected) {
   std::vector<uint64_t> slot(1, 0);
   auto slot_mr = a.t->register_memory(slot.data(), 8);
   auto key = a.t->unpack_key(pa, at_b.mr->packed_key());
-  a.run(atomic(Op::FetchAdd, pa, slot.data(), slot_mr.get(), at_b.addr(8), key.get(), 41));
-  a.run(atomic(Op::FetchAdd, pa, slot.data(), slot_mr.get(), at_b.addr(8), key.get(), 1));
+  a.run(atomic_work(Op::FetchAdd, pa, slot.data(), slot_mr.get(), at_b.addr(8), key.get(), 41));
+  a.run(atomic_work(Op::FetchAdd, pa, slot.data(), slot_mr.get(), at_b.addr(8), key.get(), 1));
   EXPECT_EQ(slot[0], 41u);
 
   // A collective transport has no run-time peers.

@@ -35,6 +35,15 @@ KeyBlob sample_key() {
   return k;
 }
 
+void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rwin::transport::verbs::QpAddress& a) {
+  EXPECT_EQ(b.qpn, a.qpn);
+  EXPECT_EQ(b.psn, a.psn);
+  EXPECT_EQ(b.lid, a.lid);
+  EXPECT_EQ(b.mtu, a.mtu);
+  EXPECT_EQ(b.link_layer, a.link_layer);
+  EXPECT_EQ(b.gid, a.gid);
+}
+
 // Runs `f`, expects TransportError whose message contains `part`.
 template <class F>
 void expect_rejected(F&& f, const std::string& part) {
@@ -53,12 +62,7 @@ TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
   const ConnBlob b = ConnBlob::unpack(bytes);
   EXPECT_EQ(b.rank, a.rank);
   EXPECT_EQ(b.peer, a.peer);
-  EXPECT_EQ(b.qpn, a.qpn);
-  EXPECT_EQ(b.psn, a.psn);
-  EXPECT_EQ(b.lid, a.lid);
-  EXPECT_EQ(b.mtu, a.mtu);
-  EXPECT_EQ(b.link_layer, a.link_layer);
-  EXPECT_EQ(b.gid, a.gid);
+  expect_same_qp_address(b, a);
 }
 
 TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
@@ -101,12 +105,7 @@ TEST(VerbsBlob, EndpointRoundTripKeepsEveryField) {
   const EndpointBlob b = EndpointBlob::unpack(bytes);
   EXPECT_EQ(b.instance, a.instance);
   EXPECT_EQ(b.slot, a.slot);
-  EXPECT_EQ(b.qpn, a.qpn);
-  EXPECT_EQ(b.psn, a.psn);
-  EXPECT_EQ(b.lid, a.lid);
-  EXPECT_EQ(b.mtu, a.mtu);
-  EXPECT_EQ(b.link_layer, a.link_layer);
-  EXPECT_EQ(b.gid, a.gid);
+  expect_same_qp_address(b, a);
   // Neither kind of connection blob is taken for the other; every truncation is refused.
   expect_rejected([&] { EndpointBlob::unpack(sample_conn().pack()); }, "bad magic");
   expect_rejected([&] { ConnBlob::unpack(bytes); }, "bad magic");
