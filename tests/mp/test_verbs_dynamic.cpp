@@ -297,6 +297,33 @@ TEST(VerbsDynamic, StaleKeyFailsAtInitiatorAndLeavesMemory) {
   (void)q1, (void)q2;
 }
 
+// Exposed memory need not be page aligned, yet the device keeps peers inside it: a key forged to
+// claim 8 more bytes passes the transport's own range check, and the device refuses the write to
+// those bytes (they share a page with the exposed range, so only the MR's exact bounds stop it).
+TEST(VerbsDynamic, DeviceRefusesBytesPastAnUnalignedExposedRange) {
+  VERBS_REQUIRE_DEVICE();
+  Node a, b;
+  const auto [ab, ba] = handshake(a, b);
+  Exposed at_b(*b.t, 5);  // 40 bytes starting 24 bytes into a heap block
+  auto k = rwin::transport::verbs::KeyBlob::unpack(at_b.mr->packed_key());
+  ASSERT_EQ(k.bytes, 40u);
+  k.bytes += 8;
+  auto forged = a.t->unpack_key(ab, k.pack());
+  std::vector<uint64_t> src(2, 0x1111111111111111ull);
+  auto src_mr = a.t->register_memory(src.data(), 16);
+  a.run(write_work(ab, src.data(), src_mr.get(), at_b.addr(32), forged.get(), 8));  // the last exposed word
+  a.run(flush_work(ab));
+  EXPECT_EQ(at_b.base()[4], 0x1111111111111111ull);
+  const uint64_t past = at_b.addr(40);
+  const uint64_t c = a.post(write_work(ab, src.data(), src_mr.get(), past, forged.get(), 8));
+  Completion got;
+  ASSERT_TRUE(a.wait(c, &got));
+  EXPECT_FALSE(got.ok) << "the device let a peer write past the exposed range";
+  EXPECT_NE(got.error.find(hex(past)), std::string::npos) << got.error;
+  EXPECT_TRUE(at_b.guards_intact()) << "a peer wrote outside the exposed range";
+  (void)ba;
+}
+
 // fail_peer on one run-time peer: its work completes failed, later posts say PeerFailed, the
 // others keep working, and peers added afterwards get new indices and work.
 TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {

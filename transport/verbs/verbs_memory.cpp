@@ -1,4 +1,17 @@
 // Memory registration and the packed key (KeyBlob) peers use to address it.
+//
+// expose_memory() (caller memory peers may write, read and update atomically), as measured on
+// rdma_rxe in the guest (Linux 6.1, tests/mp/test_verbs_dynamic.cpp):
+//  * No alignment is required. The MR covers exactly [addr, addr + bytes): rxe pins the whole pages
+//    around it (ib_umem_get) but checks every remote access against the MR's bounds, so a key
+//    forged 8 bytes longer is refused by the device (remote access error) and the neighbouring
+//    bytes of the same page are never written. Atomics need 8-byte aligned words (IB rule).
+//  * No ODP: rxe on 6.1 reports no on-demand-paging capabilities (ibv_devinfo -v: empty
+//    *_odp_caps), and none is asked for. Registering pins the pages: the memory must be mapped
+//    readable and writable (else EFAULT), counts against `ulimit -l` (ENOMEM/EPERM), and must
+//    stay mapped while the region lives.
+//  * Destroying the region deregisters the MR (never frees): a peer's later use of the old rkey
+//    completes at that peer with IBV_WC_REM_ACCESS_ERR and the memory is not touched.
 #include <unistd.h>
 
 #include <cerrno>
