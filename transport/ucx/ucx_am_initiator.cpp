@@ -11,7 +11,7 @@ void UcxTransport::post_am(Peer& peer, Pending* p, const Work& w) {
   AmRequest& h = p->req;
   h = AmRequest{};
   h.op = static_cast<uint8_t>(w.op);
-  h.sender = rank_;
+  h.sender = sender_id(peer);
   h.seq = peer.out_seq++;
   h.addr = w.remote_addr;
   h.len = p->bytes;
@@ -86,7 +86,7 @@ Batch* UcxTransport::take_batch(int peer) {
   b->self = this;
   b->peer = peer;
   b->hdr = AmBatch{};
-  b->hdr.sender = rank_;
+  b->hdr.sender = sender_id(peers_[static_cast<size_t>(peer)]);
   b->buf.clear();
   b->writes = 0;
   b->tail = nullptr;

@@ -317,7 +317,7 @@ void UcxTransport::queue_reply(const AmRequest& h, AmStatus st, uint64_t value, 
   r->to = h.sender;
   r->hdr.op = h.op;
   r->hdr.status = static_cast<uint8_t>(st);
-  r->hdr.sender = rank_;
+  r->hdr.sender = sender_id(peers_[static_cast<size_t>(h.sender)]);
   r->hdr.token = h.token;
   r->hdr.value = value;
   r->data = data;

@@ -325,6 +325,12 @@ class UcxTransport final : public Transport {
   // ucx_post.cpp: post() and the Pending life shared by native and am
   PostResult post(const Work& w) override;
 
+  // ucx_dynamic.cpp: peers met at run time (TransportConfig::dynamic_peers), caller memory exposed
+  int add_peer() override;
+  std::vector<uint8_t> local_endpoint(int peer) override;
+  void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
+  std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
+
  private:
   struct Peer {
     ucp_ep_h ep = nullptr;
@@ -333,6 +339,7 @@ class UcxTransport final : public Transport {
     bool direct = false;    // shared memory mapped here: plain loads, stores, atomics (ucx_direct.h)
     uint64_t out_seq = 0;   // next request sequence number to this peer
     Batch* stage = nullptr; // am: requests staged for the next message to this peer (see batching)
+    int32_t self_id = -1;   // run-time peers: this transport's index at that peer (am sender field)
   };
   // What the target tracks per sender (am mode).
   struct Inbound {
@@ -346,6 +353,9 @@ class UcxTransport final : public Transport {
     UcxTransport* self;
     int peer;
   };
+
+  // The am sender field towards `peer`: our rank in a job, our index at that peer for run-time peers.
+  int32_t sender_id(const Peer& p) const noexcept { return dynamic_ ? p.self_id : rank_; }
 
   // ucx_worker.cpp: context, worker, lifecycle
   void set_am_handler(uint16_t id, ucp_am_recv_callback_t cb);
@@ -423,6 +433,7 @@ class UcxTransport final : public Transport {
   bool am_work_ = false;    // poll() has am housekeeping to do
   bool any_am_ = false;     // some peer is reached in am mode
   bool peer_failed_ = false;  // a peer failed since fail_abandoned() last looked
+  bool dynamic_ = false;      // peers are added at run time (add_peer); nranks_ counts them
   std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
   std::vector<std::unique_ptr<Pending>> all_;  // every Pending ever made; outlives the worker
   std::vector<std::unique_ptr<Batch>> batches_;  // every Batch ever made; outlives the worker

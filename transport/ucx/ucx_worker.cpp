@@ -53,7 +53,8 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // a Context is used by one thread at a time
+  // A Context is used by one thread; an agent's calls come from any thread, one at a time (its mutex).
+  wp.thread_mode = cfg.dynamic_peers ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
   ucp_worker_h worker = nullptr;
   s = ucp_worker_create(context_.get(), &wp, &worker);
   if (s != UCS_OK) throw TransportError("ucx: ucp_worker_create failed: " + status_text(s));
@@ -85,7 +86,7 @@ std::string UcxTransport::describe() const {
     am += p.am ? 1 : 0;
     direct += p.direct ? 1 : 0;
   }
-  if (direct == nranks_) {
+  if (direct == nranks_ && direct > 0) {
     s += ", direct shm";
   } else if (direct > 0) {
     s += ", direct shm to " + std::to_string(direct) + " of " + std::to_string(nranks_) + " peers";

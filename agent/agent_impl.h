@@ -1,0 +1,172 @@
+// The agent's private state (rwin/agent.h): the transport with run-time peers, the control
+// listener and connections, regions, imports and the work in flight. One recursive mutex guards
+// all of it (recursive: a handle's last reference may drop inside an agent call, and its
+// destructor takes the lock again). docs/AGENT.md describes the protocol.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/agent_wire.h"
+#include "bootstrap/socket_util.h"
+#include "rwin/agent.h"
+#include "transport/transport.h"
+
+namespace rwin {
+
+using AgentClock = std::chrono::steady_clock;
+
+// One control connection. Outbound: we imported from that agent (we post to it). Inbound: that
+// agent imported from us (it posts to us). A pair of agents importing from each other has two.
+struct Conn {
+  enum class State { AwaitHello, AwaitWelcome, AwaitWireup, AwaitReady, Ready, Failed };
+  uint64_t id = 0;
+  bool outbound = false;
+  State state = State::AwaitHello;
+  bootstrap::detail::Fd fd;
+  std::string label;  // the peer agent's control address (inbound: from its hello), for messages
+  std::string sock;   // the socket's peer address
+  std::string key;    // outbound: its key in AgentImpl::outbound_
+  int tpeer = -1;     // the transport's peer index
+  AgentClock::time_point deadline{};  // of the handshake
+  AgentClock::time_point last_rx{}, last_tx{};
+  std::vector<uint8_t> rbuf, wbuf;
+  std::string error;       // why it failed
+  bool unflushed = false;  // puts or notifies posted since the last flush
+};
+
+// Work in flight of one blocking call; its cookies leave AgentImpl::tracks_ with it.
+struct Track;
+
+struct RegionState {
+  std::weak_ptr<AgentImpl> agent;
+  void* data = nullptr;
+  size_t bytes = 0;
+  uint32_t id = 0;
+  uint64_t gen = 0;
+  std::unique_ptr<transport::MemoryRegion> mr;
+  std::vector<uint8_t> desc;
+  std::set<uint64_t> importers;  // inbound connection ids that imported it
+  std::atomic<bool> live{false};
+};
+
+struct RemoteRegionState {
+  std::weak_ptr<AgentImpl> agent;
+  uint64_t conn = 0;
+  std::string peer;
+  uint64_t id = 0, gen = 0, base = 0, bytes = 0;
+  std::unique_ptr<transport::RemoteKey> key;
+  std::atomic<bool> stale{false};
+  ~RemoteRegionState();
+};
+
+struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
+  explicit AgentImpl(const AgentOptions& o);
+  void start();            // after make_shared: the progress thread
+  void close() noexcept;   // the destructor's work, once
+
+  // Public calls (agent.cpp), under mu.
+  Region register_memory(void* data, size_t bytes);
+  void deregister(RegionState& r);
+  RemoteRegion import_region(std::span<const uint8_t> d);
+  void put(const RemoteRegion& dst, uint64_t off, const void* src, size_t n);
+  void get(void* dst, const RemoteRegion& src, uint64_t off, size_t n);
+  void notify(const RemoteRegion& sig, uint64_t off, int64_t value, NotifyOp op);
+  void flush_conn(Conn& c, const std::string& what);
+  void flush();
+  bool check(const Region& sig, uint64_t off, int64_t expected, WaitCmp cmp, const char* op);
+  void wait(const Region& sig, uint64_t off, int64_t expected, WaitCmp cmp, std::chrono::milliseconds t);
+
+  // Progress (agent_progress.cpp).
+  bool progress_once(bool control_now);
+  void control_step();
+  void accept_all();
+  void read_conn(Conn& c);
+  void handle(Conn& c, const agent::Msg& m);
+  void send(Conn& c, const agent::Msg& m);
+  void flush_wbuf(Conn& c);
+  void fail_conn(Conn& c, const std::string& why);
+  void drop_stranger(Conn& c, const std::string& why);
+  void on_completion(const transport::Completion& comp);
+  void revoke_flush(uint64_t conn, uint64_t id, uint64_t gen);
+  void thread_main();
+
+  // Helpers (agent.cpp).
+  [[noreturn]] void fail(ErrorCode code, const std::string& msg) const;
+  Conn& connect_to(const std::string& address, const agent::Token& token);
+  RemoteRegionState& use(const RemoteRegion& h, const char* op, uint64_t off, uint64_t n);
+  Conn& conn_of(const RemoteRegionState& r);
+  void post(Conn& c, transport::Work w, Track& t, const std::string& what);
+  void wait_track(Track& t, Conn& c, AgentClock::time_point deadline, const std::string& what, int until);
+  std::string region_name(const RemoteRegionState& r) const;
+
+  AgentOptions opt;
+  std::recursive_mutex mu;
+  std::unique_ptr<transport::Transport> tr;
+  transport::Capabilities caps;
+  std::string address;
+  std::string describe;
+  bootstrap::detail::Fd listen_fd;
+  agent::Token token{};
+  bool closed = false;
+
+  std::map<uint64_t, std::unique_ptr<Conn>> conns;
+  std::map<std::string, uint64_t> outbound_;  // "address/token" -> outbound connection id
+  uint64_t next_conn = 1;
+
+  struct Slot {
+    std::shared_ptr<RegionState> live;
+    uint64_t gen = 0;
+  };
+  std::vector<Slot> slots;
+  std::vector<uint32_t> free_slots;
+  size_t live_regions = 0;
+  std::vector<std::weak_ptr<RemoteRegionState>> imports;
+
+  uint64_t next_cookie = 1;
+  std::unordered_map<uint64_t, Track*> tracks;
+  struct RevokeFlush {
+    uint64_t conn, id, gen;
+  };
+  std::unordered_map<uint64_t, RevokeFlush> revoke_flushes;  // cookie -> the ack it owes
+  std::vector<RevokeFlush> revoke_retry;                      // Flush not accepted yet (Busy)
+  std::unordered_map<uint64_t, uint64_t> handshake_flushes;   // cookie -> outbound conn (wire-up)
+  struct PendingRevoke {
+    uint64_t id, gen;
+    std::set<uint64_t> conns;  // importers yet to acknowledge
+  };
+  std::vector<PendingRevoke*> revokes;
+  uint64_t next_req = 1;
+  std::unordered_map<uint64_t, int> import_replies;  // req -> -1 pending, 0 live, 1 gone
+
+  std::vector<transport::Completion> comps;
+  AgentClock::time_point last_control{};
+  alignas(8) uint64_t scratch[8] = {};
+  std::unique_ptr<transport::MemoryRegion> scratch_mr;
+
+  std::thread thread;
+  std::atomic<bool> stop{false};
+};
+
+struct Track {
+  explicit Track(AgentImpl& a) : agent(a) {}
+  ~Track() {
+    for (uint64_t c : cookies) agent.tracks.erase(c);
+  }
+  Track(const Track&) = delete;
+  Track& operator=(const Track&) = delete;
+  AgentImpl& agent;
+  int inflight = 0;
+  std::string error;
+  std::vector<uint64_t> cookies;
+};
+
+}  // namespace rwin
