@@ -324,8 +324,9 @@ TEST(VerbsDynamic, DeviceRefusesBytesPastAnUnalignedExposedRange) {
   (void)ba;
 }
 
-// fail_peer on one run-time peer: its work completes failed, later posts say PeerFailed, the
-// others keep working, and peers added afterwards get new indices and work.
+// fail_peer on one run-time peer: its work completes failed, later posts say PeerFailed, its QP is
+// gone (the peer's own writes into our memory fail at the peer and change nothing), the others
+// keep working, and peers added afterwards get new indices and work.
 TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   VERBS_REQUIRE_DEVICE();
   Node a, b, c;
@@ -337,6 +338,14 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   std::vector<uint8_t> src(4096);
   for (size_t i = 0; i < src.size(); ++i) src[i] = pattern(5, i);
   auto src_mr = a.t->register_memory(src.data(), src.size());
+  // b writes into a's memory through the pair that a is about to end: fine before.
+  Exposed at_a(*a.t, 8);
+  auto key_a = b.t->unpack_key(ba, at_a.mr->packed_key());
+  std::vector<uint64_t> from_b(1, 0x2222222222222222ull);
+  auto from_b_mr = b.t->register_memory(from_b.data(), 8);
+  b.run(write_work(ba, from_b.data(), from_b_mr.get(), at_a.addr(0), key_a.get(), 8));
+  b.run(flush_work(ba));
+  ASSERT_EQ(at_a.base()[0], 0x2222222222222222ull);
 
   std::vector<uint64_t> staged;
   for (int k = 0; k < 4; ++k) staged.push_back(a.post(write_work(ab, src.data(), src_mr.get(), at_b.addr(0), key_b.get(), 4096)));
@@ -352,6 +361,15 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   EXPECT_EQ(a.post(flush_work(ab), &r), 0u);
   EXPECT_EQ(r, PostResult::PeerFailed);
   EXPECT_THROW(a.t->local_endpoint(ab), TransportError);
+  // After: nothing answers at a's end, so b's write runs out of retries (~7.5 s, verbs_connect.cpp)
+  // and a's memory keeps the old value.
+  from_b[0] = 0x3333333333333333ull;
+  const uint64_t late = b.post(write_work(ba, from_b.data(), from_b_mr.get(), at_a.addr(0), key_a.get(), 8));
+  Completion late_got;
+  ASSERT_TRUE(b.wait(late, &late_got));
+  EXPECT_FALSE(late_got.ok) << "a write reached a peer whose connection was ended with fail_peer";
+  EXPECT_NE(late_got.error.find("retry"), std::string::npos) << late_got.error;
+  EXPECT_EQ(at_a.base()[0], 0x2222222222222222ull);
 
   a.run(write_work(ac, src.data(), src_mr.get(), at_c.addr(0), key_c.get(), 4096));
   a.run(flush_work(ac));
@@ -365,7 +383,7 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   a.run(write_work(ab2, src.data(), src_mr.get(), at_b.addr(8), key_b2.get(), 1024));
   a.run(flush_work(ab2));
   EXPECT_EQ(std::memcmp(reinterpret_cast<uint8_t*>(at_b.base()) + 8, src.data(), 1024), 0);
-  (void)ba, (void)ca;
+  (void)ca;
 }
 
 void expect_rejected(Transport& t, int peer, const std::vector<uint8_t>& blob, const std::string& part) {
