@@ -445,7 +445,7 @@ TEST_P(AgentMp, StrangersAndGarbage) {
 // 1000 register/deregister cycles, each imported by the agent itself (connecting to oneself) and
 // put into: the region's slot is reused (id 0, generation counting up), the same memory can be
 // registered again each time (a leaked registration would refuse the overlap), and the open
-// descriptors stay at their level after the first cycle.
+// descriptors stay at their level after the first ten cycles.
 TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
   const pid_t p = spawn("cycles", [&] {
     Agent a(options());
@@ -475,8 +475,11 @@ TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
       REQUIRE(data[static_cast<size_t>(i % 8000)] == v);
       r.deregister();
       REQUIRE(rr.stale());
-      if (i == 0) baseline = open_fds();
+      // UCX opens a few descriptors lazily in the first cycles (tcp: 2 more after the first); the
+      // level after ten cycles is the baseline.
+      if (i == 9) baseline = open_fds();
     }
+    if (open_fds() != baseline) std::fprintf(stderr, "open descriptors %d, %d after 10 cycles\n", open_fds(), baseline);
     REQUIRE(open_fds() == baseline);
     return 0;
   });
@@ -504,7 +507,8 @@ TEST_P(AgentMp, HandlesOutliveTheAgent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, AgentMp,
-                         ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr}),
+                         ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr},
+                                           Tls{"shmcma", "posix,sysv,cma,self", nullptr}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
