@@ -250,6 +250,40 @@ TEST(VerbsDynamic, PeersAddedWhileWorkInFlight) {
   EXPECT_TRUE(at_b.guards_intact() && at_c.guards_intact());
 }
 
+// Ten run-time peers, each send queue filled until post() says Busy with nothing polled meanwhile
+// (the CQ grows past its initial size on the way): every write completes, successfully. (Success
+// costs one CQ entry per signalled chain of 16; the room for a full queue per peer is for the
+// flush errors after a failure, which this test does not provoke.)
+TEST(VerbsDynamic, EveryPeerFullAtOnce) {
+  VERBS_REQUIRE_DEVICE();
+  Node a;
+  Exposed mem(*a.t, 8);
+  std::vector<uint64_t> src(1, 7);
+  auto src_mr = a.t->register_memory(src.data(), 8);
+  std::vector<uint64_t> cookies;
+  std::vector<std::unique_ptr<RemoteKey>> keys;
+  for (int i = 0; i < 10; ++i) {
+    const int p = a.t->add_peer();
+    a.t->connect_peer(p, a.t->local_endpoint(p));
+    keys.push_back(a.t->unpack_key(p, mem.mr->packed_key()));
+    for (;;) {
+      Work w = write_work(p, src.data(), src_mr.get(), mem.addr(8 * (i % 8)), keys.back().get(), 8);
+      w.cookie = a.next_cookie++;
+      const PostResult r = a.t->post(w);
+      if (r == PostResult::Busy) break;
+      ASSERT_EQ(r, PostResult::Ok) << a.t->peer_error(p);
+      cookies.push_back(w.cookie);
+    }
+  }
+  EXPECT_GE(cookies.size(), 10u * 8);  // at least kMinSqDepth each
+  for (uint64_t c : cookies) {
+    Completion got;
+    ASSERT_TRUE(a.wait(c, &got));
+    ASSERT_TRUE(got.ok) << got.error;
+  }
+  EXPECT_TRUE(mem.guards_intact());
+}
+
 // After the exposed region is destroyed, a peer's write or atomic with the stale key fails at that
 // peer, with a message naming the peer, the op and the address, and the memory is untouched.
 TEST(VerbsDynamic, StaleKeyFailsAtInitiatorAndLeavesMemory) {
