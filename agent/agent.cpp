@@ -520,6 +520,8 @@ void AgentImpl::put(const RemoteRegion& dst, uint64_t off, const void* src, size
   Track t(*this);
   for (size_t pos = 0; pos < n; pos += chunk) {
     wait_track(t, c, deadline, what, depth - 1);
+    // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
+    if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
     tp::Work w;
     w.op = tp::Op::Write;
     w.local = const_cast<char*>(static_cast<const char*>(src)) + pos;
@@ -550,6 +552,8 @@ void AgentImpl::get(void* dst, const RemoteRegion& src, uint64_t off, size_t n) 
   Track t(*this);
   for (size_t pos = 0; pos < n; pos += chunk) {
     wait_track(t, c, deadline, what, depth - 1);
+    // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
+    if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
     tp::Work w;
     w.op = tp::Op::Read;
     w.local = static_cast<char*>(dst) + pos;
@@ -747,12 +751,12 @@ void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCm
 }
 bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp) {
   std::lock_guard lk(impl_->mu);
-  impl_->progress_once(true);
+  impl_->progress_once(false);
   return impl_->check(signal, offset, expected, cmp, "test");
 }
 void Agent::progress() {
   std::lock_guard lk(impl_->mu);
-  if (!impl_->closed) impl_->progress_once(true);
+  if (!impl_->closed) impl_->progress_once(false);
 }
 
 }  // namespace rwin

@@ -116,7 +116,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   std::string describe;
   bootstrap::detail::Fd listen_fd;
   agent::Token token{};
-  bool closed = false;
+  std::atomic<bool> closed{false};  // read by Region::valid() without the lock
 
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::map<std::string, uint64_t> outbound_;  // "address/token" -> outbound connection id

@@ -22,6 +22,10 @@
 
 #include "rwin/agent.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace agent_test {
 
 using namespace std::chrono_literals;
@@ -45,6 +49,10 @@ inline pid_t spawn(const std::string& name, std::function<int()> f) {
     } catch (...) {
       rc = 3;
     }
+#if defined(__SANITIZE_ADDRESS__)
+    // _exit skips LeakSanitizer's exit-time check: run it here, after the child's agent is gone.
+    if (__lsan_do_recoverable_leak_check() != 0 && rc == 0) rc = 4;
+#endif
     std::fflush(nullptr);
     _exit(rc);
   }

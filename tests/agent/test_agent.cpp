@@ -111,6 +111,16 @@ TEST_P(AgentMp, TwoProcessesEveryCall) {
     std::vector<uint8_t> junk = {1, 2, 3, 4, 5};
     expect_error([&] { a.import_region(junk); }, ErrorCode::InvalidArgument, {"not an rwin agent descriptor"});
     auto desc = await(dir, "s.data");
+    {
+      std::string why;
+      auto dd = rwin::agent::decode_descriptor(desc, why);
+      REQUIRE(dd.has_value());
+      dd->address = "127.0.0.1:1";  // nobody listens there
+      expect_error([&] { a.import_region(rwin::agent::encode(*dd)); }, ErrorCode::PeerFailed,
+                   {"cannot connect to agent 127.0.0.1:1"});
+      dd->transport = "nosuch";
+      expect_error([&] { a.import_region(rwin::agent::encode(*dd)); }, ErrorCode::InvalidArgument, {"'nosuch' agent"});
+    }
     desc[4] = 9;  // version
     expect_error([&] { a.import_region(desc); }, ErrorCode::InvalidArgument, {"version 9"});
     // Our own region, for the server's get.
@@ -341,6 +351,55 @@ TEST_P(AgentMp, PassiveServerProgressThread) {
   EXPECT_EQ(reap(server), 0);
 }
 
+// Several threads of one process call one agent at once (its mutex serialises them) while its
+// progress thread runs too; the server is passive. Every thread's data arrives and reads back.
+TEST_P(AgentMp, ConcurrentCallersAndProgressThread) {
+  constexpr int kThreads = 3, kRounds = 100;
+  const pid_t server = spawn("server", [&] {
+    Agent a(options(/*progress_thread=*/true));
+    std::vector<uint8_t> data(kThreads * 8192, 0);
+    alignas(8) int64_t sig[kThreads] = {};
+    Region rd = a.register_memory(data.data(), data.size());
+    Region rs = a.register_memory(sig, sizeof sig);
+    publish(dir, "s.data", rd.descriptor());
+    publish(dir, "s.sig", rs.descriptor());
+    while (!exists(dir, "c.done")) std::this_thread::sleep_for(5ms);
+    for (int t = 0; t < kThreads; ++t) REQUIRE(std::atomic_ref<int64_t>(sig[t]).load() == kRounds);
+    return 0;
+  });
+  const pid_t client = spawn("client", [&] {
+    Agent a(options(/*progress_thread=*/true));
+    RemoteRegion d = a.import_region(await(dir, "s.data"));
+    RemoteRegion s = a.import_region(await(dir, "s.sig"));
+    std::atomic<int> bad{0};
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; ++t) {
+      th.emplace_back([&, t] {
+        try {
+          std::vector<uint8_t> x(8192), back(8192);
+          for (int i = 0; i < kRounds; ++i) {
+            for (size_t j = 0; j < x.size(); ++j) x[j] = pattern(j, static_cast<uint8_t>(t * 50 + i));
+            const uint64_t off = static_cast<uint64_t>(t) * 8192;
+            a.put_notify(d, off, x.data(), x.size(), s, static_cast<uint64_t>(t) * 8, 1);
+            a.get(back.data(), d, off, back.size());
+            if (back != x) ++bad;
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "thread %d: %s\n", t, e.what());
+          ++bad;
+        }
+      });
+    }
+    for (auto& x : th) x.join();
+    REQUIRE(bad.load() == 0);
+    a.flush();
+    publish(dir, "c.done");
+    return 0;
+  });
+  EXPECT_EQ(reap(client), 0);
+  EXPECT_EQ(reap(server), 0);
+}
+
 int connect_raw(const std::string& hostport) {
   const auto colon = hostport.rfind(':');
   sockaddr_in sa{};
@@ -445,7 +504,7 @@ TEST_P(AgentMp, StrangersAndGarbage) {
 // 1000 register/deregister cycles, each imported by the agent itself (connecting to oneself) and
 // put into: the region's slot is reused (id 0, generation counting up), the same memory can be
 // registered again each time (a leaked registration would refuse the overlap), and the open
-// descriptors stay at their level after the first ten cycles.
+// descriptors stay within UCX's two lazily opened sockets of their level after one cycle.
 TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
   const pid_t p = spawn("cycles", [&] {
     Agent a(options());
@@ -475,12 +534,12 @@ TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
       REQUIRE(data[static_cast<size_t>(i % 8000)] == v);
       r.deregister();
       REQUIRE(rr.stale());
-      // UCX opens a few descriptors lazily in the first cycles (tcp: 2 more after the first); the
-      // level after ten cycles is the baseline.
-      if (i == 9) baseline = open_fds();
+      if (i == 0) baseline = open_fds();
     }
-    if (open_fds() != baseline) std::fprintf(stderr, "open descriptors %d, %d after 10 cycles\n", open_fds(), baseline);
-    REQUIRE(open_fds() == baseline);
+    // UCX's tcp transport opens up to two sockets of its own lazily, at some cycle after the first
+    // (seen: 18 -> 20, then flat); a leak per cycle would show about a thousand.
+    if (open_fds() > baseline + 2) std::fprintf(stderr, "open descriptors %d, %d after one cycle\n", open_fds(), baseline);
+    REQUIRE(open_fds() <= baseline + 2);
     return 0;
   });
   EXPECT_EQ(reap(p, 120s), 0);

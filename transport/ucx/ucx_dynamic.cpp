@@ -33,6 +33,9 @@ class UcxExposed final : public UcxRegion {
   UcxExposed(ucp_context_h ctx, void* addr, size_t bytes, std::shared_ptr<Registry> registry)
       : ctx_(ctx), registry_(std::move(registry)) {
     const uint64_t base = reinterpret_cast<uint64_t>(addr);
+    if (bytes - 1 > UINT64_MAX - base) {
+      throw TransportError("ucx: cannot expose " + std::to_string(bytes) + " bytes at 0x" + hex(base) + ": the range wraps");
+    }
     // Overlapping exposures would share one registry entry: the first to go would unprotect the
     // other's bytes, or leave its own exposed. Refused.
     auto it = registry_->ranges.upper_bound(base + bytes - 1);
