@@ -84,8 +84,8 @@ step "run-time peers over verbs (handshake, exposed memory, stale keys, fail_pee
   gtest_bounded 300 /tmp/verbs-dynamic.log "$BIN/rwin_mp_tests" --gtest_filter='VerbsDynamic*'
 
 # 1c. The agent (rwin/agent.h) over verbs: the multi-process agent tests of tests/agent/ with
-#     AGENT_TEST_TRANSPORT=verbs. Only the '/tcp' instances: the '/shm' ones differ by UCX_TLS alone,
-#     which the verbs transport ignores.
+#     AGENT_TEST_TRANSPORT=verbs. Only the '/tcp' instances: the others ('/shm', '/shmcma') differ by
+#     UCX_TLS alone, which the verbs transport ignores.
 step "agent over verbs: independent processes, every call, stale descriptors, killed peer, progress thread" \
   gtest_bounded 400 /tmp/agent-verbs.log env AGENT_TEST_TRANSPORT=verbs "$BIN/rwin_agent_tests" --gtest_filter='*/tcp'
 
