@@ -518,7 +518,15 @@ TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
       std::string why;
       auto d = rwin::agent::decode_descriptor(r.descriptor(), why);
       REQUIRE(d && d->region_id == 1 && d->generation == static_cast<uint64_t>(i + 1));
-      expect_error([&] { a.register_memory(data.data() + 100, 10); }, ErrorCode::Transport, {"overlap"});
+      // UCX refuses overlapping exposures (its am target keeps one entry per range); verbs MRs are
+      // independent and may overlap (a second one is registered and deregistered here).
+      if (options().transport == "verbs") {
+        Region inner = a.register_memory(data.data() + 100, 10);
+        REQUIRE(inner.valid());
+        inner.deregister();
+      } else {
+        expect_error([&] { a.register_memory(data.data() + 100, 10); }, ErrorCode::Transport, {"overlap"});
+      }
       RemoteRegion rr = a.import_region(r.descriptor());
       const uint8_t v = static_cast<uint8_t>(i);
       a.put_notify(rr, static_cast<uint64_t>(i % 8000), &v, 1, self_sig, 0, 1);

@@ -67,6 +67,11 @@ void verbs_seeds() {
   c.link_layer = 2;
   for (size_t i = 0; i < c.gid.size(); ++i) c.gid[i] = static_cast<uint8_t>(i);
   emit("verbs_blob", "conn", c.pack());
+  v::EndpointBlob e;
+  static_cast<v::QpAddress&>(e) = c;
+  e.instance = 0x0123456789abcdef;
+  e.slot = 2;
+  emit("verbs_blob", "endpoint", e.pack());
   v::KeyBlob k;
   k.addr = 0x7f0000001000;
   k.bytes = 1 << 20;

@@ -1,4 +1,4 @@
-// The verbs connection and memory-key blobs (transport/verbs/verbs_blob.h).
+// The verbs connection, endpoint (run-time peers) and memory-key blobs (transport/verbs/verbs_blob.h).
 // Properties: unpack either returns a blob that packs back to exactly the input or throws
 // TransportError (never anything else, never reads past the input); a key never wraps the
 // address space.
@@ -17,6 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto c = v::ConnBlob::unpack(in);
     FUZZ_CHECK(c.pack() == input);
+  } catch (const rwin::transport::TransportError&) {
+  }
+  try {
+    const auto e = v::EndpointBlob::unpack(in);
+    FUZZ_CHECK(e.pack() == input);
   } catch (const rwin::transport::TransportError&) {
   }
   try {

@@ -35,6 +35,7 @@
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport.h"
+#include "verbs_test_util.h"
 
 namespace {
 
@@ -50,15 +51,6 @@ using rwin::transport::Transport;
 using rwin::transport::TransportError;
 using rwin::transport::Work;
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kSkip =
-    "skipped: no RDMA device (ibv_get_device_list found none); run under tests/rxe/run-in-guest.sh";
-
-// Skips the calling test, with the one-line reason, when there is no RDMA device.
-#define VERBS_REQUIRE_DEVICE()                                             \
-  do {                                                                     \
-    if (rwin::transport::verbs_device_count() == 0) GTEST_SKIP() << kSkip; \
-  } while (0)
 
 // A check that works inside a forked rank: throws, and the parent reports the message.
 #define RANK_CHECK(cond, msg)                                                     \
@@ -181,41 +173,6 @@ class RankCtx {
   std::vector<uint64_t> posted_;
   std::map<uint64_t, Completion> done_;
 };
-
-Work write_work(int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key, size_t n) {
-  Work w;
-  w.op = Op::Write;
-  w.peer = peer;
-  w.local = local;
-  w.local_mr = mr;
-  w.remote_addr = remote;
-  w.rkey = key;
-  w.bytes = n;
-  return w;
-}
-Work read_work(int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key, size_t n) {
-  Work w = write_work(peer, local, mr, remote, key, n);
-  w.op = Op::Read;
-  return w;
-}
-Work atomic_work(Op op, int peer, void* local, const MemoryRegion* mr, uint64_t remote, const RemoteKey* key,
-                 uint64_t operand, uint64_t compare = 0) {
-  Work w = write_work(peer, local, mr, remote, key, 8);
-  w.op = op;
-  w.operand = operand;
-  w.compare = compare;
-  return w;
-}
-Work flush_work(int peer) {
-  Work w;
-  w.op = Op::Flush;
-  w.peer = peer;
-  return w;
-}
-
-uint8_t pattern(int rank, size_t i) {
-  return static_cast<uint8_t>(static_cast<size_t>(rank) * 37 + i * 7 + (i >> 12));
-}
 
 // Bytes of a vector of u64 for allgather, and back.
 std::vector<uint8_t> to_bytes(const std::vector<uint64_t>& v) {

@@ -11,6 +11,7 @@ namespace {
 
 using rwin::transport::TransportError;
 using rwin::transport::verbs::ConnBlob;
+using rwin::transport::verbs::EndpointBlob;
 using rwin::transport::verbs::KeyBlob;
 
 ConnBlob sample_conn() {
@@ -34,6 +35,15 @@ KeyBlob sample_key() {
   return k;
 }
 
+void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rwin::transport::verbs::QpAddress& a) {
+  EXPECT_EQ(b.qpn, a.qpn);
+  EXPECT_EQ(b.psn, a.psn);
+  EXPECT_EQ(b.lid, a.lid);
+  EXPECT_EQ(b.mtu, a.mtu);
+  EXPECT_EQ(b.link_layer, a.link_layer);
+  EXPECT_EQ(b.gid, a.gid);
+}
+
 // Runs `f`, expects TransportError whose message contains `part`.
 template <class F>
 void expect_rejected(F&& f, const std::string& part) {
@@ -52,12 +62,7 @@ TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
   const ConnBlob b = ConnBlob::unpack(bytes);
   EXPECT_EQ(b.rank, a.rank);
   EXPECT_EQ(b.peer, a.peer);
-  EXPECT_EQ(b.qpn, a.qpn);
-  EXPECT_EQ(b.psn, a.psn);
-  EXPECT_EQ(b.lid, a.lid);
-  EXPECT_EQ(b.mtu, a.mtu);
-  EXPECT_EQ(b.link_layer, a.link_layer);
-  EXPECT_EQ(b.gid, a.gid);
+  expect_same_qp_address(b, a);
 }
 
 TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
@@ -75,6 +80,39 @@ TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
   EXPECT_EQ(bytes[17], 0x34);
   EXPECT_EQ(bytes[18], 0x12);
   EXPECT_EQ(bytes[19], 0x00);
+}
+
+// The collective blob is on the wire between ranks of one job: its bytes are pinned, so a change
+// of layout (e.g. of the QpAddress part it shares with EndpointBlob) must come with a new version.
+TEST(VerbsBlob, ConnEncodingIsPinned) {
+  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 1, 0, 44, 0,                    // header
+                                     3, 0, 0, 0, 1, 0, 0, 0,                             // rank, peer
+                                     0x56, 0x34, 0x12, 0, 0xef, 0xcd, 0xab, 0,           // qpn, psn
+                                     0xef, 0xbe, 3, 2,                                   // lid, mtu, link layer
+                                     0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,     // gid
+                                     0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff};
+  EXPECT_EQ(sample_conn().pack(), want);
+}
+
+TEST(VerbsBlob, EndpointRoundTripKeepsEveryField) {
+  EndpointBlob a;
+  static_cast<rwin::transport::verbs::QpAddress&>(a) = sample_conn();
+  a.instance = 0x0123456789abcdefull;
+  a.slot = 7;
+  const auto bytes = a.pack();
+  ASSERT_EQ(bytes.size(), EndpointBlob::kBytes);
+  EXPECT_EQ(bytes[2], 'E');  // "RWEP": not the collective blob's magic
+  const EndpointBlob b = EndpointBlob::unpack(bytes);
+  EXPECT_EQ(b.instance, a.instance);
+  EXPECT_EQ(b.slot, a.slot);
+  expect_same_qp_address(b, a);
+  // Neither kind of connection blob is taken for the other; every truncation is refused.
+  expect_rejected([&] { EndpointBlob::unpack(sample_conn().pack()); }, "bad magic");
+  expect_rejected([&] { ConnBlob::unpack(bytes); }, "bad magic");
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+    expect_rejected([&] { EndpointBlob::unpack(cut); }, n < 8 ? "truncated" : "length mismatch");
+  }
 }
 
 TEST(VerbsBlob, KeyRoundTripKeepsEveryField) {

@@ -1,5 +1,7 @@
-// The two versioned blobs the verbs transport puts on the wire through the bootstrap:
-//   ConnBlob  one per queue pair: what the peer needs to move its QP to RTR (qpn, psn, gid, lid, mtu)
+// The versioned blobs the verbs transport puts on the wire:
+//   ConnBlob      one per queue pair of the collective connect (through the bootstrap): what the
+//                 peer needs to move its QP to RTR (qpn, psn, gid, lid, mtu)
+//   EndpointBlob  the same for a run-time peer (local_endpoint(), carried by the caller)
 //   KeyBlob   MemoryRegion::packed_key(): what a peer needs to address our region (addr, length, rkey)
 // Header-only and free of <infiniband/verbs.h> so unit tests can check it without a device.
 // Encoding: fixed layout, little endian, a header of magic (u32), version (u16), total length (u16).
@@ -70,16 +72,33 @@ inline void put_header(Writer& w, uint32_t magic, uint16_t version, size_t total
   w.u16(static_cast<uint16_t>(total));
 }
 
+// Every blob B below states its layout once, as B::fields(io, blob): the same list of fields
+// written by a Writer (pack) and read by a Reader (unpack). B also names itself (kWhat) and its
+// header (kMagic, kVersion, kBytes).
+template <class B>
+std::vector<uint8_t> pack(const B& b) {
+  Writer w(B::kBytes);
+  put_header(w, B::kMagic, B::kVersion, B::kBytes);
+  B::fields(w, b);
+  return w.take();
+}
+
+// Throws TransportError saying what is wrong (truncated, magic, version, length).
+template <class B>
+B unpack(std::span<const uint8_t> in) {
+  auto r = check_header(in, B::kWhat, B::kMagic, B::kVersion, B::kBytes);
+  B b;
+  B::fields(r, b);  // check_header checked the length, so these reads consume the blob exactly
+  check_consumed(r, B::kWhat);
+  return b;
+}
+
 }  // namespace blob_detail
 
-// What one side of a queue pair tells the other before both move to RTR.
-struct ConnBlob {
-  static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
-  static constexpr uint16_t kVersion = 1;
-  static constexpr size_t kBytes = 8 + 4 * 4 + 2 + 1 + 1 + 16;
-
-  uint32_t rank = 0;       // sender
-  uint32_t peer = 0;       // intended receiver: catches a blob delivered to the wrong rank
+// What one side of a queue pair tells the other before both move to RTR: the part both connection
+// blobs carry, in this order.
+struct QpAddress {
+  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16;
   uint32_t qpn = 0;        // sender's QP number for this pair
   uint32_t psn = 0;        // sender's initial send PSN (24 bits)
   uint16_t lid = 0;        // port LID (IB); 0 on RoCE
@@ -87,64 +106,77 @@ struct ConnBlob {
   uint8_t link_layer = 0;  // IBV_LINK_LAYER_* of the sender's port: both sides must agree
   std::array<uint8_t, 16> gid{};
 
-  std::vector<uint8_t> pack() const {
-    blob_detail::Writer w(kBytes);
-    blob_detail::put_header(w, kMagic, kVersion, kBytes);
-    w.u32(rank);
-    w.u32(peer);
-    w.u32(qpn);
-    w.u32(psn);
-    w.u16(lid);
-    w.u8(mtu);
-    w.u8(link_layer);
-    w.bytes(gid);
-    return w.take();
+  template <class IO, class Self>
+  static void fields(IO& io, Self& s) {
+    io.u32(s.qpn);
+    io.u32(s.psn);
+    io.u16(s.lid);
+    io.u8(s.mtu);
+    io.u8(s.link_layer);
+    io.bytes(s.gid);
   }
+};
 
-  // Throws TransportError saying what is wrong (truncated, magic, version, length).
-  static ConnBlob unpack(std::span<const uint8_t> in) {
-    auto r = blob_detail::check_header(in, "verbs connection blob", kMagic, kVersion, kBytes);
-    ConnBlob b;
-    // check_header checked the length, so these reads consume the blob exactly.
-    r.u32(b.rank);
-    r.u32(b.peer);
-    r.u32(b.qpn);
-    r.u32(b.psn);
-    r.u16(b.lid);
-    r.u8(b.mtu);
-    r.u8(b.link_layer);
-    r.bytes(b.gid);
-    blob_detail::check_consumed(r, "verbs connection blob");
-    return b;
+// The collective connect's blob (one per ordered pair of ranks, through the bootstrap).
+struct ConnBlob : QpAddress {
+  static constexpr const char* kWhat = "verbs connection blob";
+  static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 8 + 4 + 4 + QpAddress::kBytes;
+  uint32_t rank = 0;  // sender
+  uint32_t peer = 0;  // intended receiver: catches a blob delivered to the wrong rank
+
+  template <class IO, class Self>
+  static void fields(IO& io, Self& s) {
+    io.u32(s.rank);
+    io.u32(s.peer);
+    QpAddress::fields(io, s);
   }
+  std::vector<uint8_t> pack() const { return blob_detail::pack(*this); }
+  static ConnBlob unpack(std::span<const uint8_t> in) { return blob_detail::unpack<ConnBlob>(in); }
+};
+
+// Transport::local_endpoint() of a transport with run-time peers (TransportConfig::dynamic_peers).
+// Ranks mean nothing there: the blob names the sending transport by a random 64-bit instance id
+// and its peer slot, which messages on the other side quote ("endpoint of instance 0x... slot
+// 3"). Its own magic: one kind of connection blob is never taken for the other.
+struct EndpointBlob : QpAddress {
+  static constexpr const char* kWhat = "verbs endpoint blob";
+  static constexpr uint32_t kMagic = 0x50455752;  // "RWEP" little endian
+  static constexpr uint16_t kVersion = 1;
+  static constexpr size_t kBytes = 8 + 8 + 4 + QpAddress::kBytes;
+  uint64_t instance = 0;  // random per VerbsTransport object
+  uint32_t slot = 0;      // the sender's index for this connection (its add_peer() result)
+
+  template <class IO, class Self>
+  static void fields(IO& io, Self& s) {
+    io.u64(s.instance);
+    io.u32(s.slot);
+    QpAddress::fields(io, s);
+  }
+  std::vector<uint8_t> pack() const { return blob_detail::pack(*this); }
+  static EndpointBlob unpack(std::span<const uint8_t> in) { return blob_detail::unpack<EndpointBlob>(in); }
 };
 
 // MemoryRegion::packed_key() of the verbs transport.
 struct KeyBlob {
+  static constexpr const char* kWhat = "verbs memory key blob";
   static constexpr uint32_t kMagic = 0x4b4d5752;  // "RWMK" little endian
   static constexpr uint16_t kVersion = 1;
   static constexpr size_t kBytes = 8 + 8 + 8 + 4;
-
   uint64_t addr = 0;   // the owner's virtual address of byte 0 (what RDMA work requests target)
   uint64_t bytes = 0;  // length of the region
   uint32_t rkey = 0;
 
-  std::vector<uint8_t> pack() const {
-    blob_detail::Writer w(kBytes);
-    blob_detail::put_header(w, kMagic, kVersion, kBytes);
-    w.u64(addr);
-    w.u64(bytes);
-    w.u32(rkey);
-    return w.take();
+  template <class IO, class Self>
+  static void fields(IO& io, Self& s) {
+    io.u64(s.addr);
+    io.u64(s.bytes);
+    io.u32(s.rkey);
   }
-
+  std::vector<uint8_t> pack() const { return blob_detail::pack(*this); }
   static KeyBlob unpack(std::span<const uint8_t> in) {
-    auto r = blob_detail::check_header(in, "verbs memory key blob", kMagic, kVersion, kBytes);
-    KeyBlob k;
-    r.u64(k.addr);
-    r.u64(k.bytes);
-    r.u32(k.rkey);
-    blob_detail::check_consumed(r, "verbs memory key blob");
+    const auto k = blob_detail::unpack<KeyBlob>(in);
     if (k.bytes > UINT64_MAX - k.addr) {
       throw TransportError("verbs memory key blob describes a region that wraps the address space: addr " +
                            std::to_string(k.addr) + ", " + std::to_string(k.bytes) + " bytes");

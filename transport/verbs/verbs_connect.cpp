@@ -1,6 +1,9 @@
 // Construction and connection: PD, CQ, one RC queue pair per peer (self included), and the
-// INIT -> RTR -> RTS sequence of rdma-core's rc_pingpong, fed by a versioned ConnBlob exchanged
-// through Bootstrap::send/recv.
+// INIT -> RTR -> RTS sequence of rdma-core's rc_pingpong. Two ways to meet a peer, one set of
+// steps (open_qp: create + INIT; connect_qp: checks + RTR + RTS):
+//   connect()       collective, every rank at once: a ConnBlob per pair through Bootstrap::send/recv
+//   add_peer() ...  run-time peers (TransportConfig::dynamic_peers): an EndpointBlob per peer that
+//                   the caller carries (transport.h, "Peers met at run time")
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -38,6 +41,8 @@ constexpr uint8_t kRnrRetry = 7;  // 7 = infinite; we never post receives, so RN
 constexpr uint8_t kMinRnrTimer = 12;
 // Outstanding RDMA READ/atomic requests per QP, capped by the device (max_qp_rd_atom etc.).
 constexpr int kWantRdAtomic = 16;
+// Run-time peers: the CQ starts with room for this many peers' send queues and grows on demand.
+constexpr uint32_t kInitialDynamicPeers = 4;
 
 std::atomic<uint64_t> g_connect_generation{0};
 
@@ -46,22 +51,45 @@ uint32_t random_psn() {
   return rd() & 0xffffff;
 }
 
+uint64_t random_instance() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) | rd();
+}
+
+std::string hex64(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+bool all_zero(const std::array<uint8_t, 16>& gid) {
+  return std::all_of(gid.begin(), gid.end(), [](uint8_t b) { return b == 0; });
+}
+
 }  // namespace
 
 VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
-  if (cfg.nranks < 1 || cfg.rank < 0 || cfg.rank >= cfg.nranks) {
+  if (!cfg.dynamic_peers && (cfg.nranks < 1 || cfg.rank < 0 || cfg.rank >= cfg.nranks)) {
     throw TransportError("verbs: bad rank " + std::to_string(cfg.rank) + " of " + std::to_string(cfg.nranks));
   }
   dev_ = std::make_shared<DeviceHandles>();
   dev_->ctx = open_device(cfg, dev_info_);
   describe_ = "verbs(" + dev_info_.name + " port " + std::to_string(dev_info_.port) + " gid " +
               std::to_string(dev_info_.gid_index) + ")";
-  const std::string who = "rank " + std::to_string(cfg.rank) + ": " + describe_;
+  if (cfg.dynamic_peers) {
+    instance_ = random_instance();
+    self_ = "verbs instance " + hex64(instance_);
+  } else {
+    self_ = "rank " + std::to_string(cfg.rank);
+  }
+  const std::string who = self_ + ": " + describe_;
   dev_->pd.reset(ibv_alloc_pd(dev_->ctx.get()));
   if (!dev_->pd) throw TransportError(who + ": ibv_alloc_pd failed: " + std::strerror(errno));
 
   const auto& da = dev_info_.dev_attr;
-  const uint32_t n = static_cast<uint32_t>(cfg.nranks);
+  // Collective: every rank's send queue must fit the CQ at once. Run-time peers: the CQ starts
+  // with room for a few and ensure_cq_room() grows it as peers are added.
+  const uint32_t n = cfg.dynamic_peers ? 1 : static_cast<uint32_t>(cfg.nranks);
   sq_depth_ = std::min<uint32_t>(kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr));
   sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_cqe) / n);
   if (sq_depth_ < kMinSqDepth) {
@@ -70,14 +98,47 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   }
   // One CQ entry per send-queue slot of every peer: every WC (signaled success, error, or flush
   // after an error) belongs to one outstanding WR, and outstanding WRs never exceed the slots.
-  const int cqe = static_cast<int>(sq_depth_ * n);
+  const uint32_t slots =
+      cfg.dynamic_peers ? std::clamp<uint32_t>(static_cast<uint32_t>(da.max_cqe) / sq_depth_, 1, kInitialDynamicPeers) : n;
+  const int cqe = static_cast<int>(sq_depth_ * slots);
   cq_.reset(ibv_create_cq(dev_->ctx.get(), cqe, nullptr, nullptr, 0));
   if (!cq_) {
     throw TransportError(who + ": ibv_create_cq of " + std::to_string(cqe) +
                          " entries failed: " + std::strerror(errno));
   }
-  peers_.resize(n);
+  cq_cqe_ = std::max(cqe, cq_->cqe);
+  if (!cfg.dynamic_peers) {
+    peers_.resize(n);
+    live_peers_ = n;
+  }
   scratch_ = std::make_unique<VerbsMemoryRegion>(dev_, 8, who);
+}
+
+std::string VerbsTransport::who(int peer) const {
+  return self_ + " -> peer " + std::to_string(peer) + ": " + describe_;
+}
+
+void VerbsTransport::ensure_cq_room(size_t live) {
+  const size_t need = static_cast<size_t>(sq_depth_) * (live + retired_undrained_);
+  if (need <= static_cast<size_t>(cq_cqe_)) return;
+  const int max_cqe = dev_info_.dev_attr.max_cqe;
+  if (need > static_cast<size_t>(max_cqe)) {
+    throw TransportError(self_ + ": " + describe_ + ": " + std::to_string(live) + " live peers (plus " +
+                         std::to_string(retired_undrained_) + " failed ones not yet drained by poll()) need a " +
+                         "completion queue of " + std::to_string(need) + " entries (" + std::to_string(sq_depth_) +
+                         " per peer), device max_cqe is " + std::to_string(max_cqe) + ": end peers with fail_peer()");
+  }
+  // Doubling: a burst of add_peer() calls resizes a few times, not once per peer.
+  const int want = static_cast<int>(std::min<size_t>(std::max<size_t>(need, 2 * static_cast<size_t>(cq_cqe_)),
+                                                     static_cast<size_t>(max_cqe)));
+  // Entries already in the CQ survive a resize (ibv_resize_cq(3)), so work in flight is not lost.
+  if (int rc = ibv_resize_cq(cq_.get(), want)) {
+    throw TransportError(self_ + ": " + describe_ + ": ibv_resize_cq from " + std::to_string(cq_cqe_) + " to " +
+                         std::to_string(want) + " entries failed: " + std::strerror(rc > 0 ? rc : errno));
+  }
+  cq_cqe_ = std::max(want, cq_->cqe);
+  RWIN_LOG(Debug, Verbs, "%s: %s: completion queue resized to %d entries for %zu live peers", self_.c_str(),
+           describe_.c_str(), cq_cqe_, live);
 }
 
 VerbsTransport::~VerbsTransport() = default;
@@ -120,11 +181,11 @@ QpPtr VerbsTransport::create_qp(int peer) {
     qp.reset(ibv_create_qp(dev_->pd.get(), &a));
   }
   if (!qp) {
-    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ +
-                         ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
+    throw TransportError(who(peer) + ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
                          " send slots) failed: " + std::strerror(errno));
   }
-  max_inline_ = (peer == 0) ? a.cap.max_inline_data : std::min(max_inline_, a.cap.max_inline_data);
+  max_inline_ = have_qp_ ? std::min(max_inline_, a.cap.max_inline_data) : a.cap.max_inline_data;
+  have_qp_ = true;
   return qp;
 }
 
@@ -136,15 +197,13 @@ void VerbsTransport::qp_to_init(ibv_qp* qp, int peer) {
   attr.qp_access_flags =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-    throw TransportError("rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ +
-                         ": ibv_modify_qp to init failed: " + std::strerror(rc));
+    throw TransportError(who(peer) + ": ibv_modify_qp to init failed: " + std::strerror(rc));
   }
 }
 
-void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const ConnBlob& remote) {
+void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const QpAddress& remote) {
   const auto& da = dev_info_.dev_attr;
-  const std::string who =
-      "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ + ": qp 0x" + [&] {
+  const std::string who = this->who(peer) + ": qp 0x" + [&] {
         char b[16];
         std::snprintf(b, sizeof b, "%x", qp->qp_num);
         return std::string(b);
@@ -199,27 +258,22 @@ void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, con
 
 void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
   const int me = cfg_.rank;
-  const std::string who = "rank " + std::to_string(me) + ": " + describe_;
-  if (connected_) throw TransportError(who + ": connect() called twice");
+  const std::string whoami = self_ + ": " + describe_;
+  if (cfg_.dynamic_peers) {
+    throw TransportError(whoami + ": connect(): this transport was made for run-time peers (add_peer/connect_peer)");
+  }
+  if (connected_) throw TransportError(whoami + ": connect() called twice");
   if (bs.rank() != me || bs.nranks() != cfg_.nranks) {
-    throw TransportError(who + ": bootstrap is rank " + std::to_string(bs.rank()) + " of " +
+    throw TransportError(whoami + ": bootstrap is rank " + std::to_string(bs.rank()) + " of " +
                          std::to_string(bs.nranks()) + ", transport was made for rank " + std::to_string(me) + " of " +
                          std::to_string(cfg_.nranks));
   }
   const int n = cfg_.nranks;
   std::vector<ConnBlob> mine(n);
   for (int p = 0; p < n; ++p) {
-    peers_[p].qp = create_qp(p);
-    qp_to_init(peers_[p].qp.get(), p);
-    ConnBlob& b = mine[p];
-    b.rank = static_cast<uint32_t>(me);
-    b.peer = static_cast<uint32_t>(p);
-    b.qpn = peers_[p].qp->qp_num;
-    b.psn = random_psn();
-    b.lid = dev_info_.port_attr.lid;
-    b.mtu = static_cast<uint8_t>(dev_info_.port_attr.active_mtu);
-    b.link_layer = dev_info_.port_attr.link_layer;
-    std::memcpy(b.gid.data(), dev_info_.gid.raw, 16);
+    static_cast<QpAddress&>(mine[p]) = open_qp(p);
+    mine[p].rank = static_cast<uint32_t>(me);
+    mine[p].peer = static_cast<uint32_t>(p);
   }
   // Every rank connects its transports in the same order, so the generation matches across ranks
   // and the tag is unique per exchange as Bootstrap::send/recv require.
@@ -239,26 +293,119 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
       try {
         remote = ConnBlob::unpack(bytes);
       } catch (const TransportError& e) {
-        throw TransportError(who + ": from peer " + std::to_string(p) + ": " + e.what());
+        throw TransportError(whoami + ": from peer " + std::to_string(p) + ": " + e.what());
       }
       if (remote.rank != static_cast<uint32_t>(p) || remote.peer != static_cast<uint32_t>(me)) {
-        throw TransportError(who + ": connection blob from peer " + std::to_string(p) + " says it is from rank " +
+        throw TransportError(whoami + ": connection blob from peer " + std::to_string(p) + " says it is from rank " +
                              std::to_string(remote.rank) + " for rank " + std::to_string(remote.peer));
       }
-      if (remote.link_layer != dev_info_.port_attr.link_layer) {
-        throw TransportError(who + ": peer " + std::to_string(p) + " is on link layer " +
-                             std::to_string(remote.link_layer) + ", this port on " +
-                             std::to_string(dev_info_.port_attr.link_layer) + " (1 = ib, 2 = ethernet)");
-      }
     }
-    qp_to_rtr_rts(peers_[p].qp.get(), p, mine[p].psn, remote);
-    RWIN_LOG(Debug, Verbs, "%s: rank %d -> peer %d: qp 0x%x connected to remote qp 0x%x (RTR, RTS)", describe_.c_str(), me, p,
-             peers_[p].qp->qp_num, remote.qpn);
+    connect_qp(p, remote, "peer " + std::to_string(p));
   }
   // No rank posts before every QP of every rank is at least RTR: a request reaching a QP still in
   // INIT is dropped and only recovered by the retry timer.
   bs.barrier();
   connected_ = true;
+  for (Peer& pr : peers_) pr.connected = true;
+}
+
+QpAddress VerbsTransport::open_qp(int peer) {
+  Peer& pr = peers_[peer];
+  pr.qp = create_qp(peer);
+  qp_to_init(pr.qp.get(), peer);
+  QpAddress& a = pr.local;
+  a.qpn = pr.qp->qp_num;
+  a.psn = random_psn();
+  a.lid = dev_info_.port_attr.lid;
+  a.mtu = static_cast<uint8_t>(dev_info_.port_attr.active_mtu);
+  a.link_layer = dev_info_.port_attr.link_layer;
+  std::memcpy(a.gid.data(), dev_info_.gid.raw, 16);
+  return a;
+}
+
+void VerbsTransport::connect_qp(int peer, const QpAddress& remote, const std::string& from) {
+  // Checked before any ibv_modify_qp: a rejected blob leaves the QP in INIT, so the caller may
+  // retry with a correct one.
+  if (remote.link_layer != dev_info_.port_attr.link_layer) {
+    throw TransportError(who(peer) + ": " + from + " is on link layer " + std::to_string(remote.link_layer) +
+                         ", this port on " + std::to_string(dev_info_.port_attr.link_layer) + " (1 = ib, 2 = ethernet)");
+  }
+  if (remote.mtu < IBV_MTU_256 || remote.mtu > IBV_MTU_4096) {
+    throw TransportError(who(peer) + ": " + from + " has MTU code " + std::to_string(remote.mtu) +
+                         ", expected 1 (256 bytes) .. 5 (4096 bytes), enum ibv_mtu");
+  }
+  if ((dev_info_.roce || remote.lid == 0) && all_zero(remote.gid)) {
+    throw TransportError(who(peer) + ": " + from + " has an all-zero GID and " +
+                         (dev_info_.roce ? "RoCE addresses every packet by GID" : "no LID either"));
+  }
+  Peer& pr = peers_[peer];
+  qp_to_rtr_rts(pr.qp.get(), peer, pr.local.psn, remote);
+  RWIN_LOG(Debug, Verbs, "%s: qp 0x%x connected to %s, remote qp 0x%x (RTR, RTS)", who(peer).c_str(), pr.qp->qp_num,
+           from.c_str(), remote.qpn);
+}
+
+int VerbsTransport::add_peer() {
+  if (!cfg_.dynamic_peers) {
+    throw TransportError(self_ + ": " + describe_ + ": add_peer(): this transport was made for the collective " +
+                         "connect() (TransportConfig::dynamic_peers is false)");
+  }
+  const int p = npeers();
+  ensure_cq_room(live_peers_ + 1);
+  peers_.emplace_back();
+  try {
+    open_qp(p);
+  } catch (...) {
+    peers_.pop_back();  // the index was never handed out
+    throw;
+  }
+  ++live_peers_;
+  return p;
+}
+
+// The checks local_endpoint() and connect_peer() share: a run-time transport, a known slot that
+// has not failed. `call` names the call in the message.
+namespace {
+void check_slot(bool dynamic, int peer, int npeers, const std::string& self, const std::string& error,
+                const char* call) {
+  if (!dynamic) {
+    throw TransportError(self + ": " + call + "(" + std::to_string(peer) +
+                         "): this transport was made for the collective connect() (no run-time peers)");
+  }
+  if (peer < 0 || peer >= npeers) {
+    throw TransportError(self + ": " + call + "(" + std::to_string(peer) + "): no such peer (" +
+                         std::to_string(npeers) + " added with add_peer())");
+  }
+  if (!error.empty()) {
+    throw TransportError(self + ": " + call + "(" + std::to_string(peer) + "): the peer has failed: " + error);
+  }
+}
+}  // namespace
+
+std::vector<uint8_t> VerbsTransport::local_endpoint(int peer) {
+  check_slot(cfg_.dynamic_peers, peer, npeers(), self_ + ": " + describe_,
+             peer >= 0 && peer < npeers() ? peers_[peer].error : std::string(), "local_endpoint");
+  EndpointBlob b;
+  static_cast<QpAddress&>(b) = peers_[peer].local;
+  b.instance = instance_;
+  b.slot = static_cast<uint32_t>(peer);
+  return b.pack();
+}
+
+void VerbsTransport::connect_peer(int peer, std::span<const uint8_t> remote_endpoint) {
+  check_slot(cfg_.dynamic_peers, peer, npeers(), self_ + ": " + describe_,
+             peer >= 0 && peer < npeers() ? peers_[peer].error : std::string(), "connect_peer");
+  Peer& pr = peers_[peer];
+  if (pr.connected) throw TransportError(who(peer) + ": connect_peer(): already connected");
+  EndpointBlob remote;
+  try {
+    remote = EndpointBlob::unpack(remote_endpoint);
+  } catch (const TransportError& e) {
+    throw TransportError(who(peer) + ": connect_peer(): " + e.what());
+  }
+  connect_qp(peer, remote,
+             "endpoint of " + (remote.instance == instance_ ? std::string("this transport") : "instance " + hex64(remote.instance)) +
+                 " slot " + std::to_string(remote.slot));
+  pr.connected = true;
 }
 
 }  // namespace rwin::transport::verbs

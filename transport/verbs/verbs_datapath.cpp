@@ -95,7 +95,7 @@ bool is_atomic(Op op) {
 }  // namespace
 
 std::string VerbsTransport::op_text(int peer, const Pending& p) const {
-  std::string s = "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_;
+  std::string s = who(peer);
   if (peers_[peer].qp) s += " qp " + hex(peers_[peer].qp->qp_num);
   s += ": ";
   s += verb_name(p.op);
@@ -169,26 +169,27 @@ void VerbsTransport::flush_staged(int peer) {
   if (rc != 0) {
     // Should not happen (we never exceed the send queue); the chain's tail is not posted and the
     // head has no signaled WR, so the peer cannot continue in a defined way.
-    fail_peer(peer, "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(peer) + ": " + describe_ +
-                        " qp " + hex(pr.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
+    fail_peer(peer, who(peer) + " qp " + hex(pr.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
                         " work requests: " + std::strerror(rc));
   }
 }
 
 PostResult VerbsTransport::post(const Work& w) {
-  if (w.peer < 0 || w.peer >= cfg_.nranks) {
+  if (w.peer < 0 || w.peer >= npeers()) {
     ready_.push_back({w.cookie, false,
-                      "rank " + std::to_string(cfg_.rank) + ": " + describe_ + ": " + verb_name(w.op) + " to peer " +
-                          std::to_string(w.peer) + ": no such peer (job has " + std::to_string(cfg_.nranks) +
-                          " ranks)"});
+                      self_ + ": " + describe_ + ": " + verb_name(w.op) + " to peer " + std::to_string(w.peer) +
+                          ": no such peer (" +
+                          (cfg_.dynamic_peers ? std::to_string(npeers()) + " run-time peers added"
+                                              : "job has " + std::to_string(cfg_.nranks) + " ranks") +
+                          ")"});
     return PostResult::Ok;
   }
   Peer& pr = peers_[w.peer];
   if (!pr.error.empty()) return PostResult::PeerFailed;
-  if (!connected_) {
+  if (!pr.connected) {
     ready_.push_back({w.cookie, false,
-                      "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(w.peer) + ": " + describe_ +
-                          ": " + verb_name(w.op) + " posted before connect()"});
+                      who(w.peer) + ": " + verb_name(w.op) + " posted before " +
+                          (cfg_.dynamic_peers ? "connect_peer()" : "connect()")});
     return PostResult::Ok;
   }
   if (pr.swap.active || pr.pending.size() >= sq_depth_) return PostResult::Busy;
@@ -330,7 +331,7 @@ void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
 }
 
 void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
-  if (peer < 0 || peer >= cfg_.nranks) return;
+  if (peer < 0 || peer >= npeers()) return;
   Peer& pr = peers_[peer];
   if (pr.error.empty()) pr.error = msg;
   if (pr.qp) {
@@ -348,45 +349,57 @@ void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
   pr.pending.clear();
   pr.staged.clear();
   pr.swap.active = false;
+  if (cfg_.dynamic_peers && pr.qp) {
+    // A run-time peer is gone for good (its index is never reused): destroy the QP, so nothing
+    // of it stays on the device and its send-queue share of the CQ can go to later peers once
+    // poll() has drained the WCs it left there.
+    pr.qp.reset();
+    --live_peers_;
+    ++retired_undrained_;
+  }
 }
 
 void VerbsTransport::quiesce(bool /*graceful: an RC QP moved to error needs no goodbye*/) noexcept {
-  for (int p = 0; p < cfg_.nranks; ++p) {
-    fail_peer(p, "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(p) + ": " + describe_ +
-                     ": transport closed (context shutting down)");
+  for (int p = 0; p < npeers(); ++p) {
+    fail_peer(p, who(p) + ": transport closed (context shutting down)");
   }
 }
 
 void VerbsTransport::poll(std::vector<Completion>& out) {
-  for (int p = 0; p < cfg_.nranks; ++p) {
+  for (int p = 0; p < npeers(); ++p) {
     if (peers_[p].error.empty()) flush_staged(p);
   }
-  if (connected_) {
+  if (live_peers_ > 0 || retired_undrained_ > 0) {
     ibv_wc wc[kPollBatch];
     // Bounded: at most one pass over everything the CQ can hold, so poll() never spins.
-    const int max_rounds = static_cast<int>(sq_depth_) * cfg_.nranks / kPollBatch + 1;
+    const int max_rounds = cq_cqe_ / kPollBatch + 1;
     for (int round = 0; round < max_rounds; ++round) {
+      // QPs destroyed before this ibv_poll_cq call add no WCs any more: once it finds the CQ
+      // empty, theirs are all consumed (a peer failed while handling this batch is not).
+      const size_t retired_before = retired_undrained_;
       const int n = ibv_poll_cq(cq_.get(), kPollBatch, wc);
       if (n < 0) {
-        for (int p = 0; p < cfg_.nranks; ++p) {
+        for (int p = 0; p < npeers(); ++p) {
           if (peers_[p].error.empty()) {
-            fail_peer(p, "rank " + std::to_string(cfg_.rank) + " -> peer " + std::to_string(p) + ": " + describe_ +
-                             ": ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+            fail_peer(p, who(p) + ": ibv_poll_cq failed (returned " + std::to_string(n) + ")");
           }
         }
         break;
       }
       for (int i = 0; i < n; ++i) {
         const int peer = wr_peer(wc[i].wr_id);
-        if (peer < 0 || peer >= cfg_.nranks) continue;
+        if (peer < 0 || peer >= npeers()) continue;
         if (wc[i].status == IBV_WC_SUCCESS)
           on_success(peer, wr_seq(wc[i].wr_id));
         else
           on_error(peer, wc[i]);
       }
-      if (n < kPollBatch) break;
+      if (n < kPollBatch) {
+        retired_undrained_ -= retired_before;
+        break;
+      }
     }
-    for (int p = 0; p < cfg_.nranks; ++p) {
+    for (int p = 0; p < npeers(); ++p) {
       if (peers_[p].error.empty()) flush_staged(p);  // Swap retries staged by on_success()
     }
   }
@@ -395,7 +408,7 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
 }
 
 std::string VerbsTransport::peer_error(int peer) const {
-  if (peer < 0 || peer >= cfg_.nranks) return "no such peer " + std::to_string(peer);
+  if (peer < 0 || peer >= npeers()) return "no such peer " + std::to_string(peer);
   return peers_[peer].error;
 }
 

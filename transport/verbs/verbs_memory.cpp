@@ -1,4 +1,17 @@
 // Memory registration and the packed key (KeyBlob) peers use to address it.
+//
+// expose_memory() (caller memory peers may write, read and update atomically), as measured on
+// rdma_rxe in the guest (Linux 6.1, tests/mp/test_verbs_dynamic.cpp):
+//  * No alignment is required. The MR covers exactly [addr, addr + bytes): rxe pins the whole pages
+//    around it (ib_umem_get) but checks every remote access against the MR's bounds, so a key
+//    forged 8 bytes longer is refused by the device (remote access error) and the neighbouring
+//    bytes of the same page are never written. Atomics need 8-byte aligned words (IB rule).
+//  * No ODP: rxe on 6.1 reports no on-demand-paging capabilities (ibv_devinfo -v: empty
+//    *_odp_caps), and none is asked for. Registering pins the pages: the memory must be mapped
+//    readable and writable (else EFAULT), counts against `ulimit -l` (ENOMEM/EPERM), and must
+//    stay mapped while the region lives.
+//  * Destroying the region deregisters the MR (never frees): a peer's later use of the old rkey
+//    completes at that peer with IBV_WC_REM_ACCESS_ERR and the memory is not touched.
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,15 +50,22 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t 
   bytes_ = bytes;
 }
 
-VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
+VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory kind, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
                                      const std::string& who)
-    : dev_(std::move(dev)), who_(who) {
+    : dev_(std::move(dev)), who_(who), remote_(kind.remote) {
   char where[64];
   std::snprintf(where, sizeof where, "%p", addr);
   const std::string range = std::string("caller memory at ") + where + ", " + std::to_string(bytes) + " bytes";
   if (addr == nullptr || bytes == 0) throw TransportError(who + ": cannot register " + range + ": empty range");
-  // LOCAL_WRITE: a Read (and a fetching atomic) lands in it. No remote access: it is never shared.
-  mr_.reset(ibv_reg_mr(dev_->pd.get(), addr, bytes, IBV_ACCESS_LOCAL_WRITE));
+  // LOCAL_WRITE: a Read (and a fetching atomic) lands in it. Local only (register_memory): no
+  // remote access, it is never shared. Exposed (expose_memory): what allocate()'s regions allow.
+  // No alignment is needed: the MR's iova is `addr` and the device (rxe: ib_umem_get) pins the
+  // whole pages around [addr, addr + bytes) but checks each remote access against exactly that
+  // range, so the neighbours sharing its first and last page stay out of reach.
+  const int access = kind.remote ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                       IBV_ACCESS_REMOTE_ATOMIC
+                                 : IBV_ACCESS_LOCAL_WRITE;
+  mr_.reset(ibv_reg_mr(dev_->pd.get(), addr, bytes, access));
   if (!mr_) {
     const int err = errno;
     throw TransportError(who + ": ibv_reg_mr of " + range + " failed: " + std::strerror(err) + " (errno " +
@@ -59,9 +79,9 @@ VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles
 }
 
 std::vector<uint8_t> VerbsMemoryRegion::packed_key() const {
-  if (!buf_) {
+  if (!remote_) {
     throw TransportError(who_ + ": caller memory registered with register_memory() is local only: it has no key "
-                                "for peers");
+                                "for peers (expose_memory() makes one)");
   }
   KeyBlob k;
   k.addr = reinterpret_cast<uint64_t>(addr_);
@@ -77,19 +97,27 @@ bool VerbsMemoryRegion::contains(const void* p, size_t n) const noexcept {
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
-  return std::make_unique<VerbsMemoryRegion>(dev_, bytes, "rank " + std::to_string(cfg_.rank) + ": " + describe_);
+  return std::make_unique<VerbsMemoryRegion>(dev_, bytes, self_ + ": " + describe_);
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::register_memory(void* addr, size_t bytes) {
   return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{}, dev_, addr, bytes,
-                                             "rank " + std::to_string(cfg_.rank) + ": " + describe_);
+                                             self_ + ": " + describe_);
+}
+
+std::unique_ptr<MemoryRegion> VerbsTransport::expose_memory(void* addr, size_t bytes) {
+  // Destroying the region deregisters the MR: the rkey is invalid from then on, so a peer's
+  // later access with it fails at the peer (IBV_WC_REM_ACCESS_ERR) and never reaches the memory.
+  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{.remote = true}, dev_, addr, bytes,
+                                             self_ + ": " + describe_);
 }
 
 std::unique_ptr<RemoteKey> VerbsTransport::unpack_key(int peer, std::span<const uint8_t> packed) {
-  const std::string who = "rank " + std::to_string(cfg_.rank) + ": " + describe_;
-  if (peer < 0 || peer >= cfg_.nranks) {
-    throw TransportError(who + ": unpack_key for peer " + std::to_string(peer) + ", job has " +
-                         std::to_string(cfg_.nranks) + " ranks");
+  const std::string who = self_ + ": " + describe_;
+  if (peer < 0 || peer >= npeers()) {
+    throw TransportError(who + ": unpack_key for peer " + std::to_string(peer) + ", " +
+                         (cfg_.dynamic_peers ? std::to_string(npeers()) + " run-time peers added"
+                                             : "job has " + std::to_string(cfg_.nranks) + " ranks"));
   }
   try {
     const KeyBlob k = KeyBlob::unpack(packed);

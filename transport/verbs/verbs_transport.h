@@ -10,8 +10,8 @@ namespace rwin::transport {
 
 // Opens the device named by cfg.ib_device (or the first one whose port cfg.ib_port is ACTIVE),
 // picks the GID (cfg.gid_index, -1 = auto) and creates the protection domain and completion
-// queue. Queue pairs are created by connect(). Throws TransportError naming every device it
-// saw when none fits.
+// queue. Queue pairs are created by connect(), or one per add_peer() with cfg.dynamic_peers.
+// Throws TransportError naming every device it saw when none fits.
 std::unique_ptr<Transport> make_verbs_transport(const TransportConfig& cfg);
 
 // How many RDMA devices ibv_get_device_list() reports (0 when none or on error). Never throws;

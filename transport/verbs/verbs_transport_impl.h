@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "transport/transport.h"
+#include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_device.h"
 #include "transport/verbs/verbs_handles.h"
 
@@ -23,12 +24,16 @@ class VerbsMemoryRegion final : public MemoryRegion {
  public:
   // Registers `bytes` (rounded up to whole pages) of fresh, zeroed, page-aligned memory.
   VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who);
-  // Registers the caller's [addr, addr + bytes) for local use only (register_memory): the device
-  // may read it (Write source) and write it (Read destination, atomic results). Owns the MR only.
-  struct CallerMemory {};
+  // Registers the caller's [addr, addr + bytes). For local use only (register_memory): the device
+  // may read it (Write source) and write it (Read destination, atomic results). With `remote`
+  // (expose_memory) peers may also write, read and update it atomically through packed_key().
+  // Owns the MR only: destroying the region deregisters, never frees.
+  struct CallerMemory {
+    bool remote = false;
+  };
   VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
                     const std::string& who);
-  std::vector<uint8_t> packed_key() const override;  // throws for caller memory (never remote)
+  std::vector<uint8_t> packed_key() const override;  // throws for local-only caller memory
   uint32_t lkey() const noexcept { return mr_->lkey; }
   // True when [p, p + n) lies inside this region.
   bool contains(const void* p, size_t n) const noexcept;
@@ -39,6 +44,7 @@ class VerbsMemoryRegion final : public MemoryRegion {
   HostBufferPtr buf_;  // null for caller memory
   MrPtr mr_;
   std::string who_;    // caller memory: names the device in packed_key()'s error
+  bool remote_ = true;  // false: register_memory() (local only, no key)
 };
 
 class VerbsRemoteKey final : public RemoteKey {
@@ -74,6 +80,11 @@ class VerbsTransport final : public Transport {
   std::string describe() const override { return describe_; }
   Capabilities capabilities() const override;
   void connect(bootstrap::Bootstrap& bs) override;
+  // Run-time peers (cfg.dynamic_peers): one RC QP per add_peer(), connected by connect_peer().
+  int add_peer() override;
+  std::vector<uint8_t> local_endpoint(int peer) override;
+  void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
+  std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) override;
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) override;
@@ -81,7 +92,8 @@ class VerbsTransport final : public Transport {
   void poll(std::vector<Completion>& out) override;
   std::string peer_error(int peer) const override;
   // Moves the peer's QP to the error state: the device flushes its WRs and the peer's RDMA
-  // operations through it are refused from then on; pending work completes failed.
+  // operations through it are refused from then on; pending work completes failed. A run-time
+  // peer's QP is then destroyed (its slot stays, failed: indices are never reused).
   void fail_peer(int peer, const std::string& msg) noexcept override;
   // Every QP to the error state (the MRs can then be deregistered: nothing reaches them).
   void quiesce(bool graceful) noexcept override;
@@ -115,6 +127,8 @@ class VerbsTransport final : public Transport {
   };
   struct Peer {
     QpPtr qp;
+    QpAddress local;         // what the other side needs (our qpn, initial PSN, GID, ...)
+    bool connected = false;  // at RTS: post() may hand work to the device
     std::deque<Pending> pending;  // staged + posted, not yet completed; size() <= sq_depth_
     std::vector<Staged> staged;   // built, not yet given to ibv_post_send (capacity kChain)
     uint32_t next_seq = 1;
@@ -122,10 +136,20 @@ class VerbsTransport final : public Transport {
     std::string error;  // sticky failure, empty while healthy
   };
 
-  // verbs_connect.cpp
+  // verbs_connect.cpp: the steps both connect() and the run-time path take.
+  // Creates the peer's QP, moves it to INIT, picks its PSN; returns what the other side needs.
+  QpAddress open_qp(int peer);
+  // Checks the remote side (link layer, MTU, GID), moves the QP to RTR and RTS. `from` names the
+  // remote in messages ("peer 3", "endpoint of instance 0x.. slot 2").
+  void connect_qp(int peer, const QpAddress& remote, const std::string& from);
   QpPtr create_qp(int peer);
   void qp_to_init(ibv_qp* qp, int peer);
-  void qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const struct ConnBlob& remote);
+  void qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const QpAddress& remote);
+  // Grows the CQ (ibv_resize_cq) so that `live` peers' send queues fit; throws TransportError.
+  void ensure_cq_room(size_t live);
+  // "rank 2 -> peer 1: verbs(rxe0 port 1 gid 1)": the prefix of every per-peer message.
+  std::string who(int peer) const;
+  int npeers() const noexcept { return static_cast<int>(peers_.size()); }
 
   // verbs_datapath.cpp
   std::string check_work(const Work& w, uint32_t& lkey, uint32_t& rkey) const;
@@ -144,9 +168,19 @@ class VerbsTransport final : public Transport {
   CqPtr cq_;
   uint32_t sq_depth_ = 0;    // send queue slots per peer
   uint32_t max_inline_ = 0;  // from the created QPs: Writes up to this many bytes go inline
-  std::vector<Peer> peers_;
+  bool have_qp_ = false;     // max_inline_ is set
+  std::string self_;         // "rank 2" (collective) or "verbs instance 0x..." (run-time peers)
+  uint64_t instance_ = 0;    // run-time peers: random id sent in every EndpointBlob
+  int cq_cqe_ = 0;           // the CQ's size as created or resized
+  // Run-time peers: a failed peer's QP is destroyed, but up to sq_depth_ of its WCs may still sit
+  // in the CQ until poll() finds it empty; until then they count against the CQ's size.
+  size_t live_peers_ = 0;
+  size_t retired_undrained_ = 0;
+  // A deque: add_peer() appends without moving the other peers (no Peer& or staged chain of a
+  // peer with work in flight is invalidated). wr_id carries the peer index, never a pointer.
+  std::deque<Peer> peers_;
   std::unique_ptr<VerbsMemoryRegion> scratch_;  // 8-byte sink for AtomicAdd's unused result
-  bool connected_ = false;
+  bool connected_ = false;  // collective connect() done (run-time peers: Peer::connected)
   std::vector<Completion> ready_;  // completions produced outside poll() (validation failures)
 };
 
