@@ -11,12 +11,8 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 py=${RWIN_PYTHON:-/usr/bin/python3}
 export PYTHONPATH=$bin/../python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 unset RWIN_RANK RWIN_NRANKS RWIN_ROOT  # not a job: conftest.py would leave test_agent.py out
-so=$(ls "$bin"/../python/rwin/_rwin*.so 2>/dev/null | head -1)
-if [[ -n $so ]] && ldd "$so" | grep -q libasan; then  # as python_pytest.sh
-  pre=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)
-  export LD_PRELOAD=$pre${LD_PRELOAD:+:$LD_PRELOAD} PYTHONMALLOC=malloc
-  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-fi
+source "$src/tests/scripts/python_asan_env.sh"
+rwin_python_asan_env "$bin/../python" python_agent
 if ! "$py" -c "import rwin; rwin.Agent" 2>/dev/null; then
   echo "python_agent: SKIPPED: no rwin.Agent in $bin/../python (pybind11 missing at configure time?)"
   exit 77

@@ -14,15 +14,8 @@ if [[ ! -f $bin/../python/rwin/__init__.py ]]; then
   echo "python_pytest: SKIPPED: no Python package in $bin/../python (pybind11 missing at configure time?)"
   exit 77
 fi
-# A sanitizer build's module needs the runtime preloaded into the (uninstrumented) interpreter; CPython's
-# own allocations are then leaks to LSan, so leak checking is off for these processes.
-so=$(ls "$bin"/../python/rwin/_rwin*.so 2>/dev/null | head -1)
-if [[ -n $so ]] && ldd "$so" | grep -q libasan; then
-  pre=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)
-  export LD_PRELOAD=$pre${LD_PRELOAD:+:$LD_PRELOAD} PYTHONMALLOC=malloc
-  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-  echo "python_pytest: ASan build: LD_PRELOAD=$LD_PRELOAD PYTHONMALLOC=malloc, leak checking off"
-fi
+source "$(dirname "$0")/python_asan_env.sh"
+rwin_python_asan_env "$bin/../python" python_pytest
 cd "$src"
 pass=0 fail=0
 pytest_run() {  # pytest_run UCX_TLS NRANKS

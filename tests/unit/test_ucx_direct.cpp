@@ -24,7 +24,7 @@ TEST(UcxDirect, CopyIsExactAtEverySkewAndSize) {
   uint8_t* dst_page = page(dst_buf);
   for (size_t i = 0; i < 2 * 4096 + 4096; ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
   for (size_t skew : {0, 1, 8, 63, 64, 100}) {
-    for (size_t n : {1, 8, 2047, 2048, 3000, 4031, 4032, 4033, 4096, 5000, 8064, 8192}) {
+    for (size_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 2047, 2048, 3000, 4031, 4032, 4033, 4096, 5000, 8064, 8192}) {
       uint8_t* dst = dst_page + skew;
       std::memset(dst_page, 0xEE, 2 * 4096 + 4096);
       direct::copy(dst, src, n);
