@@ -503,46 +503,30 @@ void AgentImpl::wait_track(Track& t, Conn& c, AgentClock::time_point deadline, c
 }
 
 void AgentImpl::put(const RemoteRegion& dst, uint64_t off, const void* src, size_t n) {
-  RemoteRegionState& r = use(dst, "put", off, n);
-  if (n == 0) return;
-  if (src == nullptr) fail(ErrorCode::InvalidArgument, "put of " + std::to_string(n) + " bytes: src is null");
-  Conn& c = conn_of(r);
-  const std::string what = "put of " + std::to_string(n) + " bytes at offset " + std::to_string(off) + " into " + region_name(r);
-  std::unique_ptr<tp::MemoryRegion> local;
-  try {
-    local = tr->register_memory(const_cast<void*>(src), n);
-  } catch (const tp::TransportError& e) {
-    fail(ErrorCode::Transport, what + ": " + e.what());
-  }
-  const size_t chunk = std::max<size_t>(1, std::min(caps.max_message_bytes, caps.default_chunk_bytes));
-  const int depth = std::max(1, caps.default_pipeline_depth);
-  const auto deadline = AgentClock::now() + opt.op_timeout;
-  Track t(*this);
-  for (size_t pos = 0; pos < n; pos += chunk) {
-    wait_track(t, c, deadline, what, depth - 1);
-    // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
-    if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
-    tp::Work w;
-    w.op = tp::Op::Write;
-    w.local = const_cast<char*>(static_cast<const char*>(src)) + pos;
-    w.local_mr = local.get();
-    w.remote_addr = r.base + off + pos;
-    w.rkey = r.key.get();
-    w.bytes = std::min(chunk, n - pos);
-    post(c, w, t, what);
-  }
-  wait_track(t, c, deadline, what, 0);
+  transfer(tp::Op::Write, dst, off, const_cast<void*>(src), n);
 }
 
 void AgentImpl::get(void* dst, const RemoteRegion& src, uint64_t off, size_t n) {
-  RemoteRegionState& r = use(src, "get", off, n);
+  transfer(tp::Op::Read, src, off, dst, n);
+}
+
+// put (Write: `local` is the source) and get (Read: `local` is the destination), cut into chunks
+// with the transport's pipeline depth in flight.
+void AgentImpl::transfer(tp::Op op, const RemoteRegion& remote, uint64_t off, void* local, size_t n) {
+  const bool put = op == tp::Op::Write;
+  const char* name = put ? "put" : "get";
+  RemoteRegionState& r = use(remote, name, off, n);
   if (n == 0) return;
-  if (dst == nullptr) fail(ErrorCode::InvalidArgument, "get of " + std::to_string(n) + " bytes: dst is null");
+  if (local == nullptr) {
+    fail(ErrorCode::InvalidArgument,
+         std::string(name) + " of " + std::to_string(n) + " bytes: " + (put ? "src" : "dst") + " is null");
+  }
   Conn& c = conn_of(r);
-  const std::string what = "get of " + std::to_string(n) + " bytes at offset " + std::to_string(off) + " from " + region_name(r);
-  std::unique_ptr<tp::MemoryRegion> local;
+  const std::string what = std::string(name) + " of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
+                           (put ? " into " : " from ") + region_name(r);
+  std::unique_ptr<tp::MemoryRegion> mr;
   try {
-    local = tr->register_memory(dst, n);
+    mr = tr->register_memory(local, n);
   } catch (const tp::TransportError& e) {
     fail(ErrorCode::Transport, what + ": " + e.what());
   }
@@ -555,9 +539,9 @@ void AgentImpl::get(void* dst, const RemoteRegion& src, uint64_t off, size_t n) 
     // Revoked while we wait: the owner refuses the rest anyway; stop here with the clear error.
     if (r.stale) fail(ErrorCode::UseAfterFree, what + ": revoked by its owner after " + std::to_string(pos) + " bytes");
     tp::Work w;
-    w.op = tp::Op::Read;
-    w.local = static_cast<char*>(dst) + pos;
-    w.local_mr = local.get();
+    w.op = op;
+    w.local = static_cast<char*>(local) + pos;
+    w.local_mr = mr.get();
     w.remote_addr = r.base + off + pos;
     w.rkey = r.key.get();
     w.bytes = std::min(chunk, n - pos);

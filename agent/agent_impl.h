@@ -79,6 +79,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   RemoteRegion import_region(std::span<const uint8_t> d);
   void put(const RemoteRegion& dst, uint64_t off, const void* src, size_t n);
   void get(void* dst, const RemoteRegion& src, uint64_t off, size_t n);
+  void transfer(transport::Op op, const RemoteRegion& remote, uint64_t off, void* local, size_t n);
   void notify(const RemoteRegion& sig, uint64_t off, int64_t value, NotifyOp op);
   void flush_conn(Conn& c, const std::string& what);
   void flush();

@@ -5,11 +5,26 @@
 set -uo pipefail
 BIN=${1:?usage: guest-suite.sh BIN_DIR}
 [[ "${RWIN_IN_GUEST:-}" == 1 ]] || { echo "guest-suite.sh runs inside tests/rxe/run-in-guest.sh" >&2; exit 2; }
-fails=0
+fails=0 flaky=0
+# A failed step runs once more. rdma_rxe under qemu TCG now and then leaves an RC queue pair stuck: a
+# write neither completes nor times out until the QP is torn down (seen: a 1 KiB put on 3 ranks
+# outstanding for the whole 120 s op deadline, then "Work Request Flushed" at teardown; a put(Add) on
+# 5 ranks with "retry counter exceeded"), on code paths that pass thousands of times on the same
+# build. A step that fails twice fails the suite; one that passes on its second run is reported as
+# FLAKY (with the first run's output above it) and counted in the summary line.
 step() {  # step NAME CMD...
   local name=$1; shift
   local t0=$SECONDS
-  if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; else echo "guest: FAIL $name ($((SECONDS - t0)) s)"; fails=$((fails + 1)); fi
+  if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; return; fi
+  echo "guest: FAIL (first run) $name ($((SECONDS - t0)) s): running it once more"
+  t0=$SECONDS
+  if "$@"; then
+    echo "guest: FLAKY $name: failed, then passed on its second run ($((SECONDS - t0)) s)"
+    flaky=$((flaky + 1))
+  else
+    echo "guest: FAIL $name ($((SECONDS - t0)) s)"
+    fails=$((fails + 1))
+  fi
 }
 ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK [DTYPE]]: every rank and the summary must say OK
   local out
@@ -132,5 +147,5 @@ fi
 
 # 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
 step "fault suite: kill -9 of a rank over verbs" bash "$(dirname "$0")/guest-faults.sh" "$BIN"
-echo "guest: $fails failed step(s)"
+echo "guest: $fails failed step(s), $flaky flaky (passed on a second run)"
 [[ $fails -eq 0 ]]
