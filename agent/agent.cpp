@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -35,12 +36,16 @@ std::string hex_token(const agent::Token& t) {
 
 long long ms(std::chrono::milliseconds m) { return static_cast<long long>(m.count()); }
 
+// A blocking call spins and yields this long (as Backoff does) before it sleeps on the transport's
+// wake-up descriptor: a sleep costs a wake-up of ~10 us or more, fine once a wait is long anyway.
+constexpr auto kSpinBeforeSleep = 2ms;
+
 }  // namespace
 
 RemoteRegionState::~RemoteRegionState() {
   if (!key) return;
   if (auto a = agent.lock()) {
-    std::lock_guard lk(a->mu);
+    CallLock lk(*a);
     if (a->closed) {
       (void)key.release();  // the transport is gone: its key handle with it (close() resets live ones)
     } else {
@@ -121,6 +126,8 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   } catch (const tp::TransportError& e) {
     throw Error(ErrorCode::Transport, "agent " + address + ": " + e.what());
   }
+  wake_fd = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_fd) throw Error(ErrorCode::Transport, "agent " + address + ": eventfd: " + std::strerror(errno));
   describe = "agent " + address + " " + tr->describe();
   last_control = AgentClock::now();
   RWIN_LOG(Info, Core, "rwin: %s: listening", describe.c_str());
@@ -132,10 +139,20 @@ void AgentImpl::start() {
 
 void AgentImpl::close() noexcept {
   stop.store(true);
-  if (thread.joinable()) thread.join();
+  if (thread.joinable()) {
+    if (wake_fd) (void)::eventfd_write(wake_fd.get(), 1);  // out of its sleep
+    thread.join();
+  }
   std::lock_guard lk(mu);
   if (closed) return;
   try {
+    // Peers learn of an orderly close before the EOF (best effort: a full socket drops it).
+    for (auto& [id, c] : conns) {
+      if (c->state != Conn::State::Ready) continue;
+      agent::Msg bye;
+      bye.type = agent::MsgType::Bye;
+      send(*c, bye);
+    }
     for (auto& s : slots) {
       if (s.live) {
         s.live->live = false;
@@ -239,8 +256,10 @@ void AgentImpl::deregister(RegionState& r) {
   const auto deadline = AgentClock::now() + opt.op_timeout;
   detail::Backoff bo;
   try {
+    const auto t0 = AgentClock::now();
     while (!pr.conns.empty() && AgentClock::now() < deadline) {
       progress_once(true);
+      if (!pr.conns.empty() && AgentClock::now() - t0 > kSpinBeforeSleep && sleep_locked(deadline, false)) continue;
       bo.idle();
     }
   } catch (...) {
@@ -483,14 +502,17 @@ void AgentImpl::post(Conn& c, tp::Work w, Track& t, const std::string& what) {
 // Waits until at most `until` of t's work is in flight; throws on a failure or the deadline.
 void AgentImpl::wait_track(Track& t, Conn& c, AgentClock::time_point deadline, const std::string& what, int until) {
   detail::Backoff bo;
+  const auto t0 = AgentClock::now();
   while (t.inflight > until && t.error.empty()) {
     if (c.state == Conn::State::Failed) break;
     progress_once(false);
     if (t.inflight <= until || !t.error.empty()) break;
-    if (AgentClock::now() > deadline) {
+    const auto now = AgentClock::now();
+    if (now > deadline) {
       fail(ErrorCode::Timeout, what + " to agent " + c.label + " did not complete within " +
                                    std::to_string(ms(opt.op_timeout)) + " ms (op_timeout)");
     }
+    if (now - t0 > kSpinBeforeSleep && sleep_locked(deadline, true)) continue;
     bo.idle();
   }
   if (!t.error.empty()) {
@@ -633,12 +655,14 @@ bool AgentImpl::check(const Region& sig, uint64_t off, int64_t expected, WaitCmp
 }
 
 void AgentImpl::wait(const Region& sig, uint64_t off, int64_t expected, WaitCmp cmp, std::chrono::milliseconds t) {
-  const auto deadline = AgentClock::now() + t;
+  const auto t0 = AgentClock::now();
+  const auto deadline = t0 + t;
   detail::Backoff bo;
   while (!check(sig, off, expected, cmp, "wait")) {
     progress_once(false);
     if (check(sig, off, expected, cmp, "wait")) return;
-    if (AgentClock::now() > deadline) {
+    const auto now = AgentClock::now();
+    if (now > deadline) {
       RegionState& r = *sig.s_;
       const auto* word = reinterpret_cast<int64_t*>(static_cast<char*>(r.data) + off);
       const int64_t v = std::atomic_ref<const int64_t>(*word).load(std::memory_order_acquire);
@@ -647,6 +671,9 @@ void AgentImpl::wait(const Region& sig, uint64_t off, int64_t expected, WaitCmp 
                                    to_string(cmp) + " " + std::to_string(expected) + ", not within " +
                                    std::to_string(ms(t)) + " ms");
     }
+    // A signal written through the transport (UCX: an am request we apply) wakes the sleep; one
+    // written by the adapter (verbs) raises no event, so there the wait keeps polling (Backoff).
+    if (now - t0 > kSpinBeforeSleep && sleep_locked(deadline, true)) continue;
     bo.idle();
   }
 }
@@ -663,7 +690,7 @@ void Region::deregister() {
   if (!s_) return;
   auto a = s_->agent.lock();
   if (!a) return;
-  std::lock_guard lk(a->mu);
+  CallLock lk(*a);
   a->deregister(*s_);
 }
 bool Region::valid() const {
@@ -684,24 +711,24 @@ std::string Agent::address() const { return impl_->address; }
 std::string Agent::describe() const { return impl_->describe; }
 
 Region Agent::register_memory(void* data, size_t bytes) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   return impl_->register_memory(data, bytes);
 }
 RemoteRegion Agent::import_region(std::span<const uint8_t> descriptor) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   return impl_->import_region(descriptor);
 }
 void Agent::put(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->put(dst, offset, src, bytes);
 }
 void Agent::get(void* dst, const RemoteRegion& src, uint64_t offset, size_t bytes) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->get(dst, src, offset, bytes);
 }
 void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes,
                        const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   AgentImpl& a = *impl_;
   // Both checked before anything is sent: a bad signal must not leave the data half announced.
   RemoteRegionState& d = a.use(dst, "put_notify (data)", offset, bytes);
@@ -721,25 +748,33 @@ void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src
   a.notify(signal, signal_offset, value, op);
 }
 void Agent::notify(const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->notify(signal, signal_offset, value, op);
 }
 void Agent::flush() {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->flush();
 }
 void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp,
                  std::optional<std::chrono::milliseconds> timeout) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->wait(signal, offset, expected, cmp, timeout.value_or(impl_->opt.op_timeout));
 }
 bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp) {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   impl_->progress_once(false);
   return impl_->check(signal, offset, expected, cmp, "test");
 }
+AgentStats Agent::stats() const {
+  AgentStats s;
+  s.thread_rounds = impl_->rounds.load(std::memory_order_relaxed);
+  s.thread_sleeps = impl_->sleeps.load(std::memory_order_relaxed);
+  s.thread_timer_sleeps = impl_->timer_sleeps.load(std::memory_order_relaxed);
+  return s;
+}
+
 void Agent::progress() {
-  std::lock_guard lk(impl_->mu);
+  CallLock lk(*impl_);
   if (!impl_->closed) impl_->progress_once(false);
 }
 

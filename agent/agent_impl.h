@@ -4,6 +4,8 @@
 // destructor takes the lock again). docs/AGENT.md describes the protocol.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -94,11 +96,16 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   void handle(Conn& c, const agent::Msg& m);
   void send(Conn& c, const agent::Msg& m);
   void flush_wbuf(Conn& c);
-  void fail_conn(Conn& c, const std::string& why);
+  void fail_conn(Conn& c, const std::string& why, bool orderly = false);
   void drop_stranger(Conn& c, const std::string& why);
   void on_completion(const transport::Completion& comp);
   void revoke_flush(uint64_t conn, uint64_t id, uint64_t gen);
   void thread_main();
+  // Sleeping while idle (agent_progress.cpp): the descriptors and the time a sleep may take, or -1
+  // when it may not sleep now; a blocking call's sleep with the lock held; waking the thread.
+  int prepare_sleep(std::vector<pollfd>& pf, std::chrono::milliseconds cap, bool need_events);
+  bool sleep_locked(AgentClock::time_point deadline, bool need_events);
+  void nudge() noexcept;
 
   // Helpers (agent.cpp).
   [[noreturn]] void fail(ErrorCode code, const std::string& msg) const;
@@ -155,6 +162,38 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
 
   std::thread thread;
   std::atomic<bool> stop{false};
+  std::atomic<uint64_t> rounds{0}, sleeps{0}, timer_sleeps{0};  // AgentStats, counted by the thread
+  std::atomic<int> callers{0};  // user calls inside or waiting for mu (CallLock): the thread stays out
+  // Wakes the progress thread from its sleep: on close, and when a call changed what it must watch
+  // (a new control connection, queued control bytes) or armed the transport itself.
+  bootstrap::detail::Fd wake_fd;
+  std::vector<pollfd> sleep_fds;  // a blocking call's sleep (under mu)
+};
+
+// A user call's hold on the agent. Counted before it locks, so the progress thread leaves the lock
+// to callers (a std::mutex is not fair: a thread that unlocks and locks again in a loop can starve
+// a caller) and stays out while any call progresses for it.
+class CallLock {
+ public:
+  explicit CallLock(AgentImpl& a) : a_(a) {
+    a_.callers.fetch_add(1, std::memory_order_relaxed);
+    try {
+      a_.mu.lock();
+    } catch (...) {
+      a_.callers.fetch_sub(1, std::memory_order_relaxed);
+      throw;
+    }
+  }
+  ~CallLock() {
+    a_.mu.unlock();
+    // The thread waits for the count to change (no syscall here when nobody waits).
+    if (a_.callers.fetch_sub(1, std::memory_order_release) == 1) a_.callers.notify_one();
+  }
+  CallLock(const CallLock&) = delete;
+  CallLock& operator=(const CallLock&) = delete;
+
+ private:
+  AgentImpl& a_;
 };
 
 struct Track {

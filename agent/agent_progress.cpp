@@ -1,9 +1,11 @@
 // The agent's progress: transport completions, the control listener and connections (handshake,
 // strangers and garbage, keepalive, imports, revocation), and the progress thread.
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,6 +24,9 @@ namespace {
 constexpr size_t kMaxHandshaking = 64;         // strangers that may hold a socket at once
 constexpr size_t kMaxWbuf = 4 << 20;           // a peer that reads none of its control messages
 constexpr auto kControlEvery = std::chrono::microseconds(100);  // between control polls in hot loops
+constexpr int kIdleSpins = 16;  // timer schedule: idle rounds the thread yields before it sleeps
+constexpr auto kSpinWindow = std::chrono::microseconds(50);  // spinning after work before a sleep
+constexpr auto kSleepCap = std::chrono::milliseconds(200);  // longest sleep: a missed wake-up costs this
 
 long long ms_since(AgentClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(AgentClock::now() - t).count();
@@ -131,10 +136,14 @@ void AgentImpl::flush_wbuf(Conn& c) {
     fail_conn(c, std::string("control connection send failed: ") + std::strerror(errno));
     return;
   }
-  if (c.wbuf.size() > kMaxWbuf) fail_conn(c, "does not read its control connection (" + std::to_string(c.wbuf.size()) + " bytes queued)");
+  if (c.wbuf.size() > kMaxWbuf) {
+    fail_conn(c, "does not read its control connection (" + std::to_string(c.wbuf.size()) + " bytes queued)");
+  } else if (!c.wbuf.empty()) {
+    nudge();  // a sleeping progress thread must watch the socket for room
+  }
 }
 
-void AgentImpl::fail_conn(Conn& c, const std::string& why) {
+void AgentImpl::fail_conn(Conn& c, const std::string& why, bool orderly) {
   if (c.state == Conn::State::Failed) return;
   const bool established = c.state == Conn::State::Ready;
   c.state = Conn::State::Failed;
@@ -144,7 +153,10 @@ void AgentImpl::fail_conn(Conn& c, const std::string& why) {
   c.rbuf.clear();
   if (c.tpeer >= 0 && tr) tr->fail_peer(c.tpeer, describe + ": peer agent " + c.label + " failed: " + why);
   for (PendingRevoke* p : revokes) p->conns.erase(c.id);
-  if (established || c.outbound) {
+  if (orderly) {
+    RWIN_LOG(Info, Core, "rwin: %s: peer agent %s (%s connection) %s", describe.c_str(), c.label.c_str(),
+             c.outbound ? "outbound" : "inbound", why.c_str());
+  } else if (established || c.outbound) {
     RWIN_LOG(Warn, Core, "rwin: %s: peer agent %s (%s connection) failed: %s", describe.c_str(), c.label.c_str(),
              c.outbound ? "outbound" : "inbound", why.c_str());
   } else {
@@ -192,6 +204,7 @@ void AgentImpl::accept_all() {
     c->deadline = AgentClock::now() + opt.connect_timeout;
     c->last_rx = c->last_tx = AgentClock::now();
     conns.emplace(c->id, std::move(c));
+    nudge();  // a sleeping progress thread must watch the new socket
   }
 }
 
@@ -246,6 +259,11 @@ void AgentImpl::handle(Conn& c, const Msg& m) {
   }
   if (m.type == MsgType::Refuse) {
     fail_conn(c, "refused the connection: " + m.text);
+    return;
+  }
+  if (m.type == MsgType::Bye) {  // an orderly close: the same end for its regions, logged as news
+    if (c.state != Conn::State::Ready) return unexpected();
+    fail_conn(c, "closed its agent (an orderly close)", true);
     return;
   }
   switch (c.state) {
@@ -396,31 +414,137 @@ void AgentImpl::control_step() {
   std::erase_if(conns, [](const auto& kv) { return kv.second->state == Conn::State::Failed && !kv.second->outbound; });
 }
 
-// Serves peers while no thread of the process is inside rwin. Idle, it sleeps between rounds
-// (up to 250 us), so it costs little CPU while a served get waits at most that long.
+// What an idle sleep watches and for how long: the listener, the control sockets (room to write
+// where bytes are queued), the transport's wake-up descriptor (armed last, right before the sleep)
+// and the wake descriptor; until the next keepalive or handshake deadline, at most `cap`. -1 when
+// it may not sleep: work of ours is pending, a deadline is due, or nothing would wake it for the
+// transport's traffic (need_events: the caller waits for transport work; otherwise the transport
+// must serve peers without us, as verbs does, and nothing of ours may be in flight). -2 when the
+// transport refused to arm because events are pending (the usual answer right after a wake-up,
+// as arming drains them): poll again, then arm again.
+int AgentImpl::prepare_sleep(std::vector<pollfd>& pf, std::chrono::milliseconds cap, bool need_events) {
+  if (closed || !revoke_retry.empty()) return -1;
+  const int efd = tr->wait_fd();
+  if (efd < 0 && (need_events || !tr->serves_passively() || !revoke_flushes.empty() ||
+                  !handshake_flushes.empty() || !tracks.empty())) {
+    return -1;
+  }
+  const auto now = AgentClock::now();
+  auto until = now + cap;
+  for (const auto& [id, c] : conns) {
+    if (c->state == Conn::State::Ready) {
+      until = std::min({until, c->last_tx + opt.keepalive_interval, c->last_rx + opt.keepalive_timeout});
+    } else if (c->state != Conn::State::Failed) {
+      until = std::min(until, c->deadline);
+    }
+  }
+  if (until <= now) return -1;
+  pf.clear();
+  pf.push_back(pollfd{listen_fd.get(), POLLIN, 0});
+  for (const auto& [id, c] : conns) {
+    if (c->fd) pf.push_back(pollfd{c->fd.get(), static_cast<short>(POLLIN | (c->wbuf.empty() ? 0 : POLLOUT)), 0});
+  }
+  if (efd >= 0) pf.push_back(pollfd{efd, POLLIN, 0});
+  pf.push_back(pollfd{wake_fd.get(), POLLIN, 0});
+  if (efd >= 0 && !tr->arm()) return -2;
+  // Rounded up: a 0 ms poll before a deadline only spins.
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
+}
+
+// A blocking call (wait, completions) sleeps with the lock held: it is the one progressing. The
+// transport was armed by us, not by the progress thread, whose own sleep may then miss the
+// transport's next event: it is nudged to re-arm after our sleep.
+bool AgentImpl::sleep_locked(AgentClock::time_point deadline, bool need_events) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - AgentClock::now());
+  if (left.count() <= 0) return false;
+  const int ms = prepare_sleep(sleep_fds, std::min<std::chrono::milliseconds>(left, kSleepCap), need_events);
+  if (ms < 0) return false;  // the caller polls again either way
+  sleep_fds.pop_back();      // the wake descriptor is the thread's (we write it, it drains it)
+  ::poll(sleep_fds.data(), sleep_fds.size(), ms);
+  nudge();
+  return true;
+}
+
+void AgentImpl::nudge() noexcept {
+  if (!thread.joinable() || !wake_fd || std::this_thread::get_id() == thread.get_id()) return;
+  (void)::eventfd_write(wake_fd.get(), 1);
+}
+
+// Serves peers while no thread of the process is inside rwin. Idle, it sleeps in poll(2) on the
+// sockets and the transport's wake-up descriptor (prepare_sleep), so it costs no CPU and wakes for
+// the next request; where the transport has no such descriptor and needs our progress, it polls
+// on a timer instead (sleeps of up to 250 us, which a served request may wait).
 void AgentImpl::thread_main() {
-  int idle = 0;
+  int idle = 0;  // timer schedule: rounds without work
+  auto active = AgentClock::now();  // the last completion or wake-up
+  auto refused = AgentClock::time_point{};  // the first arm() refusal of a row, or none
+  bool after_call = false;                  // a user call just ended
+  std::vector<pollfd> pf;
   while (!stop.load(std::memory_order_relaxed)) {
+    if (const int n = callers.load(std::memory_order_acquire); n > 0) {  // calls progress: out of their way
+      callers.wait(n, std::memory_order_acquire);
+      after_call = true;
+      continue;
+    }
+    if (after_call) {  // a caller that just left is likely back soon (a loop of calls): leave it the lock
+      after_call = false;
+      timespec ts{0, 100 * 1000};
+      nanosleep(&ts, nullptr);
+      active = AgentClock::now();
+      continue;
+    }
     bool any = false;
+    bool spin = false;
+    int sleep_ms = -1;
     {
       std::lock_guard lk(mu);
       if (closed) return;
+      rounds.fetch_add(1, std::memory_order_relaxed);
       try {
         any = progress_once(true);
+        // Serving a peer's request completes nothing of ours: a short spin after each wake-up
+        // catches the requests that follow it (a get's next get) without a sleep in between.
+        spin = !any && AgentClock::now() - active < kSpinWindow;
+        if (!any && !spin) sleep_ms = prepare_sleep(pf, kSleepCap, false);
       } catch (const std::exception& e) {
         RWIN_LOG(Warn, Core, "rwin: %s: progress thread: %s", describe.c_str(), e.what());
       }
     }
     if (any) {
       idle = 0;
+      active = AgentClock::now();
+      continue;
+    }
+    if (spin) continue;  // no sched_yield: on a loaded host one costs a whole time slice
+    // Arm refused: events pending (UCX's shared memory drains one wake-up datagram per arm, so a
+    // backlog takes as many rounds). Poll again at once; a transport refusing for 10 ms on end
+    // gets the timer schedule for a round.
+    if (sleep_ms == -2) {
+      const auto now = AgentClock::now();
+      if (refused == AgentClock::time_point{}) refused = now;
+      if (now - refused < std::chrono::milliseconds(10)) continue;
+      refused = AgentClock::time_point{};
+    } else {
+      refused = AgentClock::time_point{};
+    }
+    if (sleep_ms >= 0) {
+      sleeps.fetch_add(1, std::memory_order_relaxed);
+      ::poll(pf.data(), pf.size(), sleep_ms);
+      if (pf.back().revents & POLLIN) {
+        eventfd_t v;
+        (void)::eventfd_read(wake_fd.get(), &v);
+      }
+      idle = 0;
+      active = AgentClock::now();
       continue;
     }
     ++idle;
-    if (idle < 16) {
+    if (idle <= kIdleSpins) {
       sched_yield();
       continue;
     }
-    const long us = std::min(250L, 10L * (idle - 15));
+    timer_sleeps.fetch_add(1, std::memory_order_relaxed);
+    const long us = std::min(250L, 10L * (idle - kIdleSpins));
     timespec ts{0, us * 1000};
     nanosleep(&ts, nullptr);
   }

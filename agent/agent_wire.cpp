@@ -43,6 +43,7 @@ const char* msg_name(MsgType t) noexcept {
     case MsgType::Revoke: return "revoke";
     case MsgType::RevokeAck: return "revoke-ack";
     case MsgType::Refuse: return "refuse";
+    case MsgType::Bye: return "bye";
   }
   return "?";
 }
@@ -105,7 +106,8 @@ std::vector<uint8_t> encode(const Msg& m) {
       break;
     case MsgType::Welcome: put_blob(w, m.endpoint); break;
     case MsgType::Ready:
-    case MsgType::Ping: break;
+    case MsgType::Ping:
+    case MsgType::Bye: break;
     case MsgType::Import:
       w.u64(m.req);
       w.u64(m.region_id);
@@ -138,7 +140,7 @@ std::optional<Msg> decode_body(std::span<const uint8_t> body, std::string& why) 
     why = "frame version " + std::to_string(version) + ", this build speaks " + std::to_string(kFrameVersion);
     return std::nullopt;
   }
-  if (!r.u8(type) || type < 1 || type > static_cast<uint8_t>(MsgType::Refuse)) {
+  if (!r.u8(type) || type < 1 || type > static_cast<uint8_t>(MsgType::Bye)) {
     why = "unknown frame type " + std::to_string(type);
     return std::nullopt;
   }
@@ -149,7 +151,8 @@ std::optional<Msg> decode_body(std::span<const uint8_t> body, std::string& why) 
     case MsgType::Hello: ok = r.bytes(m.token) && get_str(r, m.text) && get_blob(r, m.endpoint); break;
     case MsgType::Welcome: ok = get_blob(r, m.endpoint); break;
     case MsgType::Ready:
-    case MsgType::Ping: break;
+    case MsgType::Ping:
+    case MsgType::Bye: break;
     case MsgType::Import: ok = r.u64(m.req) && r.u64(m.region_id) && r.u64(m.generation); break;
     case MsgType::ImportReply: ok = r.u64(m.req) && r.u8(m.status) && m.status <= 1; break;
     case MsgType::Revoke:

@@ -53,6 +53,7 @@ enum class MsgType : uint8_t {
   Revoke = 7,       // region id, generation: deregistered
   RevokeAck = 8,    // region id, generation: no write of ours can still reach it
   Refuse = 9,       // text: why the connection is refused (then closed)
+  Bye = 10,         // the sender closes its agent (then the socket): an orderly end, not a failure
 };
 const char* msg_name(MsgType t) noexcept;
 

@@ -205,6 +205,17 @@ class Transport {
   // remotely; UCX: the target refuses the address). Throws TransportError naming the address,
   // length and the library's reason.
   virtual std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes);
+  // Sleeping until something happens (an agent's idle progress thread and its long waits), so an
+  // idle owner costs no CPU yet serves a request as soon as it arrives:
+  //   for (;;) { poll(); if nothing happened && arm(): sleep in poll(2) on wait_fd() and sockets }
+  // wait_fd(): readable when poll() may find new work; -1 when the transport has none (the caller
+  // polls on a schedule). arm(): right after a poll() that found nothing, before sleeping; false
+  // when work is pending already (poll again, do not sleep). serves_passively(): peers' one-sided
+  // operations on exposed memory complete without this process calling poll() (verbs RC: the
+  // adapter serves them), so an owner with nothing of its own in flight may sleep on its sockets.
+  virtual int wait_fd() const noexcept { return -1; }
+  virtual bool arm() noexcept { return false; }
+  virtual bool serves_passively() const noexcept { return false; }
 };
 
 struct TransportConfig {

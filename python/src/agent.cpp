@@ -462,7 +462,17 @@ void bind_agent(py::module_& m) {
              py::gil_scoped_release nogil;
              ag->progress();
            },
-           "drive progress once (serve peers, keepalives) without blocking");
+           "drive progress once (serve peers, keepalives) without blocking")
+      .def("stats",
+           [](const PyAgent& pa) {
+             const rwin::AgentStats st = pa.live("stats")->stats();
+             py::dict d;
+             d["thread_rounds"] = st.thread_rounds;
+             d["thread_sleeps"] = st.thread_sleeps;
+             d["thread_timer_sleeps"] = st.thread_timer_sleeps;
+             return d;
+           },
+           "the progress thread's rounds, its sleeps on descriptors and its timer sleeps (rwin::AgentStats)");
 }
 
 }  // namespace rwin_py

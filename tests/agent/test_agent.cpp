@@ -15,6 +15,7 @@
 
 using namespace agent_test;
 using rwin::Agent;
+using rwin::AgentStats;
 using rwin::ErrorCode;
 using rwin::NotifyOp;
 using rwin::Region;
@@ -351,6 +352,45 @@ TEST_P(AgentMp, PassiveServerProgressThread) {
   EXPECT_EQ(reap(server), 0);
 }
 
+// An idle server's progress thread sleeps on descriptors (no timer rounds: an idle agent costs no
+// CPU), and its sleep still wakes for a client's request: the get right after the idle spell is
+// served, and its answer is right.
+TEST_P(AgentMp, IdleProgressThreadSleeps) {
+  const pid_t server = spawn("server", [&] {
+    Agent a(options(/*progress_thread=*/true));
+    std::vector<uint8_t> data(4096);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 21);
+    Region rd = a.register_memory(data.data(), data.size());
+    publish(dir, "s.data", rd.descriptor());
+    await(dir, "c.connected");
+    const AgentStats before = a.stats();
+    std::this_thread::sleep_for(300ms);  // idle, a peer connected (keepalives run)
+    const AgentStats after = a.stats();
+    publish(dir, "s.idle");
+    REQUIRE(after.thread_timer_sleeps == before.thread_timer_sleeps);
+    REQUIRE(after.thread_sleeps > before.thread_sleeps);
+    // The timer schedule would take >= 1200 rounds in 300 ms (sleeps of at most 250 us).
+    REQUIRE(after.thread_rounds - before.thread_rounds < 1000);
+    await(dir, "c.done");
+    return 0;
+  });
+  const pid_t client = spawn("client", [&] {
+    Agent a(options());
+    RemoteRegion d = a.import_region(await(dir, "s.data"));
+    std::vector<uint8_t> got(4096);
+    a.get(got.data(), d, 0, got.size());
+    publish(dir, "c.connected");
+    await(dir, "s.idle");
+    std::fill(got.begin(), got.end(), 0);
+    a.get(got.data(), d, 0, got.size());  // the server's thread is asleep: the request wakes it
+    for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == pattern(i, 21));
+    publish(dir, "c.done");
+    return 0;
+  });
+  EXPECT_EQ(reap(client), 0);
+  EXPECT_EQ(reap(server), 0);
+}
+
 // Several threads of one process call one agent at once (its mutex serialises them) while its
 // progress thread runs too; the server is passive. Every thread's data arrives and reads back.
 TEST_P(AgentMp, ConcurrentCallersAndProgressThread) {
@@ -563,6 +603,40 @@ TEST_P(AgentMp, HandlesOutliveTheAgent) {
     return 0;
   });
   EXPECT_EQ(reap(p), 0);
+}
+
+// An owner that closes its agent says so (a bye frame before the EOF): the importer's next use fails
+// naming an orderly close, not a failure of the process (and logs it at info, not warn).
+TEST_P(AgentMp, OrderlyCloseIsNamed) {
+  const pid_t server = spawn("server", [&] {
+    std::vector<uint8_t> data(4096, 7);
+    {
+      Agent a(options(/*progress_thread=*/true));
+      Region rd = a.register_memory(data.data(), data.size());
+      publish(dir, "s.data", rd.descriptor());
+      await(dir, "c.got");
+    }  // closed: bye, then EOF
+    publish(dir, "s.closed");
+    await(dir, "c.done");
+    return 0;
+  });
+  const pid_t client = spawn("client", [&] {
+    Agent a(options());
+    RemoteRegion d = a.import_region(await(dir, "s.data"));
+    std::vector<uint8_t> got(4096);
+    a.get(got.data(), d, 0, got.size());
+    REQUIRE(got[4095] == 7);
+    publish(dir, "c.got");
+    await(dir, "s.closed");  // the bye and the EOF are in our socket by now
+    const auto end = std::chrono::steady_clock::now() + 50ms;
+    while (std::chrono::steady_clock::now() < end) a.progress();
+    expect_error([&] { a.get(got.data(), d, 0, got.size()); }, ErrorCode::PeerFailed,
+                 {"get of 4096 bytes", "closed its agent (an orderly close)"});
+    publish(dir, "c.done");
+    return 0;
+  });
+  EXPECT_EQ(reap(client), 0);
+  EXPECT_EQ(reap(server), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, AgentMp,

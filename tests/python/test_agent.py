@@ -427,6 +427,23 @@ def test_passive_server_blocked_in_grpc(agent, workers):
         server.stop(None)
 
 
+def test_idle_progress_thread_sleeps(agent, workers):
+    """An idle progress thread sleeps on descriptors, never on the timer, and still wakes for a get."""
+    w = workers(progress_thread=True)
+    remote = agent.import_region(w.register("d", 4096, seed=71))
+    got = np.zeros(4096, np.uint8)
+    agent.get(got, remote, 0)  # connected both ways: keepalives run while idle
+    before = agent.stats()
+    assert set(before) == {"thread_rounds", "thread_sleeps", "thread_timer_sleeps"}
+    time.sleep(0.3)
+    after = agent.stats()
+    assert after["thread_timer_sleeps"] == before["thread_timer_sleeps"]
+    assert after["thread_sleeps"] > before["thread_sleeps"]
+    got[:] = 0
+    agent.get(got, remote, 0)  # the worker's thread slept as well: the request wakes it
+    assert sha(got) == sha(pattern(71, 4096))
+
+
 def test_active_peer_without_progress_thread(agent, workers):
     """A peer without the progress thread is served while it is inside rwin (here: agent.wait)."""
     w = workers(progress_thread=False)

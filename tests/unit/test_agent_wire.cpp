@@ -100,7 +100,7 @@ TEST(AgentWire, FramesRoundTripAndGarbage) {
   EXPECT_EQ(d->endpoint, m.endpoint);
   for (size_t n = 0; n + 4 < f.size(); ++n) EXPECT_FALSE(decode_body(std::span(f.data() + 4, n), why)) << n;
   for (MsgType t : {MsgType::Welcome, MsgType::Ready, MsgType::Ping, MsgType::Import, MsgType::ImportReply,
-                    MsgType::Revoke, MsgType::RevokeAck, MsgType::Refuse}) {
+                    MsgType::Revoke, MsgType::RevokeAck, MsgType::Refuse, MsgType::Bye}) {
     Msg x;
     x.type = t;
     x.req = 5;

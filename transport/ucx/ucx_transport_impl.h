@@ -333,6 +333,8 @@ class UcxTransport final : public Transport {
   std::vector<uint8_t> local_endpoint(int peer) override;
   void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
   std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
+  int wait_fd() const noexcept override { return event_fd_; }
+  bool arm() noexcept override;
 
  private:
   struct Peer {
@@ -437,6 +439,7 @@ class UcxTransport final : public Transport {
   bool any_am_ = false;     // some peer is reached in am mode
   bool peer_failed_ = false;  // a peer failed since fail_abandoned() last looked
   bool dynamic_ = false;      // peers are added at run time (add_peer); nranks_ counts them
+  int event_fd_ = -1;         // the worker's wakeup descriptor (dynamic_peers: UCP_FEATURE_WAKEUP), or -1
   std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
   std::vector<std::unique_ptr<Pending>> all_;  // every Pending ever made; outlives the worker
   std::vector<std::unique_ptr<Batch>> batches_;  // every Batch ever made; outlives the worker

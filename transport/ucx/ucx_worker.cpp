@@ -81,6 +81,10 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
   // The am feature only where am may be used, so "native" is exactly the former configuration.
   if (rma_mode_ != "native") params.features |= UCP_FEATURE_AM;
+  // Run-time peers: an agent's idle progress thread sleeps on the worker's event descriptor
+  // (wait_fd/arm) instead of polling on a timer. Only there: it may narrow UCX's choice of lanes to
+  // transports with wake-up events, which an SPMD job has no use for.
+  if (cfg.dynamic_peers) params.features |= UCP_FEATURE_WAKEUP;
   ucp_context_h ctx = nullptr;
   s = ucp_init(&params, config, &ctx);
   ucp_config_release(config);
@@ -95,6 +99,16 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   s = ucp_worker_create(context_.get(), &wp, &worker);
   if (s != UCS_OK) throw TransportError("ucx: ucp_worker_create failed: " + status_text(s));
   worker_.reset(worker);
+  if (cfg.dynamic_peers) {
+    int efd = -1;
+    s = ucp_worker_get_efd(worker_.get(), &efd);
+    if (s == UCS_OK) {
+      event_fd_ = efd;
+    } else {  // the caller then polls on a schedule: slower to wake, still correct
+      RWIN_LOG(Warn, Ucx, "rwin: ucx: ucp_worker_get_efd failed (%s): idle progress polls on a timer",
+               ucs_status_string(s));
+    }
+  }
   const char* tls = std::getenv("UCX_TLS");
   tls_ = tls && *tls ? tls : "all";
   peers_.resize(static_cast<size_t>(nranks_));
@@ -185,6 +199,20 @@ void UcxTransport::poll(std::vector<Completion>& out) {
   }
 }
 
+bool UcxTransport::arm() noexcept {
+  // Our own queues first: completions not handed out, replies or backlogs poll() still sends,
+  // endpoint closes to reap. None of them raises an event, so they must not be slept through.
+  if (event_fd_ < 0 || quiesced_ || !done_.empty() || am_work_ || !closing_reqs_.empty()) return false;
+  const ucs_status_t s = ucp_worker_arm(worker_.get());
+  if (s == UCS_OK) return true;
+  if (s != UCS_ERR_BUSY) {  // never seen; falling back to timed polling keeps the caller correct
+    RWIN_LOG(Warn, Ucx, "rwin: ucx: ucp_worker_arm failed (%s): idle progress polls on a timer from now on",
+             ucs_status_string(s));
+    event_fd_ = -1;
+  }
+  return false;
+}
+
 void UcxTransport::quiesce(bool graceful) noexcept {
   if (quiesced_) return;
   // Staged writes completed to the caller: they leave before the endpoints close (the core's
@@ -203,6 +231,7 @@ void UcxTransport::quiesce(bool graceful) noexcept {
   // only, which lives on).
   worker_.reset();
   quiesced_ = true;
+  event_fd_ = -1;  // closed with the worker
   for (int p = 0; p < nranks_; ++p) {
     Peer& peer = peers_[static_cast<size_t>(p)];
     if (peer.error.empty()) {

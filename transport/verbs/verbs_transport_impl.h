@@ -85,6 +85,8 @@ class VerbsTransport final : public Transport {
   std::vector<uint8_t> local_endpoint(int peer) override;
   void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
   std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
+  // RC: the adapter serves peers' writes, reads and atomics on registered memory by itself.
+  bool serves_passively() const noexcept override { return true; }
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) override;
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) override;

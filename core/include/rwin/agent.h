@@ -38,6 +38,15 @@ struct AgentOptions {
   bool progress_thread = false;  // serve peers while no thread of this process is inside rwin
 };
 
+// What the progress thread did: for checks and for "why does my idle server use CPU". An idle
+// thread sleeps on its sockets and the transport's wake-up descriptor (sleeps); where the transport
+// cannot wake it and needs its progress, it polls on a timer (timer_sleeps, up to 250 us each).
+struct AgentStats {
+  uint64_t thread_rounds = 0;        // progress rounds of the thread
+  uint64_t thread_sleeps = 0;        // sleeps on descriptors, woken by traffic, a deadline or a call
+  uint64_t thread_timer_sleeps = 0;  // sleeps of the timer schedule
+};
+
 struct AgentImpl;
 struct RegionState;
 struct RemoteRegionState;
@@ -113,6 +122,7 @@ class Agent {
   bool test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp = WaitCmp::GE);
   // Drives progress once (serves peers, keepalives) without blocking.
   void progress();
+  AgentStats stats() const;
 
  private:
   std::shared_ptr<AgentImpl> impl_;
