@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer jobs (issue 9, item 8) and the bounded fuzz run (item 7), each in its own build dir:
 #   asan  build-asan (gcc, -DRWIN_SANITIZE=address,undefined): the host ctest under ASan+UBSan+LSan
-#   tsan  build-tsan (gcc, -DRWIN_SANITIZE=thread): the threaded parts (store server thread, rwinrun)
+#   tsan  build-tsan (gcc, -DRWIN_SANITIZE=thread): the threaded parts (store server thread, rwinrun,
+#         the agent and its progress thread)
 #   fuzz  build-fuzz (clang, -DRWIN_FUZZ=ON): tests/fuzz/run.sh, RWIN_FUZZ_SECONDS (15) per target
 # usage: tests/sanitizers.sh [asan] [tsan] [fuzz]   (no argument: all three)
 # Prints one line per part and a closing "N passed, M failed"; exit status 0 only if all passed.
@@ -43,7 +44,7 @@ part_asan() {
 
 part_tsan() {
   configure build-tsan -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF &&
-    build build-tsan rwin_unit_tests rwinrun ring_shift || return 1
+    build build-tsan rwin_unit_tests rwinrun ring_shift rwin_agent_tests || return 1
   # UCX's mmap hooks crash TSan's runtime; rwin does not need them (it maps its own windows).
   # The store server runs its own thread (TcpStore.*, Bootstrap.* drive it from the test
   # thread); rwinrun relays output and watches ranks; ring_shift under rwinrun runs the store
@@ -51,6 +52,10 @@ part_tsan() {
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure --timeout 900 -j"$jobs" \
     -R '^(TcpStore|Bootstrap|StoreWire|HostPort|LaunchEnv)|^script\.rwinrun_' || return 1
+  # The agent (rwin/agent.h): its progress thread beside the callers' threads (ConcurrentCallers*,
+  # the passive servers, the sleeping thread and its wake-ups), over UCX tcp and shared memory.
+  UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure --timeout 900 -j1 -L '^agent$' || return 1
   # The registration cache (core/src/reg_cache.cpp) with libucm's hooks ON: its unmap hook runs on
   # another thread's munmap while this thread acquires (RegCacheHooks.ConcurrentUnmaps*, whose
   # unmapper thread parks instead of exiting: the hook crashes TSan at thread exit, see there).

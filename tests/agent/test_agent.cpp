@@ -48,10 +48,10 @@ constexpr size_t kData = (3 << 20) + 4096;  // > the 1 MiB chunk: cut and pipeli
 // Every call between two processes, both ways, plus the argument errors.
 TEST_P(AgentMp, TwoProcessesEveryCall) {
   const pid_t server = spawn("server", [&] {
-    Agent a(options());
     std::vector<uint8_t> data(kData);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 1);
     alignas(64) int64_t sig[8] = {};
+    Agent a(options());
+    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 1);
     Region rd = a.register_memory(data.data(), data.size());
     Region rs = a.register_memory(sig, sizeof sig);
     REQUIRE(rd.valid() && rd.bytes() == kData && rd.data() == data.data());
@@ -142,9 +142,9 @@ TEST_P(AgentMp, TwoProcessesEveryCall) {
 TEST_P(AgentMp, ThreeProcesses) {
   auto owner = [&](const std::string& name) {
     return spawn(name, [&, name] {
-      Agent a(options());
       std::vector<uint8_t> data(1 << 20, 0);
       alignas(8) int64_t sig[4] = {};
+      Agent a(options());
       Region rd = a.register_memory(data.data(), data.size());
       Region rs = a.register_memory(sig, sizeof sig);
       publish(dir, name + ".data", rd.descriptor());
@@ -192,8 +192,8 @@ TEST_P(AgentMp, ThreeProcesses) {
 // again is a new generation that works.
 TEST_P(AgentMp, StaleDescriptor) {
   const pid_t server = spawn("server", [&] {
-    Agent a(options());
     std::vector<uint8_t> data(65536, 0);
+    Agent a(options());
     Region r = a.register_memory(data.data(), data.size());
     publish(dir, "s.r1", r.descriptor());
     await(dir, "c.imported", &a);
@@ -247,8 +247,8 @@ TEST_P(AgentMp, StaleDescriptor) {
 TEST_P(AgentMp, PeerKilledAndStopped) {
   auto owner = [&](const std::string& name) {
     return spawn(name, [&, name] {
-      Agent a(options(/*progress_thread=*/true));
       std::vector<uint8_t> data(4 << 20, 0);
+      Agent a(options(/*progress_thread=*/true));
       Region rd = a.register_memory(data.data(), data.size());
       publish(dir, name + ".data", rd.descriptor());
       for (;;) std::this_thread::sleep_for(50ms);  // passive until killed
@@ -313,10 +313,10 @@ TEST_P(AgentMp, PeerKilledAndStopped) {
 // thread serves puts, gets, atomics and put_notify.
 TEST_P(AgentMp, PassiveServerProgressThread) {
   const pid_t server = spawn("server", [&] {
-    Agent a(options(/*progress_thread=*/true));
     std::vector<uint8_t> data(1 << 20);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 11);
     alignas(8) int64_t sig[4] = {};
+    Agent a(options(/*progress_thread=*/true));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 11);
     Region rd = a.register_memory(data.data(), data.size());
     Region rs = a.register_memory(sig, sizeof sig);
     publish(dir, "s.data", rd.descriptor());
@@ -357,9 +357,9 @@ TEST_P(AgentMp, PassiveServerProgressThread) {
 // served, and its answer is right.
 TEST_P(AgentMp, IdleProgressThreadSleeps) {
   const pid_t server = spawn("server", [&] {
-    Agent a(options(/*progress_thread=*/true));
-    std::vector<uint8_t> data(4096);
+    std::vector<uint8_t> data(4096);  // outlives the agent, which serves it
     for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 21);
+    Agent a(options(/*progress_thread=*/true));
     Region rd = a.register_memory(data.data(), data.size());
     publish(dir, "s.data", rd.descriptor());
     await(dir, "c.connected");
@@ -396,9 +396,9 @@ TEST_P(AgentMp, IdleProgressThreadSleeps) {
 TEST_P(AgentMp, ConcurrentCallersAndProgressThread) {
   constexpr int kThreads = 3, kRounds = 100;
   const pid_t server = spawn("server", [&] {
-    Agent a(options(/*progress_thread=*/true));
     std::vector<uint8_t> data(kThreads * 8192, 0);
     alignas(8) int64_t sig[kThreads] = {};
+    Agent a(options(/*progress_thread=*/true));
     Region rd = a.register_memory(data.data(), data.size());
     Region rs = a.register_memory(sig, sizeof sig);
     publish(dir, "s.data", rd.descriptor());
@@ -476,11 +476,12 @@ TEST_P(AgentMp, StrangersAndGarbage) {
   const pid_t server = spawn("server", [&] {
     auto o = options(/*progress_thread=*/true);
     o.connect_timeout = 500ms;  // a silent stranger is dropped after this
-    Agent a(o);
     std::vector<uint8_t> data(4096, 0);
+    Agent a(o);
     Region rd = a.register_memory(data.data(), data.size());
     publish(dir, "s.data", rd.descriptor());
     while (!exists(dir, "c.done")) std::this_thread::sleep_for(5ms);
+    a.progress();  // the agent's lock: orders the progress thread's write before our read
     REQUIRE(data[0] == 0x5a);
     return 0;
   });
@@ -547,9 +548,9 @@ TEST_P(AgentMp, StrangersAndGarbage) {
 // descriptors stay within UCX's two lazily opened sockets of their level after one cycle.
 TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
   const pid_t p = spawn("cycles", [&] {
-    Agent a(options());
     std::vector<uint8_t> data(8192, 0);
     alignas(8) int64_t sig[2] = {};
+    Agent a(options());
     Region rs = a.register_memory(sig, sizeof sig);
     RemoteRegion self_sig = a.import_region(rs.descriptor());
     int baseline = -1;
