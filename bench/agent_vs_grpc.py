@@ -244,14 +244,20 @@ def report(args, rows, setups, first_puts, setup_line=None, heading=None):
             f.write(",".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + "\n")
     by = {(r["op"], r["size"]): r for r in rows}
     sizes = sorted({r["size"] for r in rows})
-    lines = [heading or f"### {args.label}: UCX_TLS={os.environ.get('UCX_TLS', '(unset)')} transport={args.transport} "
+    # verbs ignores UCX_TLS: name the device instead
+    where = (f"ib_device={args.ib_device or '(first)'}" if args.transport == "verbs"
+             else f"UCX_TLS={os.environ.get('UCX_TLS', '(unset)')}")
+    lines = [heading or f"### {args.label}: {where} transport={args.transport} "
              f"server progress={args.server_progress}", "",
              "| size | gRPC push MiB/s | rwin put+flush | put_notify+flush | ratio put/push | gRPC pull | rwin get | "
              "ratio get/pull | gRPC push p50 us | rwin put p50 | gRPC pull p50 | rwin get p50 |", "|" + "---|" * 12]
+    def bw(r):  # MiB/s; under 10 with 2 significant digits (a TCG guest's gRPC moves 0.1 MiB/s at 4 KiB, not 0)
+        return f"{r['MiB_s']:.0f}" if r["MiB_s"] >= 10 else f"{r['MiB_s']:.2g}"
+
     for n in sizes:
         p, q, pn, g, gg = (by.get((o, n)) for o in ("push", "put+flush", "put_notify+flush", "pull", "get"))
-        lines.append(f"| {size_text(n)} | {p['MiB_s']:.0f} | {q['MiB_s']:.0f} | {pn['MiB_s']:.0f} | "
-                     f"{q['MiB_s'] / p['MiB_s']:.1f}x | {g['MiB_s']:.0f} | {gg['MiB_s']:.0f} | "
+        lines.append(f"| {size_text(n)} | {bw(p)} | {bw(q)} | {bw(pn)} | "
+                     f"{q['MiB_s'] / p['MiB_s']:.1f}x | {bw(g)} | {bw(gg)} | "
                      f"{gg['MiB_s'] / g['MiB_s']:.1f}x | {p['p50_us']:.0f} | {q['p50_us']:.0f} | {g['p50_us']:.0f} | "
                      f"{gg['p50_us']:.0f} |")
     big = [n for n in sizes if n >= 1 << 20]

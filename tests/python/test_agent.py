@@ -5,7 +5,9 @@ Not part of the SPMD suite (conftest.py leaves this file out under rwinrun): run
 (tests/scripts/python_agent.sh runs it over UCX tcp and shared memory). This process is one agent; the
 others are tests/python/agent_worker.py subprocesses (fresh interpreters, no fork) driven over pipes, with
 descriptors carried as hex in the JSON lines. The UCX transport is the environment's (UCX_TLS), inherited
-by the workers.
+by the workers. AGENT_TEST_TRANSPORT=verbs (as tests/agent/ reads it) runs every agent of the file, this
+one and the workers, over verbs instead (tests/rxe/guest-suite.sh, on the guest's soft-RoCE device; the
+first usable device unless AGENT_TEST_IB_DEVICE names one).
 """
 import json
 import os
@@ -29,6 +31,10 @@ from agent_worker import pattern, sha  # noqa: E402
 # needs the progress thread to answer handshakes, gets and puts; test_active_peer_* runs without one.
 OPTS = dict(op_timeout=15.0, connect_timeout=10.0, keepalive_interval=0.2, keepalive_timeout=2.0,
             progress_thread=True)
+if os.environ.get("AGENT_TEST_TRANSPORT"):
+    OPTS["transport"] = os.environ["AGENT_TEST_TRANSPORT"]
+if os.environ.get("AGENT_TEST_IB_DEVICE"):
+    OPTS["ib_device"] = os.environ["AGENT_TEST_IB_DEVICE"]
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +120,8 @@ def test_address_and_lifecycle():
     host, port = a.address.rsplit(":", 1)
     assert host == "127.0.0.1" and int(port) > 0
     assert a.address in a.describe() and a.address in repr(a)
+    # the transport asked for is the one in use (a verbs run cannot quietly be a UCX one)
+    assert a.transport == OPTS.get("transport", "ucx") and f" {a.transport}(" in a.describe(), a.describe()
     assert not a.closed
     a.progress()  # nothing to serve: returns at once
     buf = np.zeros(16, np.int64)

@@ -141,6 +141,11 @@ if [[ -f "$BIN/../python/rwin/__init__.py" ]]; then
   step "python: pytest suite over verbs, 3 ranks" pytest_verbs 3
   step "python: put_get.py --mode put over verbs" put_get_py put
   step "python: put_get.py --mode get over verbs" put_get_py get
+  # rwin.Agent (issue 15): tests/python/test_agent.py with every agent over verbs (the host runs it over
+  # UCX tcp and shared memory). Every test of the file applies to verbs: none is deselected. Bounded by
+  # the script's own timeout (RWIN_AGENT_PYTEST_TIMEOUT, 420 s; ~2 min under TCG).
+  step "python: agent tests over verbs (processes meeting at run time, stale, killed peer, passive servers)" \
+    bash "$(dirname "$0")/../scripts/python_agent.sh" "$BIN" verbs
 else
   echo "guest: python package not built: python steps skipped"
 fi

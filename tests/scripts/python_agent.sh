@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # rwin.Agent from Python (issue 15): tests/python/test_agent.py (independent processes meeting at run
 # time: two, three, stale descriptors, a peer killed mid-transfer, passive servers served by the progress
-# thread, bad arguments) over UCX tcp on loopback and over shared memory. Verbs: tests/rxe/guest-suite.sh.
+# thread, bad arguments). ctest runs it on the host over UCX tcp on loopback and over shared memory;
+# tests/rxe/guest-suite.sh runs it inside the soft-RoCE guest with the second argument `verbs`
+# (AGENT_TEST_TRANSPORT=verbs: every agent of the file over verbs on the guest's rxe device).
 # Skips (exit 77) when the build has no Python package or the package has no rwin.Agent.
-#   bash tests/scripts/python_agent.sh build/bin
+#   bash tests/scripts/python_agent.sh build/bin            # UCX tcp + shared memory
+#   bash tests/scripts/python_agent.sh build/bin verbs      # verbs (where a device exists: the guest)
 set -u
-bin=${1:?usage: python_agent.sh BIN_DIR}
+bin=${1:?usage: python_agent.sh BIN_DIR [ucx|verbs]}
+which=${2:-ucx}
+[[ $which == ucx || $which == verbs ]] || { echo "python_agent: second argument '$which': expected ucx or verbs" >&2; exit 2; }
 bin=$(cd "$bin" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 py=${RWIN_PYTHON:-/usr/bin/python3}
@@ -19,21 +24,29 @@ if ! "$py" -c "import rwin; rwin.Agent" 2>/dev/null; then
 fi
 cd "$src"
 pass=0 fail=0
+# Per run: ~10 s on the host; ~2 min in a TCG guest (rxe moves ~40 MB/s there), 3x that for a loaded host.
+secs=170
+[[ $which == verbs ]] && secs=${RWIN_AGENT_PYTEST_TIMEOUT:-420}
 run() {  # run NAME ENV...
   local name=$1 out rc
   shift
-  out=$(env "$@" timeout 170 "$py" -m pytest tests/python/test_agent.py -q -p no:cacheprovider 2>&1)
+  out=$(env "$@" timeout "$secs" "$py" -m pytest tests/python/test_agent.py -q -p no:cacheprovider 2>&1)
   rc=$?
   if [[ $rc -eq 0 ]] && grep -qE '^[0-9]+ passed in ' <<<"$out" && ! grep -qE "skipped|AddressSanitizer|runtime error:" <<<"$out"; then
     pass=$((pass + 1))
     echo "PASS test_agent.py over $name: $(grep -m1 -oE '[0-9]+ passed in [0-9.]+s' <<<"$out")"
   else
     fail=$((fail + 1))
+    [[ $rc -eq 124 ]] && echo "test_agent.py over $name: timed out after $secs s"
     echo "FAIL test_agent.py over $name (status $rc):"
     echo "$out" | tail -80
   fi
 }
-run "UCX tcp (lo)" UCX_TLS=tcp UCX_NET_DEVICES=lo
-run "UCX shared memory" UCX_TLS=${RWIN_AGENT_SHM_TLS:-posix,sysv,cma,self}
+if [[ $which == verbs ]]; then
+  run "verbs (${AGENT_TEST_IB_DEVICE:-first device})" AGENT_TEST_TRANSPORT=verbs
+else
+  run "UCX tcp (lo)" AGENT_TEST_TRANSPORT= UCX_TLS=tcp UCX_NET_DEVICES=lo
+  run "UCX shared memory" AGENT_TEST_TRANSPORT= UCX_TLS=${RWIN_AGENT_SHM_TLS:-posix,sysv,cma,self}
+fi
 echo "python_agent: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
