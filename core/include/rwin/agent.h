@@ -6,7 +6,9 @@
 // Thread safety: every member function of Agent may be called from any thread; calls are
 // serialised by the agent (one at a time). With AgentOptions::progress_thread the agent also
 // progresses in a thread of its own, so a process that never calls into rwin (asleep, blocked in
-// Python or in a gRPC call) still serves the gets, puts and atomics other agents send it.
+// Python or in a gRPC call) still serves the gets, puts and atomics other agents send it; idle,
+// that thread sleeps in poll(2) until a request, a control message or a deadline wakes it, and it
+// keeps out of the way while a call is inside the agent (docs/AGENT.md, "Thread safety and progress").
 // Region and RemoteRegion are handles: copies share one object; they stay valid (as handles)
 // after the agent is gone, and every use then fails with a clear error.
 #pragma once
