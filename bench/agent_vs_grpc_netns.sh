@@ -12,25 +12,17 @@ py=${RWIN_PYTHON:-/usr/bin/python3}
 [[ $(id -u) -eq 0 ]] || { echo "agent_vs_grpc_netns.sh: needs root (ip netns)" >&2; exit 2; }
 S=rwpa-$$-s C=rwpa-$$-c
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rwin-agent-grpc-netns.XXXXXX")
+NETNS_SELF=agent_vs_grpc_netns.sh
+source "$here/../tests/lib/netns.sh"
 cleanup() {
-  local ns p
-  for ns in "$S" "$C"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  done
+  netns_cleanup  # kills what still runs in the namespaces, then deletes them
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ip netns add "$S" && ip netns add "$C" || exit 1
-ip -n "$S" link add rwpa0 type veth peer name rwpa1 netns "$C" || exit 1
-ip -n "$S" addr add 10.77.201.1/24 dev rwpa0 && ip -n "$C" addr add 10.77.201.2/24 dev rwpa1 || exit 1
-for ns in "$S" "$C"; do ip -n "$ns" link set lo up; done
-ip -n "$S" link set rwpa0 up && ip -n "$C" link set rwpa1 up || exit 1
-for _ in $(seq 100); do  # UCX refuses an interface without carrier
-  ip -n "$S" link show rwpa0 | grep -q LOWER_UP && ip -n "$C" link show rwpa1 | grep -q LOWER_UP && break
-  sleep 0.1
-done
+netns_add "$S" && netns_add "$C" || exit 1
+netns_link "$S" rwpa0 10.77.201.1/24 "$C" rwpa1 10.77.201.2/24 || exit 1
+netns_wait_carrier "$S" rwpa0 "$C" rwpa1  # UCX refuses an interface without carrier (waits at most 10 s)
 envs=(PYTHONPATH="$build/python" PYTHONDONTWRITEBYTECODE=1 UCX_TLS=tcp)
 # the server needs the client's --sizes (its tensor's capacity): pass it through
 sizes=()

@@ -12,46 +12,22 @@ py=${RWIN_PYTHON:-/usr/bin/python3}
 CLIENTS=${CLIENTS:-2} ROUNDS=${ROUNDS:-10} ELEMENTS=${ELEMENTS:-262144}
 S=rwpa-$$-s C=rwpa-$$-c
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rwin-tensor-netns.XXXXXX")
+NETNS_SELF=run_netns.sh
+source "$root/tests/lib/netns.sh"
 cleanup() {
-  local ns p
-  for ns in "$S" "$C"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  done
+  netns_cleanup  # kills what still runs in the namespaces, then deletes them
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ip netns add "$S" && ip netns add "$C" || exit 1
-ip -n "$S" link add rwpa0 type veth peer name rwpa1 netns "$C" || exit 1
-ip -n "$S" addr add 10.77.200.1/24 dev rwpa0 && ip -n "$C" addr add 10.77.200.2/24 dev rwpa1 || exit 1
-for ns in "$S" "$C"; do ip -n "$ns" link set lo up; done
-ip -n "$S" link set rwpa0 up && ip -n "$C" link set rwpa1 up || exit 1
-# UCX refuses an interface without carrier: wait until both veth ends report it (at most 10 s)
-for _ in $(seq 100); do
-  ip -n "$S" link show rwpa0 | grep -q LOWER_UP && ip -n "$C" link show rwpa1 | grep -q LOWER_UP && break
-  sleep 0.1
-done
+netns_add "$S" && netns_add "$C" || exit 1
+netns_link "$S" rwpa0 10.77.200.1/24 "$C" rwpa1 10.77.200.2/24 || exit 1
+netns_wait_carrier "$S" rwpa0 "$C" rwpa1  # UCX refuses an interface without carrier (waits at most 10 s)
 envs=(PYTHONPATH="$build/python" PYTHONDONTWRITEBYTECODE=1 UCX_TLS=tcp)
-ip netns exec "$S" env "${envs[@]}" UCX_NET_DEVICES=rwpa0 timeout 120 "$py" "$here/server.py" --host 10.77.200.1 \
-  --clients "$CLIENTS" --elements "$ELEMENTS" --ready-file "$tmp/addr" &
-server=$!
-for _ in $(seq 200); do [[ -s $tmp/addr ]] && break; kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
-[[ -s $tmp/addr ]] || { echo "run_netns.sh: the server did not come up" >&2; exit 1; }
-addr=$(cat "$tmp/addr")
-cpids=()
-for i in $(seq "$CLIENTS"); do
-  ip netns exec "$C" env "${envs[@]}" UCX_NET_DEVICES=rwpa1 timeout 120 "$py" "$here/client.py" --server "$addr" \
-    --host 10.77.200.2 --elements "$ELEMENTS" --rounds "$ROUNDS" --seed "$i" > "$tmp/client$i.out" 2>&1 &
-  cpids+=($!)
-done
+source "$here/launch.sh"
+SERVER_PREFIX=(ip netns exec "$S" env "${envs[@]}" UCX_NET_DEVICES=rwpa0)
+CLIENT_PREFIX=(ip netns exec "$C" env "${envs[@]}" UCX_NET_DEVICES=rwpa1)
 fail=0
-for i in $(seq "$CLIENTS"); do
-  wait "${cpids[$((i - 1))]}" || fail=1
-  cat "$tmp/client$i.out"
-  grep -q ": OK job" "$tmp/client$i.out" || fail=1
-done
-((fail)) && kill "$server" 2>/dev/null  # a failed client never closes its job
-wait "$server" || { echo "run_netns.sh: the server exited with status $?" >&2; fail=1; }
+tensor_service_launch run_netns.sh 10.77.200.1 10.77.200.2 || fail=1
 if ((fail)); then echo "tensor_service (netns): FAILED" >&2; exit 1; fi
 echo "tensor_service (netns): OK ($CLIENTS clients in $C x $ROUNDS rounds, server in $S at $addr)"

@@ -1,6 +1,8 @@
 // What the translation units of rwin._rwin share: the Context and window wrappers, the fork guard,
-// error helpers and argument conversions (module.cpp defines the module and the point-to-point calls;
-// collectives.cpp the collectives and teams; agent.cpp the run-time peers, rwin.Agent).
+// error helpers, argument conversions and each file's bind_* function (module.cpp defines the module
+// and rwin.Context; errors.cpp the error types; dtypes.cpp the element types; views.cpp windows,
+// slices, numpy and DLPack; p2p.cpp the point-to-point calls; collectives.cpp the collectives and
+// teams; agent.cpp the run-time peers, rwin.Agent).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -46,10 +48,16 @@ struct ForkedError : rwin::Error {
 
 [[noreturn]] inline void fail(ErrorCode code, const std::string& msg) { throw rwin::Error(code, msg); }
 
-// Element types (module.cpp).
+// Sets the Python error an rwin::Error (or a ForkedError) raises: rwin.<Code>Error, .code, .message
+// (errors.cpp; for calls that bypass pybind11's exception translator).
+void set_python_error(const rwin::Error& e);
+
+// Element types (dtypes.cpp).
 const char* py_dtype_name(DType t);
 DType to_dtype(py::handle h);  // an rwin.DType, a name ("bfloat16", "f32") or a numpy dtype
-std::string shape_text(Shape2 s);
+py::dtype np_dtype(DType t);   // of a window's .numpy() view (bfloat16: uint16)
+bool dtype_from_numpy(const py::dtype& d, DType* out, bool* is_ml_bf16);  // false: no rwin element type
+std::string shape_text(Shape2 s);  // "[rows x columns]" (views.cpp)
 
 // ---------------------------------------------------------------------------------------------
 // Context
@@ -162,8 +170,22 @@ inline View* as_view(py::handle h) {
   return &py::detail::cast_op<View&>(c);
 }
 
-View& need_view(py::handle h, const char* what);              // InvalidArgument for anything else
-std::optional<std::chrono::milliseconds> to_timeout(py::handle t);  // seconds or None
+View& need_view(py::handle h, const char* what);              // InvalidArgument for anything else (views.cpp)
+// A numpy array as plain local memory of the same dtype and shape as `side`, no copy (views.cpp).
+rwin::Local to_local(py::handle obj, const View& side, bool writable, const char* what);
+std::optional<std::chrono::milliseconds> to_timeout(py::handle t);  // seconds or None (p2p.cpp)
+
+// Binds rwin.Error, its subclasses and the exception translator (errors.cpp).
+void bind_errors(py::module_& m);
+
+// Binds rwin.DType and rwin.float32 ... (dtypes.cpp).
+void bind_dtypes(py::module_& m);
+
+// Binds rwin.WindowBuffer, rwin.View, rwin.Window and rwin.Slice (views.cpp).
+void bind_views(py::module_& m);
+
+// Binds the point-to-point calls and their enums onto the module and its Context class (p2p.cpp).
+void bind_p2p(py::module_& m, py::class_<RwContext>& context);
 
 // Binds the collectives, ReduceOp and rwin.Team onto the module and its Context class (collectives.cpp).
 void bind_collectives(py::module_& m, py::class_<RwContext>& context);

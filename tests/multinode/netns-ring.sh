@@ -56,28 +56,16 @@ if [[ ! -x $PROG ]]; then echo "netns-ring: program not found or not executable:
 host_ns() { echo "$PREFIX-h$1"; }
 host_addr() { echo "10.77.0.$(($1 + 1))"; }
 
-CREATED_NS=()
-CREATED_ETC=()
-ETC_NETNS_NEW=0
+NETNS_SELF=netns-ring
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/netns.sh"
 RANK_PIDS=()
 
 cleanup() {
-  local pid ns
+  local pid
   for pid in "${RANK_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${RANK_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   RANK_PIDS=()
-  # Anything still running inside our namespaces was started by this script (e.g. an orted that
-  # outlived a killed mpirun): end it by pid before the namespace goes.
-  for ns in "${CREATED_NS[@]}"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-  done
-  for ns in "${CREATED_NS[@]}"; do
-    ip netns del "$ns" 2>/dev/null || echo "netns-ring: could not delete namespace $ns" >&2
-  done
-  for d in "${CREATED_ETC[@]}"; do rm -rf "$d"; done
-  [[ $ETC_NETNS_NEW == 1 ]] && rmdir /etc/netns 2>/dev/null # only if this script made it
-  CREATED_ETC=()
-  CREATED_NS=()
+  netns_cleanup # what still runs in our namespaces, the namespaces, their /etc/netns entries
   rm -rf "$LOG_DIR"
 }
 on_signal() {
@@ -93,33 +81,14 @@ trap 'on_signal SIGTERM 15' TERM
 die() { echo "netns-ring: $*" >&2; exit 1; }
 run() { "$@" || die "setup step failed: $*"; }
 
-add_ns() {
-  run ip netns add "$1"
-  CREATED_NS+=("$1")
-  run ip -n "$1" link set lo up
-}
-
-# ---- topology ---------------------------------------------------------------------------------
-add_ns "$BR_NS"
-run ip -n "$BR_NS" link add br0 type bridge
-run ip -n "$BR_NS" link set br0 up
-for ((h = 0; h < HOSTS; h++)); do
-  ns=$(host_ns "$h")
-  add_ns "$ns"
-  # Created directly inside the namespaces: no veth end ever exists in the host's namespace.
-  run ip link add rw0 netns "$ns" type veth peer name "p$h" netns "$BR_NS"
-  run ip -n "$BR_NS" link set "p$h" master br0
-  run ip -n "$BR_NS" link set "p$h" up
-  run ip -n "$ns" addr add "$(host_addr "$h")/24" dev rw0
-  run ip -n "$ns" link set rw0 up
-done
+# ---- topology (tests/lib/netns.sh) ------------------------------------------------------------
+netns_bridge "$BR_NS" || exit 1
+HOST_SPECS=()
+for ((h = 0; h < HOSTS; h++)); do HOST_SPECS+=("$(host_ns "$h")=$(host_addr "$h")"); done
+netns_star "$BR_NS" rw0 24 "${HOST_SPECS[@]}" || exit 1
 H1=$(host_ns 1)
 H2=$(host_ns 2)
-run ip link add rw1 netns "$H1" type veth peer name rw1 netns "$H2"
-run ip -n "$H1" addr add 10.77.1.2/24 dev rw1
-run ip -n "$H2" addr add 10.77.1.3/24 dev rw1
-run ip -n "$H1" link set rw1 up
-run ip -n "$H2" link set rw1 up
+netns_link "$H1" rw1 10.77.1.2/24 "$H2" rw1 10.77.1.3/24 || exit 1
 run ip -n "$H1" route add default via 10.77.1.3 dev rw1
 echo "netns-ring: $HOSTS hosts ($PREFIX-h0..h$((HOSTS - 1))) on bridge br0 in $BR_NS, $RPH rank(s) per host"
 ip -n "$H1" -br addr | sed 's/^/netns-ring:   h1 /'
@@ -285,14 +254,11 @@ ROOTKINDS=explicit
 if [[ ${RWIN_NETNS_DERIVED:-1} == 1 ]]; then
   ROOTKINDS=${RWIN_NETNS_ROOTKINDS:-"explicit derived pmix"}
   # Slurm node names must resolve in every namespace: ip netns exec bind-mounts /etc/netns/<ns>/hosts.
-  [[ -d /etc/netns ]] || ETC_NETNS_NEW=1
-  for ((h = 0; h < HOSTS; h++)); do
-    mkdir -p "/etc/netns/$(host_ns "$h")" && CREATED_ETC+=("/etc/netns/$(host_ns "$h")")
-    # localhost must stay: Open MPI's daemons fail to connect back ("unable to complete a TCP
-    # connection") when it does not resolve.
-    { echo "127.0.0.1 localhost"; for ((k = 0; k < HOSTS; k++)); do echo "$(host_addr "$k") h$k"; done; } \
-      >"/etc/netns/$(host_ns "$h")/hosts"
-  done
+  # localhost must stay: Open MPI's daemons fail to connect back ("unable to complete a TCP
+  # connection") when it does not resolve.
+  HOSTS_LINES=("127.0.0.1 localhost")
+  for ((k = 0; k < HOSTS; k++)); do HOSTS_LINES+=("$(host_addr "$k") h$k"); done
+  for ((h = 0; h < HOSTS; h++)); do netns_hosts_file "$(host_ns "$h")" "${HOSTS_LINES[@]}" || exit 1; done
 fi
 
 PORT=29500

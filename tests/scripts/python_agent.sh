@@ -16,7 +16,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 py=${RWIN_PYTHON:-/usr/bin/python3}
 export PYTHONPATH=$bin/../python${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 unset RWIN_RANK RWIN_NRANKS RWIN_ROOT  # not a job: conftest.py would leave test_agent.py out
-source "$src/tests/scripts/python_asan_env.sh"
+source "$src/tests/lib/python_env.sh"
 rwin_python_asan_env "$bin/../python" python_agent
 if ! "$py" -c "import rwin; rwin.Agent" 2>/dev/null; then
   echo "python_agent: SKIPPED: no rwin.Agent in $bin/../python (pybind11 missing at configure time?)"
@@ -27,20 +27,16 @@ pass=0 fail=0
 # Per run: ~10 s on the host; ~2 min in a TCG guest (rxe moves ~40 MB/s there), 3x that for a loaded host.
 secs=170
 [[ $which == verbs ]] && secs=${RWIN_AGENT_PYTEST_TIMEOUT:-420}
-run() {  # run NAME ENV...
-  local name=$1 out rc
+run() {  # run NAME ENV...: passes when every test passed (none skipped) and no sanitizer spoke
+  local name=$1 out rc ok=0
   shift
   out=$(env "$@" timeout "$secs" "$py" -m pytest tests/python/test_agent.py -q -p no:cacheprovider 2>&1)
   rc=$?
-  if [[ $rc -eq 0 ]] && grep -qE '^[0-9]+ passed in ' <<<"$out" && ! grep -qE "skipped|AddressSanitizer|runtime error:" <<<"$out"; then
-    pass=$((pass + 1))
-    echo "PASS test_agent.py over $name: $(grep -m1 -oE '[0-9]+ passed in [0-9.]+s' <<<"$out")"
-  else
-    fail=$((fail + 1))
-    [[ $rc -eq 124 ]] && echo "test_agent.py over $name: timed out after $secs s"
-    echo "FAIL test_agent.py over $name (status $rc):"
-    echo "$out" | tail -80
-  fi
+  [[ $rc -eq 124 ]] && echo "test_agent.py over $name: timed out after $secs s"
+  [[ $rc -eq 0 ]] && grep -qE '^[0-9]+ passed in ' <<<"$out" && ! grep -q skipped <<<"$out" &&
+    rwin_sanitizer_clean "$out" && ok=1
+  rwin_verdict "$ok" "test_agent.py over $name: $(grep -m1 -oE '[0-9]+ passed in [0-9.]+s' <<<"$out")" \
+    "test_agent.py over $name (status $rc)" 80 "$out"
 }
 if [[ $which == verbs ]]; then
   run "verbs (${AGENT_TEST_IB_DEVICE:-first device})" AGENT_TEST_TRANSPORT=verbs

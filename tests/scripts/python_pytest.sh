@@ -14,36 +14,26 @@ if [[ ! -f $bin/../python/rwin/__init__.py ]]; then
   echo "python_pytest: SKIPPED: no Python package in $bin/../python (pybind11 missing at configure time?)"
   exit 77
 fi
-source "$(dirname "$0")/python_asan_env.sh"
+source "$src/tests/lib/python_env.sh"
 rwin_python_asan_env "$bin/../python" python_pytest
 cd "$src"
 pass=0 fail=0
-pytest_run() {  # pytest_run UCX_TLS NRANKS
-  local out rc ranks_ok
+pytest_run() {  # pytest_run UCX_TLS NRANKS: passes when every rank's tests passed and no sanitizer spoke
+  local out rc ranks_ok ok=0
   out=$(UCX_TLS=$1 timeout 200 "$bin/rwinrun" -n "$2" --timeout 180 -- \
         "$py" -m pytest tests/python -q -x -p no:cacheprovider 2>&1)
   rc=$?
   ranks_ok=$(grep -cE '^\[[0-9]+\] [0-9]+ passed(, [0-9]+ skipped)? in ' <<<"$out")
-  if [[ $rc -eq 0 && $ranks_ok -eq $2 ]] && ! grep -qE "AddressSanitizer|runtime error:" <<<"$out"; then
-    pass=$((pass + 1))
-    echo "PASS pytest over $1 on $2 ranks: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank"
-  else
-    fail=$((fail + 1))
-    echo "FAIL pytest over $1 on $2 ranks (status $rc, $ranks_ok of $2 ranks passed):"
-    echo "$out" | tail -150
-  fi
+  [[ $rc -eq 0 && $ranks_ok -eq $2 ]] && rwin_sanitizer_clean "$out" && ok=1
+  rwin_verdict "$ok" "pytest over $1 on $2 ranks: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank" \
+    "pytest over $1 on $2 ranks (status $rc, $ranks_ok of $2 ranks passed)" 150 "$out"
 }
-example_run() {  # example_run UCX_TLS NRANKS MODE DTYPE
-  local out rc
+example_run() {  # example_run UCX_TLS NRANKS MODE DTYPE: passes when every rank printed OK
+  local out rc ok=0
   out=$(UCX_TLS=$1 timeout 100 "$bin/rwinrun" -n "$2" --timeout 90 -- "$py" examples/python/put_get.py --mode "$3" --dtype "$4" --size 4099 2>&1)
   rc=$?
-  if [[ $rc -eq 0 && $(grep -c '] OK$' <<<"$out") -eq $2 ]]; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL put_get.py --mode $3 --dtype $4 on $2 ranks over $1 (status $rc):"
-    tail -20 <<<"$out"
-  fi
+  [[ $rc -eq 0 && $(grep -c '] OK$' <<<"$out") -eq $2 ]] && ok=1
+  rwin_verdict "$ok" "" "put_get.py --mode $3 --dtype $4 on $2 ranks over $1 (status $rc)" 20 "$out"
 }
 pytest_run tcp 2
 pytest_run posix,sysv,self 4

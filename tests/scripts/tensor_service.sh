@@ -8,7 +8,7 @@ bin=${1:?usage: tensor_service.sh BIN_DIR}
 build=$(cd "$bin/.." && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 py=${RWIN_PYTHON:-/usr/bin/python3}
-source "$src/tests/scripts/python_asan_env.sh"
+source "$src/tests/lib/python_env.sh"
 rwin_python_asan_env "$build/python" tensor_service   # exported: run.sh's processes inherit it
 if ! PYTHONPATH=$build/python "$py" -c "import rwin, grpc; rwin.Agent" 2>/dev/null; then
   echo "tensor_service: SKIPPED: no rwin.Agent in $build/python (or no python3-grpcio)"

@@ -112,9 +112,8 @@ done
 # ---- state and clean-up -------------------------------------------------------------------------
 DIR=$(mktemp -d "$TMP/$PREFIX.XXXXXX") || die_early "mktemp failed in $TMP"
 chmod 755 "$DIR" # munged: its socket's directory must be searchable by all
-CREATED_NS=()
-CREATED_ETC=()
-ETC_NETNS_NEW=0
+NETNS_SELF=$SELF
+source "$REPO/tests/lib/netns.sh"
 MUNGED_PID=
 BG_PIDS=()
 
@@ -136,23 +135,14 @@ stop_marked() { # TERM every process carrying our marker, KILL what is left afte
   say "processes still running after SIGKILL: $(marked_pids "$DIR/slurm" | tr '\n' ' ')"
 }
 cleanup() {
-  local ns p
+  local p
   stop_marked
   for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  for ns in "${CREATED_NS[@]}"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-  done
   if [[ -n $MUNGED_PID ]]; then
     kill -TERM "$MUNGED_PID" 2>/dev/null
     wait "$MUNGED_PID" 2>/dev/null
   fi
-  for ns in "${CREATED_NS[@]}"; do
-    ip netns del "$ns" 2>/dev/null || say "could not delete namespace $ns"
-  done
-  for p in "${CREATED_ETC[@]}"; do rm -rf "$p"; done
-  [[ $ETC_NETNS_NEW == 1 ]] && rmdir /etc/netns 2>/dev/null # only if this script made it
-  CREATED_NS=()
-  CREATED_ETC=()
+  netns_cleanup # what is left in our namespaces, the namespaces, their /etc/netns entries
   if [[ $KEEP_LOGS == 1 ]]; then
     rm -f "$DIR/munge.key" "$DIR/munge.sock"
     say "logs kept in $DIR (RWSLURM_KEEP_LOGS=1)"
@@ -325,34 +315,20 @@ CTL_NS=$PREFIX-ctl
 node_ns() { echo "$PREFIX-n$1"; }
 node_addr() { echo "$SUBNET.$(($1 + 1))"; }
 
-add_ns() {
-  run ip netns add "$1"
-  CREATED_NS+=("$1")
-  run ip -n "$1" link set lo up
-}
-add_ns "$CTL_NS"
-run ip -n "$CTL_NS" link add br0 type bridge
-run ip -n "$CTL_NS" addr add "$CTL_ADDR/24" dev br0
-run ip -n "$CTL_NS" link set br0 up
+# The network (tests/lib/netns.sh): the bridge's namespace is the login node, the nodes hang on it.
+run netns_bridge "$CTL_NS" "$CTL_ADDR/24"
 NODE_LINES=""
+NODE_SPECS=()
+HOSTS_LINES=("127.0.0.1 localhost" "$CTL_ADDR rwslurm-ctl")
 for ((h = 0; h < NODES; h++)); do
-  ns=$(node_ns "$h")
-  add_ns "$ns"
-  # Created inside the namespaces: no veth end ever exists in the host's namespace.
-  run ip link add rw0 netns "$ns" type veth peer name "p$h" netns "$CTL_NS"
-  run ip -n "$CTL_NS" link set "p$h" master br0
-  run ip -n "$CTL_NS" link set "p$h" up
-  run ip -n "$ns" addr add "$(node_addr "$h")/24" dev rw0
-  run ip -n "$ns" link set rw0 up
+  NODE_SPECS+=("$(node_ns "$h")=$(node_addr "$h")")
+  HOSTS_LINES+=("$(node_addr "$h") n$h")
   # Slurm's node line is a single line: the @NODES@ placeholder takes them joined by a literal \n.
   NODE_LINES+="NodeName=n$h NodeAddr=$(node_addr "$h") NodeHostname=n$h CPUs=2 State=UNKNOWN\\n"
 done
-[[ -d /etc/netns ]] || ETC_NETNS_NEW=1
+run netns_star "$CTL_NS" rw0 24 "${NODE_SPECS[@]}"
 for ns in "$CTL_NS" $(for ((h = 0; h < NODES; h++)); do node_ns "$h"; done); do
-  run mkdir -p "/etc/netns/$ns"
-  CREATED_ETC+=("/etc/netns/$ns")
-  { echo "127.0.0.1 localhost"; echo "$CTL_ADDR rwslurm-ctl"
-    for ((h = 0; h < NODES; h++)); do echo "$(node_addr "$h") n$h"; done; } >"/etc/netns/$ns/hosts"
+  run netns_hosts_file "$ns" "${HOSTS_LINES[@]}"
 done
 # Ports inside our own namespaces cannot collide with anyone's: Slurm's defaults.
 run make_conf "$C2" rwslurm-ctl "$CTL_ADDR" 6817 6818 "$NODE_LINES"
@@ -437,29 +413,21 @@ cns() { echo "$PREFIX-c-$1"; }
 if [[ ! -r $ENTRY ]] || ! id munge >/dev/null 2>&1; then
   fail "phase 3: needs $ENTRY and the munge user (Debian's munge package)"
 else
-  add_ns "$CBR"
-  run ip -n "$CBR" link add br0 type bridge
-  run ip -n "$CBR" link set br0 up
+  run netns_bridge "$CBR"
   run mkdir -p "$C3/shared" "$C3/lib"
+  C_SPECS=()
+  HOSTS_LINES=("127.0.0.1 localhost")
   i=0
   for x in $CNAMES; do
     i=$((i + 1))
-    add_ns "$(cns "$x")"
-    run ip link add eth0 netns "$(cns "$x")" type veth peer name "p$i" netns "$CBR"
-    run ip -n "$CBR" link set "p$i" master br0
-    run ip -n "$CBR" link set "p$i" up
-    run ip -n "$(cns "$x")" addr add "$SUBNET3.$i/24" dev eth0
-    run ip -n "$(cns "$x")" link set eth0 up
+    C_SPECS+=("$(cns "$x")=$SUBNET3.$i")
+    HOSTS_LINES+=("$SUBNET3.$i $x")
     run mkdir -p "$C3/$x/lib" "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
     run chown munge:munge "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
     run chmod 0700 "$C3/$x/etc-munge" "$C3/$x/lib-munge" "$C3/$x/log-munge"
   done
-  for x in $CNAMES; do
-    run mkdir -p "/etc/netns/$(cns "$x")"
-    CREATED_ETC+=("/etc/netns/$(cns "$x")")
-    { echo "127.0.0.1 localhost"; i=0
-      for y in $CNAMES; do i=$((i + 1)); echo "$SUBNET3.$i $y"; done; } >"/etc/netns/$(cns "$x")/hosts"
-  done
+  run netns_star "$CBR" eth0 24 "${C_SPECS[@]}"
+  for x in $CNAMES; do run netns_hosts_file "$(cns "$x")" "${HOSTS_LINES[@]}"; done
   # container NAME ROLE: the command line of one stand-in container
   container() {
     CONTAINER=(ip netns exec "$(cns "$1")" unshare --uts sh -c '
