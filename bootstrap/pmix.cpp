@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "bootstrap/netif.h"
 #include "common/knobs.h"
@@ -184,10 +186,57 @@ struct PmixSession::Impl {
   std::set<int> local_ranks;
 };
 
+namespace {
+
+// PMIx_Init has no deadline of its own: against a server that accepts the connection and never
+// answers (a listening socket that says nothing) it blocks for ever. So it runs on a thread of its
+// own and the caller waits `timeout`; past it the thread is left behind (nothing interrupts it, and
+// its state is shared, so it may still return) and every later start of the process fails at once.
+struct InitCall {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t rc = PMIX_ERROR;
+  pmix_proc_t me{};
+};
+std::mutex g_hung_mu;
+std::string g_hung;  // the error of a PMIx_Init that never returned, or empty
+
+pmix_status_t init_bounded(pmix_proc_t& me, Millis timeout) {
+  {
+    const std::lock_guard<std::mutex> lk(g_hung_mu);
+    if (!g_hung.empty()) throw BootstrapError(BootstrapError::Kind::Timeout, g_hung);
+  }
+  auto call = std::make_shared<InitCall>();
+  std::thread([call] {
+    pmix_proc_t p{};
+    const pmix_status_t rc = PMIx_Init(&p, nullptr, 0);
+    const std::lock_guard<std::mutex> lk(call->mu);
+    call->rc = rc;
+    call->me = p;
+    call->done = true;
+    call->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lk(call->mu);
+  if (!call->cv.wait_for(lk, timeout, [&] { return call->done; })) {
+    const std::string why = "PMIx_Init did not return within " + std::to_string(timeout.count()) +
+                            " ms (the start-up timeout, RWIN_STARTUP_TIMEOUT_MS): no answer from the PMIx server at "
+                            "the advertised address (a listener that never answers, or a hung server); " +
+                            seen_text() + ". Is the server at that address this job's launcher?";
+    const std::lock_guard<std::mutex> hl(g_hung_mu);
+    g_hung = why;
+    throw BootstrapError(BootstrapError::Kind::Timeout, why);
+  }
+  me = call->me;
+  return call->rc;
+}
+
+}  // namespace
+
 PmixSession::PmixSession(Millis timeout) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.get_s = timeout_seconds(timeout);
-  const pmix_status_t rc = PMIx_Init(&s.me, nullptr, 0);
+  const pmix_status_t rc = init_bounded(s.me, timeout);
   if (rc != PMIX_SUCCESS) {
     throw BootstrapError(BootstrapError::Kind::Config,
                          "PMIx_Init failed: " + status_text(rc) + "; " + seen_text() +

@@ -39,10 +39,11 @@ class PmixSession {
   // start is not kept: the next call tries again.
   static std::shared_ptr<PmixSession> process_session(Millis timeout);
 
-  // Connects to the server and reads rank, job size and whether every rank is on this node (each
-  // read bounded by `timeout`; PMIx_Init itself has no deadline, but fails at once when no server
-  // listens at the advertised address). Throws BootstrapError(Config) naming the PMIx status and the
-  // PMIx variables seen.
+  // Connects to the server and reads rank, job size and whether every rank is on this node, each
+  // step bounded by `timeout` (PMIx_Init, which has no deadline of its own, on a thread the caller
+  // stops waiting for: BootstrapError(Timeout) naming it and the PMIx variables seen; every later
+  // session of the process then fails the same way at once). A failing PMIx call throws
+  // BootstrapError(Config) naming the PMIx status and the PMIx variables seen.
   explicit PmixSession(Millis timeout);
   ~PmixSession();  // PMIx_Finalize; never throws
   PmixSession(const PmixSession&) = delete;

@@ -8,7 +8,8 @@
 #       a rank that never arrives: the PMIx fence ends at RWIN_STARTUP_TIMEOUT_MS, saying so
 #   (d) fake launcher variables (OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=1; PMIX_RANK=1
 #       PMIX_NAMESPACE=x) without mpirun or RWIN_ROOT: refused naming them, never a job-of-1 OK
-#   (e) RWIN_BOOTSTRAP=bogus and RWIN_BOOTSTRAP=pmix without a server: clear errors
+#   (e) RWIN_BOOTSTRAP=bogus and RWIN_BOOTSTRAP=pmix without a server: clear errors; a server that
+#       accepts and never answers: PMIx_Init ends at RWIN_STARTUP_TIMEOUT_MS, saying so
 #   (f) the Python package under mpirun -np 2 (when it was built)
 # Everything stays on loopback (--mca oob_tcp_if_include lo, UCX_NET_DEVICES=lo).
 #   bash tests/scripts/pmix_bootstrap.sh build/bin
@@ -150,6 +151,23 @@ refused "fake PMIx client under RWIN_BOOTSTRAP=tcp" "PMIX_NAMESPACE=x" "PMIX_RAN
 refused "RWIN_BOOTSTRAP=bogus" "RWIN_BOOTSTRAP='bogus'" "expected pmix, tcp or auto" -- RWIN_BOOTSTRAP=bogus
 refused "RWIN_BOOTSTRAP=pmix without a server" "RWIN_BOOTSTRAP=pmix" "no PMIx server is advertised" \
   "PMIX_SERVER_URI" -- RWIN_BOOTSTRAP=pmix
+# A "server" that accepts and never answers (PMIx_Init itself would wait for ever): the start-up
+# timeout ends it, naming PMIx_Init and the address (a listening socket on loopback, nothing else).
+silent_dir=$(mktemp -d)
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1] + "/port", "w").write(str(s.getsockname()[1]))
+time.sleep(120)' "$silent_dir" &
+silent_pid=$!
+for _ in $(seq 100); do [[ -s $silent_dir/port ]] && break; sleep 0.05; done
+silent_uri="silent.0;tcp4://127.0.0.1:$(cat "$silent_dir/port")"
+refused "a PMIx server that never answers" "PMIx_Init did not return within 2000 ms" \
+  "RWIN_STARTUP_TIMEOUT_MS" "PMIX_SERVER_URI41=$silent_uri" -- RWIN_BOOTSTRAP=pmix RWIN_STARTUP_TIMEOUT_MS=2000 \
+  PMIX_NAMESPACE=silent PMIX_RANK=0 PMIX_SERVER_URI41="$silent_uri" PMIX_SERVER_URI4="$silent_uri"
+kill "$silent_pid" 2>/dev/null
+wait "$silent_pid" 2>/dev/null
+rm -rf "$silent_dir"
 
 # A singleton stays a job of 1.
 out=$(env "${unset_rwin[@]}" $(compgen -e | grep -E '^(PMIX_|OMPI_|PMI_|SLURM_)' | sed 's/^/-u /') \
