@@ -210,7 +210,8 @@ class Transport {
   //   for (;;) { poll(); if nothing happened && arm(): sleep in poll(2) on wait_fd() and sockets }
   // wait_fd(): readable when poll() may find new work; -1 when the transport has none (the caller
   // polls on a schedule). arm(): right after a poll() that found nothing, before sleeping; false
-  // when work is pending already (poll again, do not sleep). serves_passively(): peers' one-sided
+  // when work is pending already or any work of the transport's is in flight, whose progress need
+  // not raise an event (poll again, do not sleep). serves_passively(): peers' one-sided
   // operations on exposed memory complete without this process calling poll() (verbs RC: the
   // adapter serves them), so an owner with nothing of its own in flight may sleep on its sockets.
   virtual int wait_fd() const noexcept { return -1; }

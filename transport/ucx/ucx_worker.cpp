@@ -202,7 +202,12 @@ void UcxTransport::poll(std::vector<Completion>& out) {
 bool UcxTransport::arm() noexcept {
   // Our own queues first: completions not handed out, replies or backlogs poll() still sends,
   // endpoint closes to reap. None of them raises an event, so they must not be slept through.
+  // Nor may any request of ours that UCX still holds (an operation, a reply, a rendezvous receive):
+  // UCX raises no event when a send it queued (a full shared-memory FIFO, a rendezvous pipeline)
+  // may go on, so its progress must not wait for one (seen: a 1 MiB am put over posix/sysv
+  // stalling 200 ms a step until its 20 s deadline when the initiator slept here).
   if (event_fd_ < 0 || quiesced_ || !done_.empty() || am_work_ || !closing_reqs_.empty()) return false;
+  if (all_.size() != pool_.size() || !replies_sent_.empty() || !recvs_.empty()) return false;
   const ucs_status_t s = ucp_worker_arm(worker_.get());
   if (s == UCS_OK) return true;
   if (s != UCS_ERR_BUSY) {  // never seen; falling back to timed polling keeps the caller correct
