@@ -14,6 +14,7 @@
 #include "backoff.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "common/knobs.h"
 #include "common/log.h"
 
 namespace rwin {
@@ -119,6 +120,7 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   cfg.nranks = 0;
   cfg.ucx_rma = "am";  // run-time peers are reached in am mode only (transport/ucx/ucx_dynamic.cpp)
   cfg.dynamic_peers = true;
+  if (const char* w = knobs::env("RWIN_AGENT_UCX_WAKEUP")) cfg.ucx_wakeup = std::string(w) == "1";
   try {
     tr = tp::make_transport(cfg);
     caps = tr->capabilities();

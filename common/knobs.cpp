@@ -44,6 +44,8 @@ constexpr Knob kTable[] = {
     {"RWIN_UCX_RMA", K::Enum, "auto", "auto|native|am", "transport",
      "ucx: how RMA reaches a peer (auto: direct on mapped shm, am over tcp, native on RDMA)"},
     {"RWIN_UCX_TCP_ZCOPY", K::Bool, "0", "0|1", "transport", "ucx without RDMA devices: allow zero-copy tcp sends"},
+    {"RWIN_AGENT_UCX_WAKEUP", K::Bool, "0", "0|1", "transport",
+     "agents over ucx: idle progress sleeps on UCX's wake-up descriptor (experimental)"},
     {"RWIN_CHUNK_BYTES", K::Size, "ucx 1 MiB, verbs 128 KiB", "1..18446744073709551615", "core",
      "largest piece a put/get is cut into"},
     {"RWIN_PIPELINE_DEPTH", K::Int, "ucx 4, verbs 32", "1..4096", "core", "chunks of one transfer in flight"},

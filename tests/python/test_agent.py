@@ -435,9 +435,16 @@ def test_passive_server_blocked_in_grpc(agent, workers):
         server.stop(None)
 
 
-def test_idle_progress_thread_sleeps(agent, workers):
-    """An idle progress thread sleeps on descriptors, never on the timer, and still wakes for a get."""
+def test_idle_progress_thread_sleeps(workers, monkeypatch):
+    """An idle progress thread sleeps on descriptors, never on the timer, and still wakes for a get
+    (over UCX with RWIN_AGENT_UCX_WAKEUP=1, off by default; verbs always sleeps)."""
+    monkeypatch.setenv("RWIN_AGENT_UCX_WAKEUP", "1")  # this agent and the worker's
     w = workers(progress_thread=True)
+    with rwin.Agent(**OPTS) as agent:
+        idle_round(agent, w)
+
+
+def idle_round(agent, w):
     remote = agent.import_region(w.register("d", 4096, seed=71))
     got = np.zeros(4096, np.uint8)
     agent.get(got, remote, 0)  # connected both ways: keepalives run while idle

@@ -81,10 +81,12 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
   // The am feature only where am may be used, so "native" is exactly the former configuration.
   if (rma_mode_ != "native") params.features |= UCP_FEATURE_AM;
-  // Run-time peers: an agent's idle progress thread sleeps on the worker's event descriptor
-  // (wait_fd/arm) instead of polling on a timer. Only there: it may narrow UCX's choice of lanes to
-  // transports with wake-up events, which an SPMD job has no use for.
-  if (cfg.dynamic_peers) params.features |= UCP_FEATURE_WAKEUP;
+  // Run-time peers asking for it (RWIN_AGENT_UCX_WAKEUP=1): an agent's idle progress thread sleeps on
+  // the worker's event descriptor (wait_fd/arm) instead of polling on a timer. Off by default: a
+  // 1 MiB am put over posix/sysv to a sleeping server stalled until its deadline now and then under
+  // load (docs/CONFIG.md). Never for an SPMD job.
+  const bool wakeup = cfg.dynamic_peers && cfg.ucx_wakeup;
+  if (wakeup) params.features |= UCP_FEATURE_WAKEUP;
   ucp_context_h ctx = nullptr;
   s = ucp_init(&params, config, &ctx);
   ucp_config_release(config);
@@ -99,7 +101,7 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   s = ucp_worker_create(context_.get(), &wp, &worker);
   if (s != UCS_OK) throw TransportError("ucx: ucp_worker_create failed: " + status_text(s));
   worker_.reset(worker);
-  if (cfg.dynamic_peers) {
+  if (wakeup) {
     int efd = -1;
     s = ucp_worker_get_efd(worker_.get(), &efd);
     if (s == UCS_OK) {
