@@ -82,11 +82,17 @@ ucs_status_t UcxTransport::handle_batch(const void* header, size_t header_length
 ucs_status_t UcxTransport::admit(const AmRequest& h, void* data, size_t length, bool rndv) {
   Inbound& in = inbound_[static_cast<size_t>(h.sender)];
   if (h.seq != in.next_seq) {
-    if (h.seq < in.next_seq || in.early.count(h.seq) != 0 || in.early.size() >= kMaxEarly) {
-      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped %s from rank %d with sequence %llu (expected %llu, %zu held)",
+    if (h.seq < in.next_seq || in.early.count(h.seq) != 0) {
+      // A replay of a sequence number already admitted or held: never the sender's protocol.
+      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: dropped a duplicate %s from rank %d with sequence %llu (expected %llu, %zu held)",
                rank_, op_name(static_cast<Op>(h.op)), h.sender, static_cast<unsigned long long>(h.seq),
                static_cast<unsigned long long>(in.next_seq), in.early.size());
       return UCS_OK;
+    }
+    if (in.early.size() >= kEarlyWarn && !in.warned_early) {
+      in.warned_early = true;
+      RWIN_LOG(Warn, Ucx, "rwin: ucx am: rank %d: %zu messages from rank %d held out of order, waiting for sequence %llu",
+               rank_, in.early.size(), h.sender, static_cast<unsigned long long>(in.next_seq));
     }
     in.early.emplace(h.seq, hold(h, data, length, rndv));
     return rndv ? UCS_INPROGRESS : UCS_OK;

@@ -125,7 +125,10 @@ constexpr size_t kProbeBytes = 4096;
 // one extra copy at the target and a UCP buffer of the message size there, hence the bound.
 // UCX_RNDV_THRESH set by the user disables this (eager_max_ = 0): the choice is then UCP's.
 constexpr size_t kEagerMax = 512 << 10;
-constexpr size_t kMaxEarly = 1 << 16;  // bound on out-of-order messages held per sender
+// Out-of-order messages held per sender are not bounded: each is a message the sender really has
+// in flight, so the sender's own memory bounds them, and dropping one would lose an update and
+// stall the sender until its deadline. Past this many a warning is logged once per sender.
+constexpr size_t kEarlyWarn = 1 << 16;
 // am Writes up to kStageMax bytes are copied into the peer's batch at post() and complete at once;
 // the batch leaves as one message with the next non-Write op to that peer (see "batching" in the
 // notes). kBatchMax bounds one batch (headers + payloads): it is always sent eager, so the
@@ -337,6 +340,11 @@ class UcxTransport final : public Transport {
   bool arm() noexcept override;
 
  private:
+  friend struct AmTestAccess;  // tests/unit/test_ucx_am.cpp feeds handle_request() directly
+  // Some peer is reached with UCX's native RMA while RDMA devices exist: its atomics may run on a
+  // NIC, so atomics to direct (shared-memory) peers go through ucp_atomic_op_nbx too, never a CPU
+  // atomic on the mapped word: UCX keeps every atomic of one context atomic against the others.
+  bool nic_atomics_ = false;
   struct Peer {
     ucp_ep_h ep = nullptr;
     std::string error;
@@ -353,6 +361,7 @@ class UcxTransport final : public Transport {
     std::deque<Held> backlog;        // admitted, waiting (behind pending rendezvous writes)
     int rndv_pending = 0;            // rendezvous writes whose data has not landed yet
     bool rejected = false;           // something was dropped since the sender's last Flush
+    bool warned_early = false;       // kEarlyWarn passed (logged once)
   };
   struct ErrArg {
     UcxTransport* self;
