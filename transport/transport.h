@@ -63,6 +63,11 @@ struct Capabilities {
   // (core/src/reg_cache.h). false: register_memory returns a region that registers nothing (the
   // library takes any local pointer), and a cache buys nothing.
   bool local_needs_registration = false;
+  // true: a CPU atomic on memory mapped here (Transport::mapped) is atomic against the remote
+  // atomics other ranks send to that memory. false: remote atomics may run on a NIC, which is
+  // atomic only against other NIC atomics (IBV_ATOMIC_HCA), so the core sends every atomic through
+  // post(), same-host and self peers included (docs/CONTRACT.md, "Atomics on one word").
+  bool cpu_atomics = true;
 };
 
 // Memory that remote peers may read, write and update atomically (from allocate(): page aligned
@@ -115,6 +120,17 @@ struct Completion {
 
 enum class PostResult { Ok, Busy, PeerFailed };
 
+// What the transport asked of the device since it was made (verbs; zero elsewhere). Cheap
+// increments on the data path, read by tests and rwin-perf --counters.
+struct TransportCounters {
+  uint64_t wrs = 0;          // work requests handed to the device
+  uint64_t doorbells = 0;    // ibv_post_send calls (one doorbell each)
+  uint64_t signaled = 0;     // WRs that asked for a completion
+  uint64_t inline_wrs = 0;   // WRs whose payload went inside the WQE
+  uint64_t cqes = 0;         // completions polled from the CQ
+  uint64_t drained = 0;      // WRs of a failed peer completed only once the device returned them
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -145,6 +161,7 @@ class Transport {
   virtual void poll(std::vector<Completion>& out) = 0;
   // The sticky failure of a peer, empty while the peer is healthy.
   virtual std::string peer_error(int peer) const = 0;
+  virtual TransportCounters counters() const { return {}; }
   // Whether an atomic posted to `peer` after writes lands after them with no Flush between. Per
   // peer, because one transport may reach some peers natively and others through an ordered
   // protocol of its own. Valid after connect().

@@ -102,7 +102,7 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 std::to_string(value) + " does not fit the int32 signal " +
                                                 t.w->describe());
   }
-  if (char* m = t.w->mapped(peer)) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
+  if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
   const transport::RemoteKey& rkey = t.w->rkey(peer);

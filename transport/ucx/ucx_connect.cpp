@@ -53,8 +53,11 @@ void UcxTransport::connect(bootstrap::Bootstrap& bs) {
       }
     }
   }
+  for (const Peer& peer : peers_) nic_atomics_ = nic_atomics_ || (!peer.direct && !peer.am);
+  nic_atomics_ = nic_atomics_ && have_rdma_devices();
   wire_up(bs);
-  RWIN_LOG(Debug, Ucx, "ucx(%s): rank %d: wired up to %d ranks", tls_.c_str(), rank_, nranks_);
+  RWIN_LOG(Debug, Ucx, "ucx(%s): rank %d: wired up to %d ranks%s", tls_.c_str(), rank_, nranks_,
+           nic_atomics_ ? "; atomics through UCX for every peer (native RMA on an RDMA device)" : "");
 }
 
 std::string UcxTransport::peer_error(int peer) const {

@@ -10,7 +10,9 @@ namespace rwin::transport::ucx {
 PostResult UcxTransport::post(const Work& w) {
   Peer& peer = peers_[static_cast<size_t>(w.peer)];
   if (!peer.error.empty()) return PostResult::PeerFailed;
-  if (peer.direct) {  // done before returning: loads, stores and atomics on the mapped window
+  // Direct: done before returning with loads, stores and atomics on the mapped window; atomics
+  // and the Flush that completes them go through UCX instead while NIC atomics are in use.
+  if (peer.direct && (!nic_atomics_ || w.op == Op::Write || w.op == Op::Read)) {
     const auto* rk = static_cast<const UcxRemoteKey*>(w.rkey);
     // A Flush has no address (a caller may still pass a key): no pointer is formed for it.
     ucx_direct::apply(w, rk && w.op != Op::Flush ? rk->mapped() + (w.remote_addr - rk->base()) : nullptr);

@@ -159,6 +159,7 @@ Capabilities UcxTransport::capabilities() const {
   c.needs_target_progress = true;  // true over tcp; harmless (one progress call) over shm
   c.native_set = true;             // UCP_ATOMIC_OP_SWAP / the am target's exchange
   c.local_needs_registration = false;  // any local pointer (UcxCallerMemory)
+  c.cpu_atomics = !nic_atomics_;
   return c;
 }
 
