@@ -310,7 +310,10 @@ TEST(VerbsDynamic, StaleKeyFailsAtInitiatorAndLeavesMemory) {
   mr.reset();  // deregistered; the memory stays ours
   const std::vector<uint64_t> before = mem;
   const uint64_t target = key1->base() + 64;
-  const uint64_t w = a.post(write_work(p1, src.data(), src_mr.get(), target, key1.get(), 128));
+  // A write of up to the device's inline size completes at post (its source is reusable): the
+  // flush after it carries its failure, naming the write.
+  a.post(write_work(p1, src.data(), src_mr.get(), target, key1.get(), 128));
+  const uint64_t w = a.post(flush_work(p1));
   Completion got;
   ASSERT_TRUE(a.wait(w, &got));
   EXPECT_FALSE(got.ok);
@@ -350,7 +353,8 @@ TEST(VerbsDynamic, DeviceRefusesBytesPastAnUnalignedExposedRange) {
   a.run(flush_work(ab));
   EXPECT_EQ(at_b.base()[4], 0x1111111111111111ull);
   const uint64_t past = at_b.addr(40);
-  const uint64_t c = a.post(write_work(ab, src.data(), src_mr.get(), past, forged.get(), 8));
+  a.post(write_work(ab, src.data(), src_mr.get(), past, forged.get(), 8));
+  const uint64_t c = a.post(flush_work(ab));  // the inline write completed at post; the flush fails
   Completion got;
   ASSERT_TRUE(a.wait(c, &got));
   EXPECT_FALSE(got.ok) << "the device let a peer write past the exposed range";
@@ -399,7 +403,8 @@ TEST(VerbsDynamic, FailPeerLeavesOthersWorking) {
   // After: nothing answers at a's end, so b's write runs out of retries (~7.5 s, verbs_connect.cpp)
   // and a's memory keeps the old value.
   from_b[0] = 0x3333333333333333ull;
-  const uint64_t late = b.post(write_work(ba, from_b.data(), from_b_mr.get(), at_a.addr(0), key_a.get(), 8));
+  b.post(write_work(ba, from_b.data(), from_b_mr.get(), at_a.addr(0), key_a.get(), 8));
+  const uint64_t late = b.post(flush_work(ba));  // the inline write completed at post; the flush fails
   Completion late_got;
   ASSERT_TRUE(b.wait(late, &late_got));
   EXPECT_FALSE(late_got.ok) << "a write reached a peer whose connection was ended with fail_peer";

@@ -621,6 +621,52 @@ TEST(VerbsTransport, ConcurrentSwapIsAtomic) {
   });
 }
 
+// Issue 23, bug 1: Swaps to several peers in flight at once, all returning into ONE caller slot
+// (as the core's notify(Set) does with its scratch word). Each Swap's CAS loop must decide from
+// its own CAS's result: before the fix it read the shared slot, so a peer whose word held a
+// non-zero value could take another peer's returned 0 for its own and report a Swap that never
+// happened. The words alternate between 0 (the first CAS guess succeeds) and non-zero (it fails),
+// and all CASes complete on the device before the first poll: the later peer's result overwrote
+// the earlier one's every time.
+TEST(VerbsTransport, SwapsToSeveralPeersShareOneResultSlot) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(4, [](RankCtx& c) {
+    const int n = c.nranks(), me = c.rank();
+    constexpr int kRounds = 12;
+    auto win = c.t().allocate(size_t(n) * 8);  // word q: Set only by rank q
+    auto keys = c.share(*win);
+    auto res = c.t().allocate(size_t(n + 1) * 8);
+    auto* r = static_cast<uint64_t*>(res->addr());
+    auto* w = static_cast<uint64_t*>(win->addr());
+    const auto value = [](int round, int q, int p) { return (uint64_t(round + 1) << 32) | uint64_t(q << 8 | p) | 1u << 31; };
+    const auto preset = [](int round, int q, int p) { return (round + q + p) % 2 ? 0 : 0x5eed0000ull + uint64_t(q << 8 | p); };
+    for (int round = 0; round < kRounds; ++round) {
+      for (int q = 0; q < n; ++q) std::atomic_ref<uint64_t>(w[q]).store(preset(round, q, me));
+      c.bs().barrier();
+      const bool shared = round % 2 == 0;  // odd rounds: one slot per peer, to check the old values
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        c.post(atomic_work(Op::Swap, p, shared ? &r[n] : &r[p], res.get(), keys[p]->base() + 8 * uint64_t(me),
+                           keys[p].get(), value(round, me, p)));
+      }
+      std::this_thread::sleep_for(5ms);  // every first CAS done on the device before the first poll
+      c.wait_all();
+      for (int p = 0; p < n && !shared; ++p) {
+        if (p != me) RANK_CHECK(r[p] == preset(round, me, p), "round " << round << ": swap to peer " << p
+                                                                      << " returned " << std::hex << r[p]);
+      }
+      c.bs().barrier();
+      for (int q = 0; q < n; ++q) {
+        if (q == me) continue;
+        const uint64_t got = std::atomic_ref<uint64_t>(w[q]).load();
+        RANK_CHECK(got == value(round, q, me), "round " << round << ": word of rank " << q << " holds " << std::hex
+                                                        << got << ", expected " << value(round, q, me));
+      }
+      c.bs().barrier();
+    }
+  });
+}
+
 // Every op against the own rank, through the loopback QP.
 TEST(VerbsTransport, SelfPeerSupportsEveryOp) {
   VERBS_REQUIRE_DEVICE();
@@ -753,7 +799,10 @@ TEST(VerbsTransport, DeviceErrorCompletionFailsThePeerWithAFullMessage) {
         l[i] = 0xabc0 + i;
         good.push_back(c.post(write_work(1, &l[i], loc.get(), keys[1]->base() + 8 * uint64_t(i), keys[1].get(), 8)));
       }
-      const uint64_t ck = c.post(write_work(1, &l[0], loc.get(), bad->base() + 64, bad.get(), 8));
+      // An 8-byte write goes inline and completes at post (its source is reusable); its failure
+      // is the failure of the next op waited for, here a flush, and names the write.
+      c.post(write_work(1, &l[0], loc.get(), bad->base() + 64, bad.get(), 8));
+      const uint64_t ck = c.post(flush_work(1));
       for (uint64_t g : good) c.ok(g);
       const Completion comp = c.wait(ck);
       RANK_CHECK(!comp.ok, "write with a forged rkey succeeded");
@@ -778,6 +827,88 @@ TEST(VerbsTransport, DeviceErrorCompletionFailsThePeerWithAFullMessage) {
   });
 }
 
+// Issue 23, datapath: a loop of 1000 8-byte puts, each followed by a poll as the core's blocking put
+// does, then a flush. Inline writes complete at post and wait in the chain, so the device gets
+// kChain (16) WRs per doorbell with one signaled WR each, not one doorbell and one CQE per put;
+// the data all lands, in order.
+TEST(VerbsTransport, SmallPutLoopBatchesDoorbellsAndSignals) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    constexpr uint64_t kPuts = 1000, kChain = 16;
+    auto win = c.t().allocate(kPuts * 8);
+    auto keys = c.share(*win);
+    c.bs().barrier();
+    if (c.rank() == 0) {
+      auto loc = c.t().allocate(8);
+      auto* l = static_cast<uint64_t*>(loc->addr());
+      const auto before = c.t().counters();
+      for (uint64_t i = 0; i < kPuts; ++i) {
+        *l = 0xc0de0000 + i;  // the same source word every time: reusable once the put completed
+        c.ok(c.post(write_work(1, l, loc.get(), keys[1]->base() + 8 * i, keys[1].get(), 8)));
+      }
+      c.run(flush_work(1));
+      const auto d = c.t().counters();
+      const uint64_t wrs = d.wrs - before.wrs, bells = d.doorbells - before.doorbells,
+                     sig = d.signaled - before.signaled, inl = d.inline_wrs - before.inline_wrs;
+      std::fprintf(stderr, "rank 0: %llu puts + flush: %llu WRs, %llu doorbells, %llu signaled, %llu inline, %llu CQEs\n",
+                   (unsigned long long)kPuts, (unsigned long long)wrs, (unsigned long long)bells,
+                   (unsigned long long)sig, (unsigned long long)inl, (unsigned long long)(d.cqes - before.cqes));
+      RANK_CHECK(wrs == kPuts + 1, wrs << " WRs for " << kPuts << " puts and a flush");
+      RANK_CHECK(sig <= kPuts / kChain + 2, sig << " signaled WRs");
+      RANK_CHECK(bells <= kPuts / kChain + 2, bells << " doorbells");
+      RANK_CHECK(inl == kPuts, inl << " inline WRs");
+    }
+    c.bs().barrier();
+    if (c.rank() == 1) {
+      const auto* w = static_cast<const uint64_t*>(win->addr());
+      for (uint64_t i = 0; i < kPuts; ++i) RANK_CHECK(w[i] == 0xc0de0000 + i, "put " << i << " holds " << w[i]);
+    }
+  });
+}
+
+// Issue 23, bug 4: fail_peer() with work requests on the device. They complete (each exactly once)
+// only as the device returns them, flushed or done (the kernel's ib_drain_qp rule): until then the
+// device may still write a Read's destination. The first failed one carries the failure's message.
+TEST(VerbsTransport, FailPeerDrainsPostedWork) {
+  VERBS_REQUIRE_DEVICE();
+  run_ranks(2, [](RankCtx& c) {
+    constexpr size_t kReads = 32, kBytes = 256 << 10;  // two full chains: all on the device
+    auto win = c.t().allocate(kBytes);
+    auto keys = c.share(*win);
+    c.bs().barrier();
+    if (c.rank() == 0) {
+      auto loc = c.t().allocate(kReads * kBytes);
+      auto* l = static_cast<uint8_t*>(loc->addr());
+      const auto before = c.t().counters();
+      std::vector<uint64_t> cookies;
+      for (size_t i = 0; i < kReads; ++i) {
+        cookies.push_back(c.post(read_work(1, l + i * kBytes, loc.get(), keys[1]->base(), keys[1].get(), kBytes)));
+      }
+      RANK_CHECK(c.t().counters().wrs - before.wrs == kReads, "not all reads were handed to the device");
+      c.t().fail_peer(1, "peer 1 ended by the test");
+      size_t failed = 0, first_msg = 0;
+      for (uint64_t ck : cookies) {
+        const Completion comp = c.wait(ck);
+        if (comp.ok) continue;
+        ++failed;
+        if (comp.error == "peer 1 ended by the test") ++first_msg;
+        else RANK_CHECK(comp.error.find("abandoned, peer failed: peer 1 ended by the test") != std::string::npos, comp.error);
+      }
+      const auto after = c.t().counters();
+      std::fprintf(stderr, "rank 0: %zu of %zu reads failed, %llu drained, %llu cqes\n", failed, kReads,
+                   static_cast<unsigned long long>(after.drained - before.drained),
+                   static_cast<unsigned long long>(after.cqes - before.cqes));
+      RANK_CHECK(after.drained - before.drained == kReads, "completions reported before the device returned them: "
+                                                          << after.drained - before.drained << " of " << kReads);
+      RANK_CHECK(failed == 0 || first_msg == 1, "the failure's own message went out " << first_msg << " times");
+      PostResult r{};
+      c.post(flush_work(1), &r);
+      RANK_CHECK(r == PostResult::PeerFailed, "post after fail_peer");
+    }
+    c.bs().barrier();
+  });
+}
+
 // Rank 1 is SIGKILLed after connecting. Rank 0 and 2 keep writing to it: a write fails within
 // the QP's retry budget (no hang), the error names the peer, later posts return PeerFailed, and
 // ranks 0 and 2 keep working with each other and themselves.
@@ -794,7 +925,11 @@ TEST(VerbsTransport, KilledPeerFailsOnlyThatPeer) {
               Completion failed;
               for (int i = 0;; ++i) {
                 RANK_CHECK(Clock::now() - t0 < kOpDeadline, "writes to the killed rank 1 kept succeeding for 60 s");
-                const Completion comp = c.wait(c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 64)));
+                // A 64-byte write completes at post (inline): the flush after it carries its failure.
+                PostResult pr{};
+                c.post(write_work(1, l, loc.get(), keys[1]->base(), keys[1].get(), 64), &pr);
+                const uint64_t fl = pr == PostResult::Ok ? c.post(flush_work(1), &pr) : 0;
+                const Completion comp = pr == PostResult::Ok ? c.wait(fl) : Completion{0, false, c.t().peer_error(1)};
                 if (!comp.ok) {
                   failed = comp;
                   break;

@@ -24,8 +24,10 @@ namespace {
 constexpr uint32_t kMaxSqDepth = 256;
 constexpr uint32_t kMinSqDepth = 8;
 // Writes up to this size are copied into the WQE (IBV_SEND_INLINE) when the device allows it:
-// saves the device a DMA read of the source for notify-sized payloads.
-constexpr uint32_t kWantInline = 64;
+// saves the device a DMA read of the source, and lets a small put complete at post
+// (verbs_datapath.cpp). Asked for in this order; the device grants what it can (perftest's
+// default is 220 on ConnectX; rxe grants a few hundred bytes).
+constexpr uint32_t kWantInline[] = {256, 64, 0};
 // RC ack timeout 4.096 us * 2^18 = 1.07 s (NCCL's default), retried 6 times: a peer whose process died (its QP is
 // gone, packets to it are dropped) yields IBV_WC_RETRY_EXC_ERR after about 7 * 1.07 s ~= 7.5 s
 // (the core learns of a dead peer through its bootstrap lease within milliseconds anyway).
@@ -112,6 +114,19 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
     live_peers_ = n;
   }
   scratch_ = std::make_unique<VerbsMemoryRegion>(dev_, 8, who);
+  ensure_result_slots(peers_.size());
+}
+
+void VerbsTransport::ensure_result_slots(size_t peers) {
+  while (result_pages_.size() * kSlotsPerPage < peers) {
+    result_pages_.push_back(std::make_unique<VerbsMemoryRegion>(dev_, kSlotsPerPage * 8, self_ + ": " + describe_));
+  }
+}
+
+uint64_t* VerbsTransport::result_slot(int peer, uint32_t& lkey) const {
+  const auto& page = result_pages_[static_cast<size_t>(peer) / kSlotsPerPage];
+  lkey = page->lkey();
+  return static_cast<uint64_t*>(page->addr()) + static_cast<size_t>(peer) % kSlotsPerPage;
 }
 
 std::string VerbsTransport::who(int peer) const {
@@ -174,11 +189,11 @@ QpPtr VerbsTransport::create_qp(int peer) {
   a.cap.max_recv_wr = 1;  // no receives are ever posted; some providers reject 0
   a.cap.max_send_sge = 1;
   a.cap.max_recv_sge = 1;
-  a.cap.max_inline_data = kWantInline;
-  QpPtr qp(ibv_create_qp(dev_->pd.get(), &a));
-  if (!qp) {  // a provider without inline support: fall back to DMA for every write
-    a.cap.max_inline_data = 0;
+  QpPtr qp;
+  for (uint32_t want : kWantInline) {  // a provider refuses more inline than it has: ask for less
+    a.cap.max_inline_data = want;
     qp.reset(ibv_create_qp(dev_->pd.get(), &a));
+    if (qp) break;
   }
   if (!qp) {
     throw TransportError(who(peer) + ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
@@ -351,6 +366,7 @@ int VerbsTransport::add_peer() {
   }
   const int p = npeers();
   ensure_cq_room(live_peers_ + 1);
+  ensure_result_slots(static_cast<size_t>(p) + 1);
   peers_.emplace_back();
   try {
     open_qp(p);

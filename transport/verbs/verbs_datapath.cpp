@@ -1,11 +1,17 @@
 // The data path: post() stages work requests per peer, poll() hands them to the device as chains
 // and turns work completions into Completions. Never throws, never blocks.
 //
-// Selective signalling. post() builds WRs into a per-peer chain; the chain goes to ibv_post_send
-// when it reaches kChain WRs, and poll() posts whatever is staged. Only the last WR of every chain
-// is signaled. An RC send queue completes its WRs in order, so when a signaled WC arrives every
-// earlier WR of that QP has completed too: poll() then reports the whole FIFO prefix up to it.
-// Because every chain ends signaled, no WR waits for a signal that never comes.
+// Selective signalling and batching, as perftest drives a NIC. post() builds WRs into a per-peer
+// chain; the chain goes to ibv_post_send (one doorbell) when it reaches kChain WRs, when post()
+// would otherwise report Busy, or at poll() once it holds a WR somebody waits for. Only the last
+// WR of every chain is signaled. An RC send queue completes its WRs in order, so when a signaled
+// WC arrives every earlier WR of that QP has completed too: poll() then reports the whole FIFO
+// prefix up to it. Because every chain ends signaled, no WR waits for a signal that never comes.
+// A Write of at most max_inline_ bytes is copied into the peer's bounce slot and completes at
+// post() (its source is reusable, all a Write's completion promises; transport.h lets such a
+// Write stay staged until the next non-Write op or Flush to the peer): a loop of small puts goes
+// out kChain WRs per doorbell with one signaled WR, and a blocking small put returns at once.
+// poll() visits only peers with staged work (dirty_), never every peer.
 //
 // Flow control. A peer's FIFO (staged + posted, not yet completed) never exceeds the send queue
 // depth: post() returns Busy instead. The CQ has one entry per send-queue slot of every peer, and
@@ -25,19 +31,31 @@
 // poll(): CAS(expect = 0, store = value); if the returned old value differs, CAS again expecting
 // that value, until a CAS succeeds. The successful CAS replaced exactly the value it returned, so
 // the emulation is atomic (linearisable at that CAS) and lock-free (a CAS fails only because
-// another update succeeded). Its result lands in the caller's `local`. While a Swap is in flight
-// post() returns Busy for that peer, so later work cannot overtake it (a native atomic could not
-// be overtaken either). capabilities().native_set is false.
+// another update succeeded). Every CAS of the loop returns into the peer's own result slot
+// (result_slot(): one registered word per peer that no other WR writes), so the loop never
+// mistakes another peer's returned value for its own; the caller's `local` gets the final old
+// value when the Swap completes (the core passes one scratch word for every peer). While a Swap is
+// in flight post() returns Busy for that peer, so later work cannot overtake it (a native atomic
+// could not be overtaken either). capabilities().native_set is false.
 //
-// Failure. The first error WC of a QP (or a work request that cannot be valid, or a failed
-// ibv_post_send) makes that peer failed: the message is stored, the QP is moved to ERR, every
-// outstanding work of the peer completes as failed at once, and later WCs of that QP (flush
-// errors) are ignored. WRs before the failing one completed successfully (in-order completion)
-// and are reported as such. post() to a failed peer returns PeerFailed.
+// Failure. The first error WC of a QP (or a work request that cannot be valid, a failed
+// ibv_post_send, or an asynchronous QP/port/CQ event) makes that peer failed: the message is
+// stored and the QP is moved to ERR. WRs never handed to the device complete as failed at once.
+// Posted ones complete as failed only when the device has returned their completions (it flushes
+// every outstanding WR of a QP in ERR, signaled or not, in order), as the kernel's ib_drain_qp
+// does: until then the device may still read or write their buffers. A drain that does not end
+// within kDrainLimit destroys the QP (ibv_destroy_qp returns once the device no longer uses it).
+// WRs before the failing one completed successfully (in-order completion) and are reported as
+// such. post() to a failed peer returns PeerFailed. When the first error WC of a QP is a flush
+// (the QP entered ERR without a failed WR of its own: a responder-side error, an async event),
+// the message says so and names the async event when the device reported one.
+#include <fcntl.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
+#include "common/log.h"
 #include "transport/verbs/verbs_transport_impl.h"
 
 namespace rwin::transport::verbs {
@@ -47,6 +65,8 @@ namespace {
 // 16 WRs instead of one each.
 constexpr size_t kChain = 16;
 constexpr int kPollBatch = 16;
+// How long a failed peer's posted WRs may take to come back flushed before its QP is destroyed.
+constexpr auto kDrainLimit = std::chrono::seconds(5);
 
 uint64_t make_wr_id(int peer, uint32_t seq) {
   return (uint64_t{static_cast<uint32_t>(peer)} << 32) | seq;
@@ -139,6 +159,11 @@ std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& 
 
 void VerbsTransport::stage(int peer, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge) {
   Peer& pr = peers_[peer];
+  if (!p.early) pr.needs_post = true;
+  if (!pr.dirty) {
+    pr.dirty = true;
+    dirty_.push_back(peer);
+  }
   Pending q = p;
   q.seq = pr.next_seq++;
   Staged s;
@@ -161,17 +186,25 @@ void VerbsTransport::flush_staged(int peer) {
   st.back().wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(pr.qp.get(), &st.front().wr, &bad);
+  ++counters_.doorbells;
   size_t posted = st.size();
-  for (size_t i = 0; bad && i < st.size(); ++i) {
+  for (size_t i = 0; rc != 0 && bad && i < st.size(); ++i) {
     if (&st[i].wr == bad) posted = i;
   }
-  st.clear();
-  if (rc != 0) {
-    // Should not happen (we never exceed the send queue); the chain's tail is not posted and the
-    // head has no signaled WR, so the peer cannot continue in a defined way.
-    fail_peer(peer, who(peer) + " qp " + hex(pr.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
-                        " work requests: " + std::strerror(rc));
+  pr.needs_post = false;
+  if (rc == 0) {
+    counters_.wrs += st.size();
+    ++counters_.signaled;
+    for (const Staged& x : st) counters_.inline_wrs += (x.wr.send_flags & IBV_SEND_INLINE) != 0;
+    st.clear();
+    return;
   }
+  // Should not happen (we never exceed the send queue). The unposted tail stays staged, so
+  // fail_peer() fails it at once and drains only what the device has.
+  if (rc != 0 && bad == nullptr) posted = 0;
+  st.erase(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(posted));
+  fail_peer(peer, who(peer) + " qp " + hex(pr.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
+                      " work requests: " + std::strerror(rc));
 }
 
 PostResult VerbsTransport::post(const Work& w) {
@@ -192,7 +225,11 @@ PostResult VerbsTransport::post(const Work& w) {
                           (cfg_.dynamic_peers ? "connect_peer()" : "connect()")});
     return PostResult::Ok;
   }
-  if (pr.swap.active || pr.pending.size() >= sq_depth_) return PostResult::Busy;
+  if (pr.swap.active) return PostResult::Busy;
+  if (pr.pending.size() >= sq_depth_) {
+    flush_staged(w.peer);  // early-completed Writes may be all that is staged: let them go
+    return PostResult::Busy;
+  }
 
   Pending p;
   p.cookie = w.cookie;
@@ -222,7 +259,15 @@ PostResult VerbsTransport::post(const Work& w) {
         sge = {reinterpret_cast<uint64_t>(w.local), static_cast<uint32_t>(w.bytes), lkey};
         sgp = &sge;
       }
-      if (w.op == Op::Write && w.bytes > 0 && w.bytes <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+      if (w.op == Op::Write && w.bytes > 0 && w.bytes <= max_inline_) {
+        wr.send_flags |= IBV_SEND_INLINE;
+        if (pr.bounce.empty()) pr.bounce.resize(kChain * max_inline_);
+        uint8_t* slot = pr.bounce.data() + pr.staged.size() * max_inline_;  // staged.size() < kChain
+        std::memcpy(slot, w.local, w.bytes);
+        sge.addr = reinterpret_cast<uint64_t>(slot);
+        p.early = true;
+        ready_.push_back({w.cookie, true, {}});
+      }
       break;
     case Op::AtomicAdd:
     case Op::FetchAdd:
@@ -249,8 +294,8 @@ PostResult VerbsTransport::post(const Work& w) {
       s = {};
       s.active = true;
       s.cookie = w.cookie;
-      s.local = static_cast<uint64_t*>(w.local);
-      s.lkey = lkey;
+      s.user = static_cast<uint64_t*>(w.local);
+      s.result = result_slot(w.peer, s.result_lkey);
       s.remote_addr = w.remote_addr;
       s.rkey = rkey;
       s.value = w.operand;
@@ -284,21 +329,22 @@ void VerbsTransport::stage_swap_cas(int peer) {
   wr.wr.atomic.rkey = s.rkey;
   wr.wr.atomic.compare_add = s.guess;
   wr.wr.atomic.swap = s.value;
-  const ibv_sge sge{reinterpret_cast<uint64_t>(s.local), 8, s.lkey};
+  const ibv_sge sge{reinterpret_cast<uint64_t>(s.result), 8, s.result_lkey};
   stage(peer, p, wr, &sge);
 }
 
 void VerbsTransport::on_success(int peer, uint32_t seq) {
   Peer& pr = peers_[peer];
-  if (!pr.error.empty()) return;  // everything of this peer was already reported as failed
+  if (!pr.error.empty()) return drained_upto(peer, seq, true);
   while (!pr.pending.empty() && !seq_before(seq, pr.pending.front().seq)) {
     const Pending p = pr.pending.front();
     pr.pending.pop_front();
     if (p.op == Op::Swap && pr.swap.active) {
-      // The CAS wrote the word's old value into the caller's slot (device DMA, complete now that
-      // its WC has been polled).
-      const uint64_t old = *static_cast<volatile uint64_t*>(pr.swap.local);
+      // The CAS wrote the word's old value into this peer's own slot (device DMA, complete now
+      // that its WC has been polled; no other WR writes that slot).
+      const uint64_t old = *static_cast<volatile uint64_t*>(pr.swap.result);
       if (old == pr.swap.guess) {
+        if (pr.swap.user) *static_cast<volatile uint64_t*>(pr.swap.user) = old;
         ready_.push_back({p.cookie, true, {}});
         pr.swap.active = false;
       } else {
@@ -307,17 +353,22 @@ void VerbsTransport::on_success(int peer, uint32_t seq) {
       }
       continue;
     }
-    ready_.push_back({p.cookie, true, {}});
+    if (!p.early) ready_.push_back({p.cookie, true, {}});
   }
 }
 
 void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
   Peer& pr = peers_[peer];
-  if (!pr.error.empty()) return;  // a flush error after the first failure: already reported
   const uint32_t seq = wr_seq(wc.wr_id);
+  if (wc.status == IBV_WC_WR_FLUSH_ERR && pr.error.empty()) {
+    // Flushed with no failed WR of its own: the QP entered ERR for a reason the device may have
+    // announced as an async event (read it now, so the message names it).
+    read_async_events();
+  }
+  if (!pr.error.empty()) return drained_upto(peer, seq, false);
   // In-order completion: the WRs before the failing one completed successfully.
   while (!pr.pending.empty() && seq_before(pr.pending.front().seq, seq)) {
-    ready_.push_back({pr.pending.front().cookie, true, {}});
+    if (!pr.pending.front().early) ready_.push_back({pr.pending.front().cookie, true, {}});
     pr.pending.pop_front();
   }
   Pending failing;
@@ -327,35 +378,156 @@ void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
     failing.op = Op::Flush;  // unknown WR: name no range rather than a wrong one
   char tail[96];
   std::snprintf(tail, sizeof tail, " (status %d, vendor_err 0x%x)", static_cast<int>(wc.status), wc.vendor_err);
-  fail_peer(peer, op_text(peer, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail);
+  std::string msg = op_text(peer, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail;
+  if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+    msg += ": the queue pair was already in the error state and no work request of it had failed here "
+           "(a responder-side error, or the QP was reset; the device reported no async event for it)";
+  }
+  fail_peer(peer, msg);
+  // fail_peer() keeps the posted WRs until their completions return: this one has.
+  drained_upto(peer, seq, false);
+}
+
+void VerbsTransport::report_failed(int peer, const Pending& p) {
+  // An early Write already completed (its source was reusable); its loss shows as the peer's
+  // failure at the next op, as for any Write whose data had not landed.
+  if (p.early) return;
+  Peer& pr = peers_[peer];
+  ready_.push_back({p.cookie, false, pr.first_reported ? op_text(peer, p) + " abandoned, peer failed: " + pr.error : pr.error});
+  pr.first_reported = true;
+}
+
+void VerbsTransport::drained_upto(int peer, uint32_t seq, bool ok) {
+  Peer& pr = peers_[peer];
+  while (!pr.pending.empty() && !seq_before(seq, pr.pending.front().seq)) {
+    const Pending p = pr.pending.front();
+    pr.pending.pop_front();
+    // A successful WC: the device completed this WR and every earlier one before the QP failed
+    // (an abandoned Swap loop still failed). After a flush, whether an earlier unsignaled WR had
+    // completed is not known here: failed is the safe answer for a peer that failed anyway.
+    ++counters_.drained;
+    if (ok && p.op != Op::Swap) {
+      if (!p.early) ready_.push_back({p.cookie, true, {}});
+    } else {
+      report_failed(peer, p);
+    }
+  }
+  if (pr.draining && pr.pending.empty()) {
+    pr.draining = false;
+    --draining_peers_;
+  }
+}
+
+void VerbsTransport::retire_qp(int peer) noexcept {
+  Peer& pr = peers_[peer];
+  if (!pr.qp) return;
+  // Once ibv_destroy_qp returns the device no longer touches this QP's buffers. Its WCs already in
+  // the CQ still count against the CQ's size until poll() finds the CQ empty.
+  pr.qp.reset();
+  --live_peers_;
+  ++retired_undrained_;
 }
 
 void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
   if (peer < 0 || peer >= npeers()) return;
   Peer& pr = peers_[peer];
-  if (pr.error.empty()) pr.error = msg;
-  if (pr.qp) {
-    // Stop the device working on this QP: its unexecuted WRs are flushed (WCs ignored above), so
-    // no buffer we now report as done is touched later.
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(pr.qp.get(), &a, IBV_QP_STATE);
+  const bool first = pr.error.empty();
+  if (first) {
+    pr.error = msg;
+    if (pr.qp) {
+      // Stop the device working on this QP: it flushes every outstanding WR, in order.
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ibv_modify_qp(pr.qp.get(), &a, IBV_QP_STATE);
+    }
   }
-  bool first = true;
-  for (const Pending& p : pr.pending) {
-    ready_.push_back({p.cookie, false, first ? msg : op_text(peer, p) + " abandoned, peer failed: " + msg});
-    first = false;
-  }
-  pr.pending.clear();
-  pr.staged.clear();
   pr.swap.active = false;
-  if (cfg_.dynamic_peers && pr.qp) {
-    // A run-time peer is gone for good (its index is never reused): destroy the QP, so nothing
-    // of it stays on the device and its send-queue share of the CQ can go to later peers once
-    // poll() has drained the WCs it left there.
-    pr.qp.reset();
-    --live_peers_;
-    ++retired_undrained_;
+  // WRs still staged were never handed to the device: they fail now.
+  const size_t unposted = std::min(pr.staged.size(), pr.pending.size());
+  pr.staged.clear();
+  std::vector<Pending> never(pr.pending.end() - static_cast<std::ptrdiff_t>(unposted), pr.pending.end());
+  pr.pending.erase(pr.pending.end() - static_cast<std::ptrdiff_t>(unposted), pr.pending.end());
+  // A run-time peer is gone for good (its index is never reused): destroy the QP now, so nothing of
+  // it stays on the device and its share of the CQ can go to later peers.
+  if (cfg_.dynamic_peers) retire_qp(peer);
+  if (!pr.qp) {
+    for (const Pending& p : pr.pending) report_failed(peer, p);
+    pr.pending.clear();
+    if (pr.draining) {
+      pr.draining = false;
+      --draining_peers_;
+    }
+  } else if (!pr.pending.empty() && !pr.draining) {
+    pr.draining = true;
+    pr.drain_deadline = std::chrono::steady_clock::now() + kDrainLimit;
+    ++draining_peers_;
+  }
+  for (const Pending& p : never) report_failed(peer, p);
+}
+
+void VerbsTransport::end_overdue_drains() {
+  const auto now = std::chrono::steady_clock::now();
+  for (int p = 0; p < npeers() && draining_peers_ > 0; ++p) {
+    Peer& pr = peers_[p];
+    if (!pr.draining || now < pr.drain_deadline) continue;
+    RWIN_LOG(Warn, Verbs, "%s: %zu work requests not flushed by the device within %lld s of the failure: "
+             "destroying the queue pair", who(p).c_str(), pr.pending.size(),
+             static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count()));
+    retire_qp(p);
+    for (const Pending& q : pr.pending) report_failed(p, q);
+    pr.pending.clear();
+    pr.draining = false;
+    --draining_peers_;
+  }
+}
+
+void VerbsTransport::read_async_events() noexcept {
+  ibv_context* ctx = dev_->ctx.get();
+  if (!async_nonblocking_) {
+    const int fl = fcntl(ctx->async_fd, F_GETFL);
+    if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) != 0) return;  // never block in poll()
+    async_nonblocking_ = true;
+  }
+  ibv_async_event ev{};
+  while (ibv_get_async_event(ctx, &ev) == 0) {
+    const ibv_event_type type = ev.event_type;
+    ibv_qp* qp = nullptr;
+    int port = 0;
+    switch (type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR:
+        qp = ev.element.qp;
+        break;
+      case IBV_EVENT_PORT_ERR:
+      case IBV_EVENT_PORT_ACTIVE:
+      case IBV_EVENT_LID_CHANGE:
+      case IBV_EVENT_GID_CHANGE:
+        port = ev.element.port_num;
+        break;
+      default:
+        break;
+    }
+    // Acknowledge before acting: ibv_destroy_qp (fail_peer of a run-time peer) waits for it.
+    ibv_ack_async_event(&ev);
+    const std::string what = std::string("the device reported async event ") + ibv_event_type_str(type);
+    if (qp) {
+      for (int p = 0; p < npeers(); ++p) {
+        if (peers_[p].qp.get() != qp) continue;
+        fail_peer(p, who(p) + " qp " + hex(qp->qp_num) + ": " + what +
+                         " (the queue pair is in the error state; outstanding work is flushed)");
+      }
+    } else if ((type == IBV_EVENT_PORT_ERR && port == dev_info_.port) || type == IBV_EVENT_CQ_ERR ||
+               type == IBV_EVENT_DEVICE_FATAL) {
+      const std::string why = type == IBV_EVENT_PORT_ERR ? what + ": port " + std::to_string(port) + " went down"
+                                                         : what + " (every queue pair stops)";
+      for (int p = 0; p < npeers(); ++p) {
+        if (peers_[p].error.empty()) fail_peer(p, who(p) + ": " + why);
+      }
+    } else {
+      RWIN_LOG(Info, Verbs, "%s: %s: %s (port %d)", self_.c_str(), describe_.c_str(), what.c_str(), port);
+    }
   }
 }
 
@@ -363,12 +535,43 @@ void VerbsTransport::quiesce(bool /*graceful: an RC QP moved to error needs no g
   for (int p = 0; p < npeers(); ++p) {
     fail_peer(p, who(p) + ": transport closed (context shutting down)");
   }
+  // The caller deregisters and frees memory next: wait (bounded) until the device has returned
+  // every posted WR, then destroy the QPs of peers it did not drain.
+  try {
+    std::vector<Completion> sink;
+    const auto until = std::chrono::steady_clock::now() + kDrainLimit;
+    while (draining_peers_ > 0 && std::chrono::steady_clock::now() < until) poll(sink);
+  } catch (...) {  // poll() allocates; nothing else can throw here
+  }
+  for (int p = 0; p < npeers(); ++p) {
+    if (peers_[p].draining) {
+      retire_qp(p);
+      peers_[p].pending.clear();
+      peers_[p].draining = false;
+      --draining_peers_;
+    }
+  }
+}
+
+void VerbsTransport::post_waited_chains() {
+  size_t keep = 0;
+  for (size_t i = 0; i < dirty_.size(); ++i) {
+    const int p = dirty_[i];
+    Peer& pr = peers_[p];
+    if (pr.error.empty() && pr.needs_post) flush_staged(p);
+    if (pr.error.empty() && !pr.staged.empty()) {
+      dirty_[keep++] = p;  // early Writes only: they wait for the next op to this peer
+    } else {
+      pr.dirty = false;
+    }
+  }
+  dirty_.resize(keep);
 }
 
 void VerbsTransport::poll(std::vector<Completion>& out) {
-  for (int p = 0; p < npeers(); ++p) {
-    if (peers_[p].error.empty()) flush_staged(p);
-  }
+  if ((++polls_ & 255) == 0) read_async_events();  // rare events; a syscall per call would cost
+  if (draining_peers_ > 0) end_overdue_drains();
+  post_waited_chains();
   if (live_peers_ > 0 || retired_undrained_ > 0) {
     ibv_wc wc[kPollBatch];
     // Bounded: at most one pass over everything the CQ can hold, so poll() never spins.
@@ -386,6 +589,7 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
         }
         break;
       }
+      counters_.cqes += static_cast<uint64_t>(n);
       for (int i = 0; i < n; ++i) {
         const int peer = wr_peer(wc[i].wr_id);
         if (peer < 0 || peer >= npeers()) continue;
@@ -399,9 +603,7 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
         break;
       }
     }
-    for (int p = 0; p < npeers(); ++p) {
-      if (peers_[p].error.empty()) flush_staged(p);  // Swap retries staged by on_success()
-    }
+    post_waited_chains();  // Swap retries staged by on_success()
   }
   out.insert(out.end(), std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
   ready_.clear();

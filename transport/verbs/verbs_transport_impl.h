@@ -7,6 +7,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -93,6 +94,7 @@ class VerbsTransport final : public Transport {
   PostResult post(const Work& w) override;
   void poll(std::vector<Completion>& out) override;
   std::string peer_error(int peer) const override;
+  TransportCounters counters() const override { return counters_; }
   // Moves the peer's QP to the error state: the device flushes its WRs and the peer's RDMA
   // operations through it are refused from then on; pending work completes failed. A run-time
   // peer's QP is then destroyed (its slot stays, failed: indices are never reused).
@@ -108,6 +110,7 @@ class VerbsTransport final : public Transport {
     Op op = Op::Write;  // the user's op (a Swap step is Op::Swap)
     size_t bytes = 0;
     uint64_t remote_addr = 0;
+    bool early = false;  // an inline Write completed at post(): its payload is in the peer's bounce
   };
   // A work request built by post() and handed to the device by flush_staged().
   struct Staged {
@@ -116,11 +119,15 @@ class VerbsTransport final : public Transport {
   };
   // The emulated Swap in flight on a peer (at most one: later posts to that peer wait, so
   // everything posted after a Swap is ordered after it, as it would be for a native atomic).
+  // Each CAS of the loop returns the word's old value into the peer's own result slot, which no
+  // other work request writes: the loop decides success from it. The caller's slot (which the
+  // core shares between peers) receives the old value once, when the Swap completes.
   struct SwapState {
     bool active = false;
     uint64_t cookie = 0;
-    uint64_t* local = nullptr;  // user's 8-byte result slot: receives each CAS result
-    uint32_t lkey = 0;
+    uint64_t* user = nullptr;    // caller's 8-byte slot: the final old value (may be shared)
+    uint64_t* result = nullptr;  // this peer's own slot (result_slot()): every CAS result
+    uint32_t result_lkey = 0;
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint64_t value = 0;  // the value to store
@@ -136,6 +143,17 @@ class VerbsTransport final : public Transport {
     uint32_t next_seq = 1;
     SwapState swap;
     std::string error;  // sticky failure, empty while healthy
+    // After a failure: posted WRs stay in `pending` until the device returns their completions
+    // (flushed or done): only then is their memory the caller's again. Bounded by drain_deadline,
+    // after which the QP is destroyed (the device is done with it when ibv_destroy_qp returns).
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_deadline{};
+    bool first_reported = false;  // the failure's own message went out with one completion
+    // Inline Writes are copied here at post() (slot = index in `staged`, max_inline_ bytes each)
+    // and complete at once: the device copies the payload into the WQE at ibv_post_send.
+    std::vector<uint8_t> bounce;
+    bool needs_post = false;  // `staged` holds a WR somebody waits for: poll() posts the chain
+    bool dirty = false;       // listed in dirty_ (has staged WRs)
   };
 
   // verbs_connect.cpp: the steps both connect() and the run-time path take.
@@ -157,10 +175,25 @@ class VerbsTransport final : public Transport {
   std::string check_work(const Work& w, uint32_t& lkey, uint32_t& rkey) const;
   void stage(int peer, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge);
   void flush_staged(int peer);
+  // Posts the chains of dirty peers that hold a WR somebody waits for; drops clean peers.
+  void post_waited_chains();
   void on_success(int peer, uint32_t seq);
   void on_error(int peer, const ibv_wc& wc);
   void stage_swap_cas(int peer);
   std::string op_text(int peer, const Pending& p) const;
+  // Completes `p` of a failed peer as failed: the first one carries the failure's message.
+  void report_failed(int peer, const Pending& p);
+  // A failed peer's completion arrived: everything up to `seq` is the caller's again.
+  void drained_upto(int peer, uint32_t seq, bool ok);
+  // Peers whose drain passed its deadline: destroy their QP, report what is left.
+  void end_overdue_drains();
+  void retire_qp(int peer) noexcept;
+  // Reads the device's asynchronous events (port down, QP fatal, CQ error) without blocking and
+  // turns them into named peer failures.
+  void read_async_events() noexcept;
+  // This peer's 8-byte CAS result slot (one per peer, never shared) and its lkey.
+  uint64_t* result_slot(int peer, uint32_t& lkey) const;
+  void ensure_result_slots(size_t peers);
 
   // Members in set-up order; destruction runs in reverse: MRs, QPs, CQ, then PD and context.
   TransportConfig cfg_;
@@ -182,6 +215,15 @@ class VerbsTransport final : public Transport {
   // peer with work in flight is invalidated). wr_id carries the peer index, never a pointer.
   std::deque<Peer> peers_;
   std::unique_ptr<VerbsMemoryRegion> scratch_;  // 8-byte sink for AtomicAdd's unused result
+  // Per-peer CAS result slots for the Swap loop, kSlotsPerPage to a registered page; grows with
+  // add_peer(); pages are never freed or moved while the transport lives.
+  static constexpr size_t kSlotsPerPage = 512;
+  std::vector<std::unique_ptr<VerbsMemoryRegion>> result_pages_;
+  size_t draining_peers_ = 0;      // peers with draining set
+  bool async_nonblocking_ = false;  // the context's async_fd was made non-blocking
+  uint32_t polls_ = 0;              // poll() calls: async events are read every 256th
+  TransportCounters counters_;
+  std::vector<int> dirty_;  // peers with staged WRs: poll() visits only these (O(active))
   bool connected_ = false;  // collective connect() done (run-time peers: Peer::connected)
   std::vector<Completion> ready_;  // completions produced outside poll() (validation failures)
 };
