@@ -155,6 +155,31 @@ TEST_P(Contract, ConcurrentAtomicAddsAreNeverLost) {
   });
 }
 
+// Issue 23, bugs 1 and 7: every rank Sets its own word on every rank (itself included) in each
+// round, all Sets in flight at once, the words holding distinct non-zero values from the round
+// before: each Set lands exactly, none is reported done before it happened. Over verbs a Set is a
+// CAS loop per peer; this failed there while the loops shared one result word.
+TEST_P(Contract, NotifySetStormFromEveryRankToEveryPeer) {
+  run(5, [](Context& ctx) {
+    const int n = ctx.size(), me = ctx.rank();
+    constexpr int kRounds = 40;
+    auto sig = ctx.alloc_signals("storm", n);  // word q: Set by rank q only
+    const auto value = [](int round, int q, int p) { return int64_t{round + 1} * 1000000 + q * 100 + p + 1; };
+    for (int round = 0; round < kRounds; ++round) {
+      for (int k = 0; k < n; ++k) {
+        const int p = (me + k) % n;
+        ctx.notify(sig.at(me), p, value(round, me, p), NotifyOp::Set);
+      }
+      ctx.barrier();  // completes every notify at its target
+      for (int q = 0; q < n; ++q) {
+        MP_CHECK(sig.load(q) == value(round, q, me), "round " << round << ": word " << q << " holds " << sig.load(q)
+                                                              << ", expected " << value(round, q, me));
+      }
+      ctx.barrier();
+    }
+  });
+}
+
 TEST_P(Contract, NotifySetOverwritesAndWaitComparesEveryWay) {
   run(2, [](Context& ctx) {
     const int r = ctx.rank(), peer = 1 - r;

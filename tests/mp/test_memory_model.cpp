@@ -193,6 +193,68 @@ TEST_P(MemoryModel, Int32SignalsLoseNoUpdateAndNeverDisturbTheirNeighbour) {
   });
 }
 
+// Issue 23, bug 5: a plain put into the other int32 lane of a signal's 8-byte word. Ordered with
+// the notifies (put, quiet, then the notifier is told): kept on every path. At the same time as
+// the notifies: kept where the contract promises it (CPU atomics: UCX shared memory and am over
+// tcp, docs/CONTRACT.md "What is atomic against what"); NIC atomics (verbs, UCX native on RDMA)
+// do not promise it, so only the ordered half runs there.
+TEST_P(MemoryModel, Int32LaneNextToPutsKeepsBothHalves) {
+  const bool cpu_atomics = GetParam().name == "ucx_shm" || GetParam().name == "ucx_tcp";
+  run(3, [cpu_atomics](Context& ctx) {
+    const int r = ctx.rank();
+    constexpr int kRounds = 30;
+    WindowBuffer buf = ctx.alloc_window_buffer("word", 16);
+    Window lane = ctx.window(buf, DType::I32, {1, 2}, 0);   // [0]: the signal (low half), [1]: data
+    Window src = ctx.alloc_window("src", DType::I32, {1, 1});
+    auto hs = ctx.alloc_signals("handshake", 2);
+    ctx.barrier();
+    // Ordered: rank 1 puts lane 1, makes it visible, tells rank 2, which notifies lane 0.
+    for (int k = 1; k <= kRounds; ++k) {
+      if (r == 1) {
+        src.data_as<int32_t>()[0] = 1000 + k;
+        ctx.put(lane.slice({0, 1}, {1, 1}), 0, src.all());
+        ctx.quiet();
+        ctx.notify(hs.at(0), 2, 1);
+        ctx.wait(hs.at(1), k, WaitCmp::GE);
+      } else if (r == 2) {
+        ctx.wait(hs.at(0), k, WaitCmp::GE);
+        ctx.notify(lane, 0, {0, 0}, k % 2 ? 1 : 0, k % 3 ? NotifyOp::AtomicAdd : NotifyOp::Set);
+        ctx.notify(hs.at(1), 1, 1);
+      }
+    }
+    ctx.barrier();
+    if (r == 0) {
+      const int32_t* w = lane.data_as<int32_t>();
+      int32_t want = 0;
+      for (int k = 1; k <= kRounds; ++k) want = k % 3 ? want + (k % 2 ? 1 : 0) : (k % 2 ? 1 : 0);
+      MP_CHECK(w[1] == 1000 + kRounds, "data lane holds " << w[1] << " after ordered notifies on its neighbour");
+      MP_CHECK(w[0] == want, "signal lane holds " << w[0] << ", expected " << want);
+    }
+    ctx.barrier();
+    if (!cpu_atomics) return;
+    // Concurrent: rank 1 puts lane 1 while rank 2 adds into lane 0 (CAS) and lane 1's neighbour word.
+    if (r == 0) std::memset(buf.data(), 0, 16);
+    ctx.barrier();
+    constexpr int kConcurrent = 300;
+    if (r == 1) {
+      for (int k = 1; k <= kConcurrent; ++k) {
+        src.data_as<int32_t>()[0] = k;
+        ctx.put(lane.slice({0, 1}, {1, 1}), 0, src.all());
+      }
+      ctx.quiet();
+    } else if (r == 2) {
+      for (int k = 1; k <= kConcurrent; ++k) ctx.notify(lane, 0, {0, 0}, 1);
+    }
+    ctx.barrier();
+    if (r == 0) {
+      const int32_t* w = lane.data_as<int32_t>();
+      MP_CHECK(w[1] == kConcurrent, "data lane holds " << w[1] << " (a put lost under concurrent notifies)");
+      MP_CHECK(w[0] == kConcurrent, "signal lane holds " << w[0] << " (a notify lost under concurrent puts)");
+    }
+    ctx.barrier();
+  });
+}
+
 // notify seen => earlier puts visible, for int32 signals on either half of a word, Set and Add.
 TEST_P(MemoryModel, Int32NotifyIsOrderedAfterEarlierPuts) {
   run(2, [](Context& ctx) {
