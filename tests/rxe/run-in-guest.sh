@@ -53,7 +53,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "missing host packages: ${missing[*]} (install them as root)"
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  ( flock 8; apt-get install -y -q "${missing[@]}" || { apt-get update -q && apt-get install -y -q "${missing[@]}"; }
+  # No recommends: qemu's pull in GStreamer, speech data and firmware, minutes of installing for nothing.
+  ( flock 8; apt-get install -y -q --no-install-recommends "${missing[@]}" || { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }
   ) 8>"$CACHE/.apt.lock" >&2 || die "apt-get install ${missing[*]} failed"
 fi
 
