@@ -883,6 +883,12 @@ TEST_P(Contract, DeadPeerGivesAnErrorNotAHang) {
 
 // One peer dying fails only that peer: the survivors are told once (by a wait), then keep putting
 // and notifying each other.
+// Flake ledger (issue 24; tests/ledger.sh -n 200 --load 2 -- rwin_mp_tests --gtest_filter=<this>/ucx_tcp,
+// host load ~13 on 2 cores plus stress-ng --cpu 2): 192 passed, 8 failed (20 runs before: 19/1). Two
+// ways, both at rank 0: "peer 2's failure was raised 2 times" (told <= 1 fails), and "peer 1 failed (it
+// left the job after an error: peer 2 failed) while waiting on signal 'sig' word 0 for >= 50 (last
+// value seen 50)": rank 1 ends after its last notify, its exit is recorded as an error exit, and the
+// wait raises it although its condition already holds. Not a timeout; open (core's).
 TEST_P(Contract, OtherPeersKeepWorkingWhenOneDies) {
   const TransportParam p = GetParam();
   auto res = run_ranks(3, p, [&](int rank, int nranks, const std::string& root) {

@@ -5,26 +5,43 @@
 set -uo pipefail
 BIN=${1:?usage: guest-suite.sh BIN_DIR}
 [[ "${RWIN_IN_GUEST:-}" == 1 ]] || { echo "guest-suite.sh runs inside tests/rxe/run-in-guest.sh" >&2; exit 2; }
-fails=0 flaky=0
-# A failed step runs once more. rdma_rxe under qemu TCG now and then leaves an RC queue pair stuck: a
-# write neither completes nor times out until the QP is torn down (seen: a 1 KiB put on 3 ranks
-# outstanding for the whole 120 s op deadline, then "Work Request Flushed" at teardown; a put(Add) on
-# 5 ranks with "retry counter exceeded"), on code paths that pass thousands of times on the same
-# build. A step that fails twice fails the suite; one that passes on its second run is reported as
-# FLAKY (with the first run's output above it) and counted in the summary line.
+failed=() reruns=()
+# A failed step fails the suite: no blind rerun (one hid a verbs bug: a put(Add) slot write refused
+# with "remote access error", issue 24). The one exception is a failure whose output matches a named,
+# understood rxe defect below, with the evidence in the repo; such a step runs once more, at most
+# RWIN_RXE_DEFECT_RERUNS (1) times per suite run, each counted in the summary; past that it fails.
+# None is established: the stuck RC queue pair under TCG ("Work Request Flushed" after the op deadline,
+# "retry counter exceeded") has no known cause yet, so it fails the suite like any other failure.
+#   KNOWN_RXE_DEFECTS+=("NAME|EXTENDED REGEX ON THE STEP'S OUTPUT|path/to/evidence.md")
+KNOWN_RXE_DEFECTS=()
+max_reruns=${RWIN_RXE_DEFECT_RERUNS:-1}
+# RWIN_TEST_TIER=ci (run-all.sh's default): 5 verbs kill trials instead of 20, the Python suites over
+# verbs on 2 ranks only (3 ranks and the Python agent tests in --full: the C++ agent tests cover the
+# agent over verbs, the host the binding). RWIN_GUEST_ONLY=REGEX runs only the steps whose name
+# matches (e.g. under tests/ledger.sh --guest).
+tier=${RWIN_TEST_TIER:-full}
+only=${RWIN_GUEST_ONLY:-}
 step() {  # step NAME CMD...
   local name=$1; shift
-  local t0=$SECONDS
-  if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; return; fi
-  echo "guest: FAIL (first run) $name ($((SECONDS - t0)) s): running it once more"
-  t0=$SECONDS
-  if "$@"; then
-    echo "guest: FLAKY $name: failed, then passed on its second run ($((SECONDS - t0)) s)"
-    flaky=$((flaky + 1))
-  else
-    echo "guest: FAIL $name ($((SECONDS - t0)) s)"
-    fails=$((fails + 1))
-  fi
+  [[ -z $only || $name =~ $only ]] || return 0
+  local t0=$SECONDS log=/tmp/guest-step.log rc d dname dre dev
+  "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 0 ]]; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; return; fi
+  for d in "${KNOWN_RXE_DEFECTS[@]}"; do
+    IFS='|' read -r dname dre dev <<<"$d"
+    grep -qE "$dre" "$log" || continue
+    if [[ ${#reruns[@]} -ge $max_reruns ]]; then
+      echo "guest: step '$name' hit known rxe defect '$dname' ($dev), but the suite already reran ${#reruns[@]} (RWIN_RXE_DEFECT_RERUNS=$max_reruns)"
+      break
+    fi
+    echo "guest: step '$name' failed with known rxe defect '$dname' (evidence: $dev): running it once more"
+    reruns+=("$name: $dname")
+    t0=$SECONDS
+    if "$@"; then echo "guest: PASS $name on its rerun ($((SECONDS - t0)) s)"; return; fi
+    break
+  done
+  echo "guest: FAIL $name ($((SECONDS - t0)) s)"
+  failed+=("$name")
 }
 ring() {  # ring NRANKS MODE ELEMS ITERS [CHUNK [DTYPE]]: every rank and the summary must say OK
   local out
@@ -138,19 +155,24 @@ put_get_py() {  # put_get_py MODE
 }
 if [[ -f "$BIN/../python/rwin/__init__.py" ]]; then
   step "python: pytest suite over verbs, 2 ranks" pytest_verbs 2
-  step "python: pytest suite over verbs, 3 ranks" pytest_verbs 3
+  [[ $tier == ci ]] || step "python: pytest suite over verbs, 3 ranks" pytest_verbs 3
   step "python: put_get.py --mode put over verbs" put_get_py put
   step "python: put_get.py --mode get over verbs" put_get_py get
   # rwin.Agent (issue 15): tests/python/test_agent.py with every agent over verbs (the host runs it over
   # UCX tcp and shared memory). Every test of the file applies to verbs: none is deselected. Bounded by
   # the script's own timeout (RWIN_AGENT_PYTEST_TIMEOUT, 420 s; ~2 min under TCG).
-  step "python: agent tests over verbs (processes meeting at run time, stale, killed peer, passive servers)" \
+  [[ $tier == ci ]] || step "python: agent tests over verbs (processes meeting at run time, stale, killed peer, passive servers)" \
     bash "$(dirname "$0")/../scripts/python_agent.sh" "$BIN" verbs
 else
   echo "guest: python package not built: python steps skipped"
 fi
 
 # 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
-step "fault suite: kill -9 of a rank over verbs" bash "$(dirname "$0")/guest-faults.sh" "$BIN"
-echo "guest: $fails failed step(s), $flaky flaky (passed on a second run)"
-[[ $fails -eq 0 ]]
+kt=20; [[ $tier == ci ]] && kt=5
+step "fault suite: kill -9 of a rank over verbs" env RWIN_FAULTS_VERBS_TRIALS=${RWIN_FAULTS_VERBS_TRIALS:-$kt} \
+  bash "$(dirname "$0")/guest-faults.sh" "$BIN"
+[[ $tier == ci ]] && echo "guest: CI tier: 3-rank pytest and the Python agent tests over verbs left to --full"
+for f in "${failed[@]}"; do echo "guest: FAILED step: $f"; done
+for r in "${reruns[@]}"; do echo "guest: rerun for a known rxe defect: $r"; done
+echo "guest: ${#failed[@]} failed step(s), ${#reruns[@]} rerun(s) for known rxe defects (at most $max_reruns)"
+[[ ${#failed[@]} -eq 0 ]]

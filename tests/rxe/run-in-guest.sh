@@ -6,7 +6,12 @@
 # Needed because the host kernel has no RDMA support, so rdma_rxe cannot load
 # here.  The guest boots the host's Debian kernel and sees the host's root
 # filesystem read-only (writes go to a RAM overlay and are lost) except the
-# current directory, which is shared read-write at the same path.
+# current directory, which is shared read-write at the same path.  The guest's
+# /tmp, /run and /dev/shm are its own tmpfs: a host directory under them (a
+# build tree under a /tmp checkout) is visible only if shared.  RWIN_RXE_SHARE
+# names more host directories to share read-write at their own paths, one per
+# line (a path may contain spaces); scripts that run a build tree's binaries
+# share that build tree, wherever it lives.
 # See tests/rxe/README.md for knobs, timings and pitfalls.
 #
 # Exit status: CMD's; 124 timeout; 125 the guest never reported (set-up error).
@@ -48,7 +53,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "missing host packages: ${missing[*]} (install them as root)"
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  ( flock 8; apt-get install -y -q "${missing[@]}" || { apt-get update -q && apt-get install -y -q "${missing[@]}"; }
+  # No recommends: qemu's pull in GStreamer, speech data and firmware, minutes of installing for nothing.
+  ( flock 8; apt-get install -y -q --no-install-recommends "${missing[@]}" || { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }
   ) 8>"$CACHE/.apt.lock" >&2 || die "apt-get install ${missing[*]} failed"
 fi
 
@@ -111,8 +117,10 @@ log start
 modprobe -a $MODS || fail "modprobe failed"
 mount -n -a -T /fstab || fail "mount -a failed"
 read -r NODE IP _ < \$C/node
-read -r CWD < \$C/cwd
-[ "\$CWD" = / ] || mount -n -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap,X-mount.mkdir cwd "\$N\$CWD" || fail "9p mount of \$CWD failed"
+# "TAG PATH" per line: the current directory and RWIN_RXE_SHARE, each mounted at its host path.
+while IFS= read -r l; do
+  mount -n -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap,X-mount.mkdir "\${l%% *}" "\$N\${l#* }" || fail "9p mount of \${l#* } failed"
+done < \$C/shares
 echo "rwin-n\$NODE" > /proc/sys/kernel/hostname
 printf '127.0.0.1 localhost\n10.0.2.15 rwin-n0\n10.0.2.16 rwin-n1\n' > \$N/etc/hosts
 printf 'link set lo up\nlink set eth0 up\naddr add %s/24 dev eth0\n' \$IP > /run.batch
@@ -142,6 +150,23 @@ set +e   # from here on every failure is handled explicitly
 # ---- per-run directory: one control dir per node, shared with that guest -----
 CWD=$(pwd -P)
 [[ $CWD != *$'\n'* ]] || die "working directory name contains a newline"
+# Shared read-write: the current directory and RWIN_RXE_SHARE; one directory inside another is
+# covered by it, and / (the read-only root) is not mounted again.
+SHARES=("$CWD")
+while IFS= read -r s; do
+  [ -n "$s" ] || continue
+  s=$(cd "$s" 2>/dev/null && pwd -P) || die "RWIN_RXE_SHARE: no directory $s"
+  SHARES+=("$s")
+done <<< "${RWIN_RXE_SHARE:-}"
+MOUNTS=()
+for s in "${SHARES[@]}"; do
+  keep=1; [[ $s == / ]] && keep=0
+  for o in "${SHARES[@]}"; do
+    [[ $o != "$s" && ( $o == / || $s == "$o"/* ) ]] && keep=0   # inside another share
+  done
+  for o in "${MOUNTS[@]}"; do [[ $o == "$s" ]] && keep=0; done  # listed twice
+  [ $keep = 0 ] || MOUNTS+=("$s")
+done
 for d in "$CACHE"/run.*; do   # left behind by a SIGKILLed run (its qemu died with it)
   [ -e "$d/pid" ] && ! kill -0 "$(< "$d/pid")" 2>/dev/null && rm -rf "$d"
 done
@@ -225,7 +250,8 @@ for ((n = 0; n < NODES; n++)); do
   cp "$RUN/env.sh" "$RUN/stage2.sh" "$d/"
   { printf 'cd -- %q || return 1\nset --' "$CWD"; printf ' %q' "$@"; echo; } > "$d/cmd.sh"
   ip=10.0.2.$((15 + n)); peer=$ip; [ "$NODES" = 2 ] && peer=10.0.2.$((16 - n))
-  echo "$n $ip $peer $NODES" > "$d/node"; echo "$CWD" > "$d/cwd"
+  echo "$n $ip $peer $NODES" > "$d/node"
+  for i in "${!MOUNTS[@]}"; do echo "share$i ${MOUNTS[i]}"; done > "$d/shares"
   : > "$d/stdout"; : > "$d/stderr"; : > "$d/console.log"
   if [ "$NODES" = 1 ]; then  # slirp that reaches nothing; ipv6=off keeps the GID table fixed
     net=(-netdev user,id=net,restrict=on,ipv6=off)
@@ -241,7 +267,9 @@ for ((n = 0; n < NODES; n++)); do
     -chardev "file,id=out,path=$(qesc "$d/stdout")" -device virtserialport,chardev=out,nr=1
     -chardev "file,id=err,path=$(qesc "$d/stderr")" -device virtserialport,chardev=err,nr=2
     "${net[@]}" -device "virtio-net-pci,netdev=net,mac=52:54:00:12:34:5$((6 + n))")
-  [ "$CWD" = / ] || args+=(-virtfs "local,path=$(qesc "$CWD"),mount_tag=cwd,security_model=none,multidevs=remap")
+  for i in "${!MOUNTS[@]}"; do
+    args+=(-virtfs "local,path=$(qesc "${MOUNTS[i]}"),mount_tag=share$i,security_model=none,multidevs=remap")
+  done
   # pdeathsig: qemu dies with this script even if the script is SIGKILLed.
   setpriv --pdeathsig KILL -- qemu-system-x86_64 "${args[@]}" > "$d/qemu.log" 2>&1 &
   QPID[n]=$!

@@ -2,11 +2,15 @@
 # The rxe suite, from the host: boots soft-RoCE guests (tests/rxe/run-in-guest.sh) and runs
 #   1. selftest.sh (rxe0 ACTIVE, an RDMA write loopback),
 #   2. guest-suite.sh (contract suite over verbs, ring shifts 1 element .. 64 MiB),
-#   3. verbs-two-guests.sh (ring shift across two guests' rxe devices, packets on a real link).
-# Must run from the checkout root (the guest shares the current directory read-write).
+#   3. location.sh: from a copy of the checkout under /tmp with spaces in its path, one guest started
+#      in its build/bin and verbs-two-guests.sh (ring shift across two guests' rxe devices, packets on
+#      a real link): guest steps find the build tree wherever the checkout is.
+# Runs from the checkout root (the guest shares the current directory read-write) and shares the
+# build tree too (RWIN_RXE_SHARE), wherever it is.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=$(realpath "${1:-build/bin}")
+export RWIN_RXE_SHARE=$(dirname "$BIN")${RWIN_RXE_SHARE:+$'\n'$RWIN_RXE_SHARE}
 fails=0
 run() {
   local name=$1; shift
@@ -16,7 +20,7 @@ run() {
 run "selftest" bash tests/rxe/selftest.sh
 run "one guest: verbs contract suite and ring shifts" \
   env RWIN_RXE_TIMEOUT=${RWIN_RXE_SUITE_TIMEOUT:-2400} tests/rxe/run-in-guest.sh bash tests/rxe/guest-suite.sh "$BIN"
-run "two guests: ring shift across two rxe devices" \
-  env RWIN_RXE_TIMEOUT=900 bash tests/rxe/verbs-two-guests.sh "$BIN"
+run "two guests: ring shift across two rxe devices, from a checkout under /tmp with spaces in its path" \
+  bash tests/rxe/location.sh "$BIN"
 echo "rxe: $fails failed"
 [[ $fails -eq 0 ]]
