@@ -91,7 +91,9 @@ verbs_tests() {
   grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
   if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
   # The log stays in the guest: show what failed (each rank's message) before it is gone.
-  [[ $rc -eq 0 ]] || grep -B1 -A24 ": Failure$" "$log" | cut -c1-400 | head -150
+  # From each failure line on, whole (2000 characters): a line before it belongs to the previous,
+  # passing test (issue 23, bug 6 was a passing test's diagnostic read as the next test's cause).
+  [[ $rc -eq 0 ]] || grep -A40 -E ": Failure$|^\[  FAILED  \]" "$log" | cut -c1-2000 | head -200
   return $rc
 }
 step "unit + contract + transport tests over verbs" verbs_tests
@@ -105,7 +107,7 @@ gtest_bounded() {
   grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
   if grep -q "^\[  SKIPPED \]" "$log"; then echo "tests skipped inside the guest: no device found?"; return 1; fi
   [[ $rc -eq 124 ]] && echo "timed out after $secs s"
-  [[ $rc -eq 0 ]] || grep -B1 -A12 -E ": Failure$|\] failed: " "$log" | cut -c1-400 | head -80
+  [[ $rc -eq 0 ]] || grep -A24 -E ": Failure$|\] failed: " "$log" | cut -c1-2000 | head -120
   return $rc
 }
 
