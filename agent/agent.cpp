@@ -122,6 +122,7 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   cfg.dynamic_peers = true;
   if (const char* w = knobs::env("RWIN_AGENT_UCX_WAKEUP")) cfg.ucx_wakeup = std::string(w) == "1";
   try {
+    if (cfg.name == "verbs") cfg.verbs = tp::VerbsParams::from_env();
     tr = tp::make_transport(cfg);
     caps = tr->capabilities();
     scratch_mr = tr->register_memory(scratch, sizeof scratch);

@@ -33,15 +33,9 @@ void Free::operator()(void* p) const noexcept { std::free(p); }
 namespace {
 
 constexpr size_t kSigBytes = 4096;
-constexpr uint32_t kMaxSqDepth = 256;
-constexpr uint32_t kWantInline = 64;  // as rwin's transport: small writes ride in the WQE
-constexpr int kWantRdAtomic = 16;
-// Ack timeout 4.096 us * 2^16 = 268 ms, 6 retries. Not 7: rdma_rxe treats retry_cnt 7 as
-// "retry forever", so a write to a dead peer would never complete.
-constexpr uint8_t kAckTimeout = 16;
-constexpr uint8_t kRetryCount = 6;
-constexpr uint8_t kRnrRetry = 7;  // no receives are ever posted, so RNR cannot happen
-constexpr uint8_t kMinRnrTimer = 12;
+// Queue depth, inline size, ack timeout, retries, rd_atomic: rwin's own (verbs_params.h), and the
+// knobs (RWIN_IB_TC, RWIN_IB_TIMEOUT, ...) feed both, so the baseline is set up as what it measures.
+namespace vc = rwin::transport::verbs_const;
 constexpr uint32_t kBlobMagic = 0x72617776;  // "rawv"
 
 // What each side tells the other; both ranks run the same binary, so a memcpy of it is the wire
@@ -56,51 +50,12 @@ struct Blob {
   uint8_t gid[16] = {};
   uint64_t addr[3] = {};  // src, dst, signals
   uint32_t rkey[3] = {};
-  uint32_t pad = 0;
+  uint8_t gid_type = 0;        // rwin::transport::GidType
+  uint8_t rd_atomic_init = 0;  // as rwin's QpAddress (verbs_blob.h)
+  uint8_t rd_atomic_resp = 0;
+  uint8_t pad = 0;
 };
 static_assert(std::is_trivially_copyable_v<Blob>);
-
-bool ipv4_mapped(const ibv_gid& g) {
-  for (int i = 0; i < 10; ++i) {
-    if (g.raw[i] != 0) return false;
-  }
-  return g.raw[10] == 0xff && g.raw[11] == 0xff;
-}
-
-bool zero(const ibv_gid& g) {
-  for (uint8_t b : g.raw) {
-    if (b != 0) return false;
-  }
-  return true;
-}
-
-// The same rule as rwin's transport: on RoCE, a RoCE v2 IPv4-mapped GID (routable; what rxe is set
-// up with), then any RoCE v2, then any non-zero GID. -1 if the table is empty.
-int auto_gid(ibv_context* ctx, int port, int tbl_len, int nports, bool roce) {
-  std::vector<ibv_gid_entry> e(static_cast<size_t>(tbl_len) * static_cast<size_t>(nports) + 1);
-  const ssize_t n = ibv_query_gid_table(ctx, e.data(), e.size(), 0);
-  if (n < 0) {  // old kernel: no types known, take the first IPv4-mapped, else the first non-zero
-    int first = -1;
-    for (int i = 0; i < tbl_len; ++i) {
-      ibv_gid g{};
-      if (ibv_query_gid(ctx, static_cast<uint8_t>(port), i, &g) != 0 || zero(g)) continue;
-      if (roce && ipv4_mapped(g)) return i;
-      if (first < 0) first = i;
-    }
-    return first;
-  }
-  int v2 = -1, any = -1;
-  for (ssize_t i = 0; i < n; ++i) {
-    if (static_cast<int>(e[i].port_num) != port || zero(e[i].gid)) continue;
-    const int idx = static_cast<int>(e[i].gid_index);
-    if (roce && e[i].gid_type == IBV_GID_TYPE_ROCE_V2) {
-      if (ipv4_mapped(e[i].gid)) return idx;
-      if (v2 < 0) v2 = idx;
-    }
-    if (any < 0) any = idx;
-  }
-  return v2 >= 0 ? v2 : any;
-}
 
 // Raw waits idle exactly like rwin's (so the two compare like for like, and a long wait does not
 // hold a vCPU of the guest that also carries rxe's packet processing).
@@ -125,42 +80,24 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
   Blob mine{};
   ibv_port_attr pa{};
   ibv_device_attr da{};
-  bool roce = false;
   if (peer_ >= 0) {
-    // ---- device, port, GID ----
-    int n = 0;
-    std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&n),
-                                                               [](ibv_device** l) { ibv_free_device_list(l); });
-    if (!list || n == 0) fail("no rdma devices (ibv_get_device_list returned 0)");
-    std::string seen;
-    for (int i = 0; i < n && !ctx_; ++i) {
-      const std::string name = ibv_get_device_name(list.get()[i]);
-      if (!opt.ib_device.empty() && name != opt.ib_device) continue;
-      std::unique_ptr<ibv_context, rawverbs::CloseDevice> c(ibv_open_device(list.get()[i]));
-      if (!c) {
-        seen += " " + name + "(ibv_open_device: " + std::strerror(errno) + ")";
-        continue;
-      }
-      if (ibv_query_device(c.get(), &da) != 0 || port_ < 1 || port_ > da.phys_port_cnt ||
-          ibv_query_port(c.get(), static_cast<uint8_t>(port_), &pa) != 0 || pa.state != IBV_PORT_ACTIVE ||
-          da.atomic_cap == IBV_ATOMIC_NONE) {
-        seen += " " + name + "(port " + std::to_string(port_) + " not active or no atomics)";
-        continue;
-      }
-      dev_name_ = name;
-      ctx_ = std::move(c);
+    // ---- device, port, GID: rwin's own choice (verbs_device.h), with the same knobs ----
+    rwin::transport::TransportConfig tc;
+    tc.ib_device = opt.ib_device;
+    tc.ib_port = opt.ib_port;
+    tc.gid_index = opt.gid_index;
+    try {
+      params_ = rwin::transport::VerbsParams::from_env();
+      tc.verbs = params_;
+      ctx_.reset(rwin::transport::verbs::open_device(tc, choice_).release());
+    } catch (const rwin::transport::TransportError& e) {
+      fail(e.what());
     }
-    if (!ctx_) {
-      fail("no usable rdma device (wanted " + (opt.ib_device.empty() ? std::string("any") : opt.ib_device) +
-           " with port " + std::to_string(port_) + " active and atomics); found:" + seen);
-    }
-    roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-    gid_index_ = opt.gid_index >= 0 ? opt.gid_index : auto_gid(ctx_.get(), port_, pa.gid_tbl_len, da.phys_port_cnt, roce);
-    ibv_gid gid{};
-    if (gid_index_ < 0 || ibv_query_gid(ctx_.get(), static_cast<uint8_t>(port_), gid_index_, &gid) != 0 ||
-        (roce && zero(gid))) {
-      fail("no usable gid (index " + std::to_string(gid_index_) + "); set RWIN_GID_INDEX");
-    }
+    dev_name_ = choice_.name;
+    gid_index_ = choice_.gid_index;
+    da = choice_.dev_attr;
+    pa = choice_.port_attr;
+    const ibv_gid gid = choice_.gid;
 
     // ---- PD, buffers, MRs ----
     pd_.reset(ibv_alloc_pd(ctx_.get()));
@@ -182,7 +119,7 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     sig_ = static_cast<int64_t*>(sig_buf_.get());
 
     // ---- CQ, QP -> INIT ----
-    sq_depth_ = std::min<uint32_t>({kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr), static_cast<uint32_t>(da.max_cqe)});
+    sq_depth_ = std::min<uint32_t>({vc::kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr), static_cast<uint32_t>(da.max_cqe)});
     cq_.reset(ibv_create_cq(ctx_.get(), static_cast<int>(sq_depth_), nullptr, nullptr, 0));
     if (!cq_) fail("ibv_create_cq of " + std::to_string(sq_depth_) + " entries: " + std::strerror(errno));
     ibv_qp_init_attr qa{};
@@ -194,11 +131,10 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     qa.cap.max_recv_wr = 1;  // never used; some providers reject 0
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
-    qa.cap.max_inline_data = kWantInline;
-    qp_.reset(ibv_create_qp(pd_.get(), &qa));
-    if (!qp_) {  // provider without inline data
-      qa.cap.max_inline_data = 0;
+    for (uint32_t want : vc::kWantInline) {  // as the transport asks: less until the provider agrees
+      qa.cap.max_inline_data = want;
       qp_.reset(ibv_create_qp(pd_.get(), &qa));
+      if (qp_) break;
     }
     if (!qp_) fail("ibv_create_qp (rc, " + std::to_string(sq_depth_) + " send slots): " + std::strerror(errno));
     max_inline_ = qa.cap.max_inline_data;
@@ -217,6 +153,9 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     mine.mtu = static_cast<uint8_t>(pa.active_mtu);
     mine.link_layer = pa.link_layer;
     std::memcpy(mine.gid, gid.raw, 16);
+    mine.gid_type = static_cast<uint8_t>(choice_.gid_type);
+    mine.rd_atomic_init = rwin::transport::rd_atomic_advertised(da.max_qp_init_rd_atom);
+    mine.rd_atomic_resp = rwin::transport::rd_atomic_advertised(da.max_qp_rd_atom);
     mine.addr[0] = reinterpret_cast<uint64_t>(src_buf_.get());
     mine.addr[1] = reinterpret_cast<uint64_t>(dst_buf_.get());
     mine.addr[2] = reinterpret_cast<uint64_t>(sig_buf_.get());
@@ -239,6 +178,16 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     std::memcpy(&remote, pb.data(), sizeof(Blob));
     if (remote.magic != kBlobMagic) fail("connection blob has a bad magic");
     if (remote.link_layer != pa.link_layer) fail("peer is on link layer " + std::to_string(remote.link_layer) + ", this port on " + std::to_string(pa.link_layer));
+    if (remote.gid_type != 0 && mine.gid_type != 0 && remote.gid_type != mine.gid_type) {
+      fail(std::string("peer uses a ") + rwin::transport::gid_type_name(static_cast<rwin::transport::GidType>(remote.gid_type)) +
+           " GID, this side a " + rwin::transport::gid_type_name(choice_.gid_type) + " GID");
+    }
+    rwin::transport::RdAtomic rd;
+    if (std::string why = rwin::transport::rd_atomic_limits(da.max_qp_init_rd_atom, da.max_qp_rd_atom,
+                                                            remote.rd_atomic_init, remote.rd_atomic_resp, rd);
+        !why.empty()) {
+      fail(why);
+    }
     peer_src_ = remote.addr[0];
     peer_dst_ = remote.addr[1];
     peer_sig_ = remote.addr[2];
@@ -252,18 +201,9 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     at.path_mtu = static_cast<ibv_mtu>(std::min<int>(pa.active_mtu, remote.mtu));  // both ends carry the smaller
     at.dest_qp_num = remote.qpn;
     at.rq_psn = remote.psn;
-    at.max_dest_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_rd_atom));
-    at.min_rnr_timer = kMinRnrTimer;
-    at.ah_attr.dlid = remote.lid;
-    at.ah_attr.port_num = static_cast<uint8_t>(port_);
-    // RoCE has no LIDs: every packet carries a GRH addressed by GID, sent from our GID index (which
-    // for RoCE v2 also selects UDP/IP encapsulation).
-    if (roce || remote.lid == 0) {
-      at.ah_attr.is_global = 1;
-      std::memcpy(at.ah_attr.grh.dgid.raw, remote.gid, 16);
-      at.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
-      at.ah_attr.grh.hop_limit = 64;
-    }
+    at.max_dest_rd_atomic = rd.max_dest_rd_atomic;
+    at.min_rnr_timer = vc::kMinRnrTimer;
+    rwin::transport::verbs::fill_path(at.ah_attr, choice_, params_, remote.gid, remote.lid);
     if (int rc = ibv_modify_qp(qp_.get(), &at,
                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
@@ -271,11 +211,11 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     }
     at = {};
     at.qp_state = IBV_QPS_RTS;
-    at.timeout = kAckTimeout;
-    at.retry_cnt = kRetryCount;
-    at.rnr_retry = kRnrRetry;
+    at.timeout = params_.ack_timeout;
+    at.retry_cnt = params_.retry_count;
+    at.rnr_retry = vc::kRnrRetry;
     at.sq_psn = mine.psn;
-    at.max_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_init_rd_atom));
+    at.max_rd_atomic = rd.max_rd_atomic;
     if (int rc = ibv_modify_qp(qp_.get(), &at,
                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                    IBV_QP_MAX_QP_RD_ATOMIC)) {
@@ -283,7 +223,7 @@ RawVerbs::RawVerbs(rwin::Context& ctx, int peer, size_t bytes, std::chrono::mill
     }
   }
   // Nobody posts before the peer's QP is at least RTR: a request reaching a QP in INIT is dropped
-  // and recovered only by the 268 ms retry timer.
+  // and recovered only by the ack timeout's retry timer.
   ctx.barrier();
 }
 

@@ -2,10 +2,12 @@
 // verbs transport can be measured against it inside the same two processes (--vs-raw).
 //
 // It owns its own device context, PD, one CQ, one RC QP to the measured peer and three registered
-// page-aligned buffers (src, dst, signal words), picks the device / port / GID by the same rule as
-// rwin (RWIN_IB_DEVICE / RWIN_IB_PORT / RWIN_GID_INDEX through rwin::Options, else the first
-// device with an active port and a RoCE v2 IPv4-mapped GID), and exchanges (qpn, psn, gid, lid,
-// mtu, addresses, rkeys) through rwin::Context::allgather.
+// page-aligned buffers (src, dst, signal words), picks the device / port / GID with rwin's own
+// open_device() (verbs_device.h: RWIN_IB_DEVICE / RWIN_IB_PORT / RWIN_GID_INDEX through
+// rwin::Options, RWIN_IB_GID_TYPE / RWIN_IB_GID_SUBNET), sets its QP up with rwin's constants and
+// knobs (verbs_params.h: ack timeout, retries, traffic class, SL, hop limit, rd_atomic rule), and
+// exchanges (qpn, psn, gid, lid, mtu, gid type, rd_atomic depths, addresses, rkeys) through
+// rwin::Context::allgather.
 //
 //   put     = IBV_WR_RDMA_WRITE, signaled, wait for its completion (rwin's put also returns only
 //             when the source may be reused)
@@ -28,6 +30,8 @@
 #include <string>
 
 #include "rwin/rwin.h"
+#include "transport/verbs/verbs_device.h"
+#include "transport/verbs/verbs_params.h"
 
 namespace rwinperf {
 
@@ -94,6 +98,8 @@ class RawVerbs {
   std::string dev_name_;
   int port_ = 1;
   int gid_index_ = -1;
+  rwin::transport::verbs::DeviceChoice choice_;  // device, port, GID as rwin's transport chooses them
+  rwin::transport::VerbsParams params_;            // the RWIN_IB_* knobs
   size_t bytes_ = 0;
   uint32_t sq_depth_ = 0;
   uint32_t max_inline_ = 0;

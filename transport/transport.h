@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/verbs/verbs_params.h"
+
 namespace rwin::bootstrap {
 class Bootstrap;
 }
@@ -241,6 +243,8 @@ struct TransportConfig {
   std::string ib_device;   // verbs: device name, empty = first usable
   int ib_port = 1;         // verbs: port number
   int gid_index = -1;      // verbs: -1 = auto (RoCE v2 IPv4-mapped GID where present)
+  VerbsParams verbs;       // verbs: traffic class, SL, GID type/subnet, timeouts, fork safety
+                           // (VerbsParams::from_env() reads the RWIN_IB_* knobs; default: their defaults)
   int rank = 0;
   int nranks = 1;
   std::string ifname;      // ucx: the network interface that reaches the root (RWIN_IFNAME or the

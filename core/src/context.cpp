@@ -227,6 +227,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     }
   }
   try {
+    if (tc.name == "verbs") tc.verbs = transport::VerbsParams::from_env();
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
     same_host = choose_spin(c);

@@ -12,6 +12,7 @@
 #include "reg_cache.h"
 #include "rwin/rwin.h"
 #include "startup.h"
+#include "transport/transport.h"
 
 namespace rwin {
 namespace {
@@ -204,6 +205,13 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
   if (const char* v = env("RWIN_IB_PORT")) o.ib_port = static_cast<int>(parse_int("RWIN_IB_PORT", v, 1, 255));
   if (o.gid_index < 0) {
     if (const char* v = env("RWIN_GID_INDEX")) o.gid_index = static_cast<int>(parse_int("RWIN_GID_INDEX", v, 0, 1023));
+  }
+  // The verbs knobs (RWIN_IB_TC, RWIN_IB_SL, ...): checked here, on every transport, so a bad value
+  // fails at start-up naming the variable; the Context reads them again for its transport.
+  try {
+    (void)transport::VerbsParams::from_env();
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::InvalidArgument, e.what());
   }
   if (o.ucx_rma.empty()) {
     const char* v = env("RWIN_UCX_RMA");

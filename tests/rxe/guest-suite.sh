@@ -81,12 +81,51 @@ verbs_startup_log() {
 }
 step "RWIN_LOG_LEVEL=info names the verbs mode per kind of peer" verbs_startup_log
 
+# 0b. The verbs knobs (docs/CONFIG.md): every queue pair of a 2-rank ring shift holds the traffic class,
+#     SL, hop limit, ack timeout and retry count asked for (read back with ibv_query_qp, debug log);
+#     bad values and GID filters nothing passes fail start-up naming the variable; rwin-info shows them.
+verbs_knobs() {
+  local out rc
+  out=$(RWIN_TRANSPORT=verbs RWIN_IB_TC=106 RWIN_IB_SL=3 RWIN_IB_HOP_LIMIT=9 RWIN_IB_TIMEOUT=17 RWIN_IB_RETRY_CNT=5 \
+        RWIN_IB_GID_TYPE=roce-v2 RWIN_IB_GID_SUBNET=0.0.0.0/0 RWIN_LOG_LEVEL=debug RWIN_LOG_SUBSYS=verbs \
+        "$BIN/rwinrun" -n 2 --timeout 300 -- "$BIN/ring_shift" 2>&1)
+  rc=$?
+  grep -m1 "queried tc" <<<"$out"
+  [[ $rc -eq 0 ]] && grep -q "all ranks OK" <<<"$out" || { echo "$out" | tail -20; return 1; }
+  # 2 ranks x 2 queue pairs (the peer and loopback), each with every value as asked
+  [[ $(grep -c "queried tc 106 sl 3 hop_limit 9 timeout 17 retry_cnt 5 max_rd_atomic [1-9]" <<<"$out") -eq 4 ]] || return 1
+  local bad
+  for bad in "RWIN_IB_TC=300|RWIN_IB_TC='300' is not an integer in [0, 255]" \
+             "RWIN_IB_SL=x|RWIN_IB_SL='x' is not an integer in [0, 15]" \
+             "RWIN_IB_GID_SUBNET=203.0.113.0/24|has no usable gid with RWIN_IB_GID_TYPE=auto and RWIN_IB_GID_SUBNET=203.0.113.0/24 (gids: " \
+             "RWIN_IB_GID_TYPE=ib|has no usable gid with RWIN_IB_GID_TYPE=ib"; do
+    out=$(env RWIN_TRANSPORT=verbs "${bad%%|*}" "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" 2>&1)
+    rc=$?
+    grep -m1 -F "${bad#*|}" <<<"$out" || { echo "${bad%%|*}: rc $rc, no '${bad#*|}' in:"; echo "$out" | tail -5; return 1; }
+    [[ $rc -ne 0 ]] || return 1
+  done
+  RWIN_IB_TC=106 RWIN_IB_GID_SUBNET=0.0.0.0/0 "$BIN/rwin-info" --json >/tmp/rwin-info-knobs.json || return 1
+  /usr/bin/python3 - /tmp/rwin-info-knobs.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+k = {x["name"]: x for x in j["config"]["knobs"]}
+assert k["RWIN_IB_TC"]["value"] == "106" and k["RWIN_IB_TC"]["source"] == "environment", k["RWIN_IB_TC"]
+assert k["RWIN_IB_SL"]["value"] == "0" and k["RWIN_IB_SL"]["source"] == "default", k["RWIN_IB_SL"]
+v = j["config"]["verbs"]
+assert v["qp"].startswith("tc 106 sl 0 hop_limit 64 gid_type auto gid_subnet 0.0.0.0/0 timeout 18 retry_cnt 6"), v
+chosen = [p["chosen"] for d in j["verbs"] for p in d["ports"] if "chosen" in p]
+assert chosen and all(c.get("type") == "roce-v2" and c["gid"].startswith("::ffff:") for c in chosen), chosen
+print(f"rwin-info: qp {v['qp']}; fork {v['fork']}; would use {chosen}")
+PY
+}
+step "verbs knobs: TC/SL/hop limit/timeout/retry reach every QP; bad values and GID filters fail by name; rwin-info" verbs_knobs
+
 # 1. The contract suite and the transport-level tests, verbs only (UCX runs on the host). Here a
 #    device exists, so a skipped verbs test means the transport did not find it: a failure.
 verbs_tests() {
   local log=/tmp/verbs-tests.log
-  "$BIN/rwin_unit_tests" --gtest_filter='VerbsBlob*:VerbsDevice*' --gtest_brief=1 >"$log" 2>&1 &&
-    "$BIN/rwin_mp_tests" --gtest_filter='*/verbs:Verbs*:-VerbsDynamic*' --gtest_brief=1 >>"$log" 2>&1
+  "$BIN/rwin_unit_tests" --gtest_filter='VerbsBlob*:VerbsDevice*:VerbsParams*' --gtest_brief=1 >"$log" 2>&1 &&
+    "$BIN/rwin_mp_tests" --gtest_filter='*/verbs:Verbs*:-VerbsDynamic*:VerbsFork*' --gtest_brief=1 >>"$log" 2>&1
   local rc=$?
   grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
   if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
@@ -97,6 +136,16 @@ verbs_tests() {
   return $rc
 }
 step "unit + contract + transport tests over verbs" verbs_tests
+# Fork (docs/CONFIG.md, "Verbs and fork"): workers forked by a verbs-free parent each make their own
+# Context; a child of a process with registered memory writes its copy and tears down, the parent's QP
+# and MR keep working (kernel copy-on-fork, and ibv_fork_init's MADV_DONTFORK forced by RDMAV_USE_MADVISE).
+verbs_fork() {
+  "$BIN/rwin_mp_tests" --gtest_filter='VerbsFork*' --gtest_brief=1 >/tmp/verbs-fork.log 2>&1
+  local rc=$?
+  grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|fork state|check failed" /tmp/verbs-fork.log | head -20
+  ! grep -q "^\[  SKIPPED \]" /tmp/verbs-fork.log && return $rc
+}
+step "fork: verbs-free parent forks workers; a child's copy and teardown leave the parent's QP and MR working" verbs_fork
 
 # gtest_bounded SECONDS LOG CMD...: runs one gtest binary under `timeout`, shows its summary, and
 # fails on a skipped test (here a device exists) or a timeout; on failure shows the failures.

@@ -24,6 +24,9 @@ ConnBlob sample_conn() {
   b.mtu = 3;
   b.link_layer = 2;
   for (int i = 0; i < 16; ++i) b.gid[i] = static_cast<uint8_t>(0xf0 + i);
+  b.gid_type = 3;
+  b.rd_atomic_init = 16;
+  b.rd_atomic_resp = 8;
   return b;
 }
 
@@ -42,6 +45,9 @@ void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rw
   EXPECT_EQ(b.mtu, a.mtu);
   EXPECT_EQ(b.link_layer, a.link_layer);
   EXPECT_EQ(b.gid, a.gid);
+  EXPECT_EQ(b.gid_type, a.gid_type);
+  EXPECT_EQ(b.rd_atomic_init, a.rd_atomic_init);
+  EXPECT_EQ(b.rd_atomic_resp, a.rd_atomic_resp);
 }
 
 // Runs `f`, expects TransportError whose message contains `part`.
@@ -67,12 +73,12 @@ TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
 
 TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
   const auto bytes = sample_conn().pack();
-  // magic "RWQP", version 1, length 44
+  // magic "RWQP", version 2, length 48
   EXPECT_EQ(bytes[0], 'R');
   EXPECT_EQ(bytes[1], 'W');
   EXPECT_EQ(bytes[2], 'Q');
   EXPECT_EQ(bytes[3], 'P');
-  EXPECT_EQ(bytes[4], 1);
+  EXPECT_EQ(bytes[4], 2);
   EXPECT_EQ(bytes[5], 0);
   EXPECT_EQ(bytes[6], ConnBlob::kBytes);
   // qpn 0x123456 at offset 16
@@ -85,12 +91,13 @@ TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
 // The collective blob is on the wire between ranks of one job: its bytes are pinned, so a change
 // of layout (e.g. of the QpAddress part it shares with EndpointBlob) must come with a new version.
 TEST(VerbsBlob, ConnEncodingIsPinned) {
-  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 1, 0, 44, 0,                    // header
+  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 2, 0, 48, 0,                    // header
                                      3, 0, 0, 0, 1, 0, 0, 0,                             // rank, peer
                                      0x56, 0x34, 0x12, 0, 0xef, 0xcd, 0xab, 0,           // qpn, psn
                                      0xef, 0xbe, 3, 2,                                   // lid, mtu, link layer
                                      0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,     // gid
-                                     0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff};
+                                     0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
+                                     3, 16, 8, 0};  // gid type (roce v2), rd_atomic init / resp, reserved
   EXPECT_EQ(sample_conn().pack(), want);
 }
 
@@ -153,10 +160,27 @@ TEST(VerbsBlob, WrongMagicIsRejected) {
   expect_rejected([&] { ConnBlob::unpack(sample_key().pack()); }, "bad magic");
 }
 
+// A version 1 blob (an rwin build from before the GID type and rd_atomic depths were exchanged),
+// as that build wrote it: 44 bytes, no trailing fields. Refused by name, never half-read.
+TEST(VerbsBlob, OldVersionOneIsRefusedByName) {
+  auto v1 = sample_conn().pack();
+  v1.resize(44);
+  v1[4] = 1;
+  v1[6] = 44;
+  expect_rejected([&] { ConnBlob::unpack(v1); }, "has version 1, this build speaks version 2");
+  EndpointBlob e;
+  static_cast<rwin::transport::verbs::QpAddress&>(e) = sample_conn();
+  auto ev1 = e.pack();
+  ev1.resize(ev1.size() - 4);
+  ev1[4] = 1;
+  ev1[6] = static_cast<uint8_t>(ev1.size());
+  expect_rejected([&] { EndpointBlob::unpack(ev1); }, "has version 1, this build speaks version 2");
+}
+
 TEST(VerbsBlob, WrongVersionIsRejected) {
   auto conn = sample_conn().pack();
-  conn[4] = 2;
-  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 2");
+  conn[4] = 3;
+  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 3");
   auto key = sample_key().pack();
   key[4] = 0;
   expect_rejected([&] { KeyBlob::unpack(key); }, "version 0");
@@ -186,6 +210,7 @@ TEST(VerbsBlob, RandomGarbageIsRejected) {
     }
     EXPECT_THROW(KeyBlob::unpack(g), TransportError) << n << " bytes";
     EXPECT_THROW(ConnBlob::unpack(g), TransportError) << n << " bytes";
+    EXPECT_THROW(EndpointBlob::unpack(g), TransportError) << n << " bytes";
   }
 }
 

@@ -8,6 +8,8 @@
 // its value and source (common/knobs.h). -c: the configuration only; -d: the devices only.
 #if RWIN_INFO_HAVE_VERBS
 #include <infiniband/verbs.h>
+
+#include "transport/verbs/verbs_device.h"
 #endif
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
@@ -22,9 +24,11 @@
 #include <vector>
 
 #include "common/knobs.h"
+#include "common/parse_number.h"
 #include "common/log.h"
 #include "rwin/rwin.h"
 #include "rwin/version.h"
+#include "transport/transport.h"
 #include "tools/cli.h"
 
 namespace {
@@ -162,6 +166,45 @@ const char* atomic_name(ibv_atomic_cap c) {
 
 #endif
 
+#if RWIN_INFO_HAVE_VERBS
+// The GID the verbs transport would use on this device and port with the current knobs
+// (RWIN_GID_INDEX, RWIN_IB_GID_TYPE, RWIN_IB_GID_SUBNET), or why none fits.
+json chosen_gid(const std::string& dev, int port) {
+  namespace rt = rwin::transport;
+  rt::TransportConfig cfg;
+  cfg.ib_device = dev;
+  cfg.ib_port = port;
+  try {
+    cfg.verbs = rt::VerbsParams::from_env();
+    if (const char* v = rwin::knobs::env("RWIN_GID_INDEX")) {
+      if (std::string why = rwin::common::parse_int_in(v, 0, 1023, cfg.gid_index); !why.empty()) cfg.gid_index = -1;
+    }
+    rt::verbs::DeviceChoice c;
+    rt::verbs::open_device(cfg, c);  // opens and closes the device
+    return {{"gid_index", c.gid_index}, {"gid", rt::verbs::gid_text(c.gid)}, {"type", rt::gid_type_name(c.gid_type)}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+#endif
+
+// What the verbs transport would apply with the current knobs: the QP parameters and fork safety.
+json verbs_settings() {
+  json out;
+  try {
+    out["qp"] = rwin::transport::VerbsParams::from_env().text();
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+  }
+#if RWIN_INFO_HAVE_VERBS
+  out["fork"] = rwin::transport::verbs::fork_status_text();
+#endif
+  for (const char* v : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE", "RDMAV_HUGEPAGES_SAFE"}) {
+    if (const char* x = std::getenv(v)) out["env"][v] = x;
+  }
+  return out;
+}
+
 json verbs_devices() {
   json out = json::array();
 #if RWIN_INFO_HAVE_VERBS
@@ -203,6 +246,7 @@ json verbs_devices() {
           gids.push_back({{"index", g}, {"type", type}, {"gid", gid_value(gid)}});
         }
         port["gids"] = gids;
+        if (pa.state == IBV_PORT_ACTIVE) port["chosen"] = chosen_gid(name, p);
         ports.push_back(port);
       }
       dev["ports"] = ports;
@@ -243,6 +287,7 @@ json knobs_section(std::string& transport, std::string& rma) {
                      {"meaning", s.knob->meaning}});
   }
   out["knobs"] = knobs;
+  out["verbs"] = verbs_settings();
   json unknown = json::array();
   for (const auto& u : rwin::knobs::unknown_variables(environ)) {
     unknown.push_back({{"name", u.name}, {"closest", u.closest}, {"message", rwin::knobs::unknown_message(u)}});
@@ -293,6 +338,15 @@ void print_text(const json& j) {
           std::cout << "      gid " << g["index"] << " " << g["type"].get<std::string>() << " "
                     << g["gid"].get<std::string>() << "\n";
         }
+        if (p.contains("chosen")) {
+          const json& c = p["chosen"];
+          if (c.contains("error")) {
+            std::cout << "      rwin would use: none: " << c["error"].get<std::string>() << "\n";
+          } else {
+            std::cout << "      rwin would use: gid " << c["gid_index"] << " (" << c["type"].get<std::string>() << " "
+                      << c["gid"].get<std::string>() << ")\n";
+          }
+        }
       }
     }
   }
@@ -304,6 +358,12 @@ void print_text(const json& j) {
                   k["source"].get<std::string>().c_str());
     }
     for (const auto& u : c["unknown_variables"]) std::cout << "  warning: " << u["message"].get<std::string>() << "\n";
+    const json& v = c["verbs"];
+    if (v.contains("qp")) std::cout << "  verbs qp: " << v["qp"].get<std::string>() << "\n";
+    if (v.contains("fork")) std::cout << "  verbs fork safety: " << v["fork"].get<std::string>() << "\n";
+    if (v.contains("env")) {
+      for (const auto& [k, x] : v["env"].items()) std::cout << "  " << k << "=" << x.get<std::string>() << " (libibverbs)\n";
+    }
     if (c.contains("error")) std::cout << "  error: " << c["error"].get<std::string>() << "\n";
     if (c.contains("log_error")) std::cout << "  error: " << c["log_error"].get<std::string>() << "\n";
   }

@@ -97,14 +97,19 @@ B unpack(std::span<const uint8_t> in) {
 
 // What one side of a queue pair tells the other before both move to RTR: the part both connection
 // blobs carry, in this order.
+// Version 2 added gid_type and the two RDMA read/atomic depths (a version 1 blob is refused by name).
 struct QpAddress {
-  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16;
+  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16 + 4;
   uint32_t qpn = 0;        // sender's QP number for this pair
   uint32_t psn = 0;        // sender's initial send PSN (24 bits)
   uint16_t lid = 0;        // port LID (IB); 0 on RoCE
   uint8_t mtu = 0;         // sender port's active_mtu as enum ibv_mtu (1 = 256 ... 5 = 4096)
   uint8_t link_layer = 0;  // IBV_LINK_LAYER_* of the sender's port: both sides must agree
   std::array<uint8_t, 16> gid{};
+  uint8_t gid_type = 0;      // GidType of the sender's GID (0 unknown: a kernel without GID types)
+  uint8_t rd_atomic_init = 0;  // sender's max_qp_init_rd_atom, capped (verbs_params.h, rd_atomic_limits)
+  uint8_t rd_atomic_resp = 0;  // sender's max_qp_rd_atom (responder resources), capped
+  uint8_t reserved = 0;
 
   template <class IO, class Self>
   static void fields(IO& io, Self& s) {
@@ -114,6 +119,10 @@ struct QpAddress {
     io.u8(s.mtu);
     io.u8(s.link_layer);
     io.bytes(s.gid);
+    io.u8(s.gid_type);
+    io.u8(s.rd_atomic_init);
+    io.u8(s.rd_atomic_resp);
+    io.u8(s.reserved);
   }
 };
 
@@ -121,7 +130,7 @@ struct QpAddress {
 struct ConnBlob : QpAddress {
   static constexpr const char* kWhat = "verbs connection blob";
   static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
-  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kVersion = 2;
   static constexpr size_t kBytes = 8 + 4 + 4 + QpAddress::kBytes;
   uint32_t rank = 0;  // sender
   uint32_t peer = 0;  // intended receiver: catches a blob delivered to the wrong rank
@@ -143,7 +152,7 @@ struct ConnBlob : QpAddress {
 struct EndpointBlob : QpAddress {
   static constexpr const char* kWhat = "verbs endpoint blob";
   static constexpr uint32_t kMagic = 0x50455752;  // "RWEP" little endian
-  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kVersion = 2;
   static constexpr size_t kBytes = 8 + 8 + 4 + QpAddress::kBytes;
   uint64_t instance = 0;  // random per VerbsTransport object
   uint32_t slot = 0;      // the sender's index for this connection (its add_peer() result)

@@ -19,30 +19,13 @@
 namespace rwin::transport::verbs {
 namespace {
 
-// Send queue slots per peer. Deep enough for a pipeline of chunks plus notifies; the CQ must hold
-// one entry per slot of every peer, so with many ranks the depth shrinks to fit max_cqe.
-constexpr uint32_t kMaxSqDepth = 256;
-constexpr uint32_t kMinSqDepth = 8;
-// Writes up to this size are copied into the WQE (IBV_SEND_INLINE) when the device allows it:
-// saves the device a DMA read of the source, and lets a small put complete at post
-// (verbs_datapath.cpp). Asked for in this order; the device grants what it can (perftest's
-// default is 220 on ConnectX; rxe grants a few hundred bytes).
-constexpr uint32_t kWantInline[] = {256, 64, 0};
-// RC ack timeout 4.096 us * 2^18 = 1.07 s (NCCL's default), retried 6 times: a peer whose process died (its QP is
-// gone, packets to it are dropped) yields IBV_WC_RETRY_EXC_ERR after about 7 * 1.07 s ~= 7.5 s
-// (the core learns of a dead peer through its bootstrap lease within milliseconds anyway).
-// Not shorter: rxe under qemu TCG with 5 ranks on 2 vCPUs delays acks past 268 ms (2^16), and
-// the retransmitted requests then moved a QP to error now and then (a put(Add) test over verbs
-// failed 2-3 in 30 runs with "Work Request Flushed" as the first error; 0 in 30 with 2^18).
-// Not 7: rdma_rxe treats retry_cnt 7 as "retry forever" (rxe_comp.c only decrements a count
-// != 7, like rnr_retry), so with 7 a write to a dead peer on rxe never completes (seen in the
-// guest: no completion after 60 s).
-constexpr uint8_t kAckTimeout = 18;
-constexpr uint8_t kRetryCount = 6;
-constexpr uint8_t kRnrRetry = 7;  // 7 = infinite; we never post receives, so RNR cannot happen
-constexpr uint8_t kMinRnrTimer = 12;
-// Outstanding RDMA READ/atomic requests per QP, capped by the device (max_qp_rd_atom etc.).
-constexpr int kWantRdAtomic = 16;
+// The set-up constants (queue depths, inline size, ack timeout, retries, rd_atomic) live in
+// verbs_params.h, shared with bench/raw_verbs.cpp; the knobs (cfg_.verbs) override some of them.
+using verbs_const::kMaxSqDepth;
+using verbs_const::kMinSqDepth;
+using verbs_const::kMinRnrTimer;
+using verbs_const::kRnrRetry;
+using verbs_const::kWantInline;
 // Run-time peers: the CQ starts with room for this many peers' send queues and grows on demand.
 constexpr uint32_t kInitialDynamicPeers = 4;
 
@@ -85,6 +68,8 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
     self_ = "rank " + std::to_string(cfg.rank);
   }
   const std::string who = self_ + ": " + describe_;
+  RWIN_LOG(Debug, Verbs, "%s: gid %s (%s); %s; fork safety %s", who.c_str(), gid_text(dev_info_.gid).c_str(),
+           dev_info_.gid_kind.c_str(), cfg.verbs.text().c_str(), fork_status_text());
   dev_->pd.reset(ibv_alloc_pd(dev_->ctx.get()));
   if (!dev_->pd) throw TransportError(who + ": ibv_alloc_pd failed: " + std::strerror(errno));
 
@@ -223,29 +208,18 @@ void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, con
         std::snprintf(b, sizeof b, "%x", qp->qp_num);
         return std::string(b);
       }();
+  // Checked by connect_qp() already; computed again here from the same inputs.
+  RdAtomic rd;
+  (void)rd_atomic_limits(da.max_qp_init_rd_atom, da.max_qp_rd_atom, remote.rd_atomic_init, remote.rd_atomic_resp, rd);
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   // Both ends must use the same path MTU; the smaller active MTU is the one both ports carry.
   attr.path_mtu = static_cast<ibv_mtu>(std::min<int>(dev_info_.port_attr.active_mtu, remote.mtu));
   attr.dest_qp_num = remote.qpn;
   attr.rq_psn = remote.psn;
-  attr.max_dest_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_rd_atom));
+  attr.max_dest_rd_atomic = rd.max_dest_rd_atomic;
   attr.min_rnr_timer = kMinRnrTimer;
-  attr.ah_attr.dlid = remote.lid;
-  attr.ah_attr.sl = 0;
-  attr.ah_attr.src_path_bits = 0;
-  attr.ah_attr.port_num = static_cast<uint8_t>(dev_info_.port);
-  // RoCE has no LIDs: every packet carries a GRH, addressed by GID, sent from our chosen GID
-  // (for RoCE v2 the GID index also selects the UDP/IP encapsulation). On IB a GRH is needed only
-  // across subnets, i.e. when the peer has no LID we can route to.
-  if (dev_info_.roce || remote.lid == 0) {
-    attr.ah_attr.is_global = 1;
-    std::memcpy(attr.ah_attr.grh.dgid.raw, remote.gid.data(), 16);
-    attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(dev_info_.gid_index);
-    attr.ah_attr.grh.hop_limit = 64;
-    attr.ah_attr.grh.traffic_class = 0;
-    attr.ah_attr.grh.flow_label = 0;
-  }
+  fill_path(attr.ah_attr, dev_info_, cfg_.verbs, remote.gid.data(), remote.lid);
   if (int rc = ibv_modify_qp(qp, &attr,
                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
@@ -259,11 +233,11 @@ void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, con
   }
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = kAckTimeout;
-  attr.retry_cnt = kRetryCount;
+  attr.timeout = cfg_.verbs.ack_timeout;
+  attr.retry_cnt = cfg_.verbs.retry_count;
   attr.rnr_retry = kRnrRetry;
   attr.sq_psn = local_psn;
-  attr.max_rd_atomic = static_cast<uint8_t>(std::min(kWantRdAtomic, da.max_qp_init_rd_atom));
+  attr.max_rd_atomic = rd.max_rd_atomic;
   if (int rc = ibv_modify_qp(qp, &attr,
                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                  IBV_QP_MAX_QP_RD_ATOMIC)) {
@@ -335,6 +309,9 @@ QpAddress VerbsTransport::open_qp(int peer) {
   a.mtu = static_cast<uint8_t>(dev_info_.port_attr.active_mtu);
   a.link_layer = dev_info_.port_attr.link_layer;
   std::memcpy(a.gid.data(), dev_info_.gid.raw, 16);
+  a.gid_type = static_cast<uint8_t>(dev_info_.gid_type);
+  a.rd_atomic_init = rd_atomic_advertised(dev_info_.dev_attr.max_qp_init_rd_atom);
+  a.rd_atomic_resp = rd_atomic_advertised(dev_info_.dev_attr.max_qp_rd_atom);
   return a;
 }
 
@@ -353,10 +330,48 @@ void VerbsTransport::connect_qp(int peer, const QpAddress& remote, const std::st
     throw TransportError(who(peer) + ": " + from + " has an all-zero GID and " +
                          (dev_info_.roce ? "RoCE addresses every packet by GID" : "no LID either"));
   }
+  // Both ends must speak the same GID type: a RoCE v2 packet (UDP/IP) never reaches a RoCE v1 GID
+  // (raw Ethernet), and the QP would only time out. 0 = a kernel that does not report types.
+  const auto mine = dev_info_.gid_type;
+  if (remote.gid_type > static_cast<uint8_t>(GidType::RoceV2)) {
+    throw TransportError(who(peer) + ": " + from + " has GID type code " + std::to_string(remote.gid_type) +
+                         ", expected 0 (unknown) .. 3 (roce-v2)");
+  }
+  const auto theirs = static_cast<GidType>(remote.gid_type);
+  if (mine != GidType::Auto && theirs != GidType::Auto && mine != theirs) {
+    ibv_gid g;
+    std::memcpy(g.raw, remote.gid.data(), 16);
+    throw TransportError(who(peer) + ": " + from + " uses a " + gid_type_name(theirs) + " GID (" + gid_text(g) +
+                         "), this side a " + gid_type_name(mine) + " GID (index " + std::to_string(dev_info_.gid_index) +
+                         ", " + gid_text(dev_info_.gid) + "): both ends need the same type; set RWIN_IB_GID_TYPE or "
+                         "RWIN_GID_INDEX alike on every rank");
+  }
+  RdAtomic rd;
+  const auto& da = dev_info_.dev_attr;
+  if (std::string why = rd_atomic_limits(da.max_qp_init_rd_atom, da.max_qp_rd_atom, remote.rd_atomic_init,
+                                         remote.rd_atomic_resp, rd);
+      !why.empty()) {
+    throw TransportError(who(peer) + ": " + from + ": " + why + " (rwin needs RDMA reads and atomics)");
+  }
   Peer& pr = peers_[peer];
   qp_to_rtr_rts(pr.qp.get(), peer, pr.local.psn, remote);
-  RWIN_LOG(Debug, Verbs, "%s: qp 0x%x connected to %s, remote qp 0x%x (RTR, RTS)", who(peer).c_str(), pr.qp->qp_num,
-           from.c_str(), remote.qpn);
+  if (log::enabled(log::Level::Debug, log::Subsys::Verbs)) {
+    // What the device took, read back (ibv_query_qp): the knobs' values as the QP holds them.
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    const bool got = ibv_query_qp(pr.qp.get(), &q, IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                                       IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &qi) == 0;
+    RWIN_LOG(Debug, Verbs,
+             "%s: qp 0x%x connected to %s, remote qp 0x%x (RTR, RTS): %s tc %u sl %u hop_limit %u timeout %u "
+             "retry_cnt %u max_rd_atomic %u max_dest_rd_atomic %u",
+             who(peer).c_str(), pr.qp->qp_num, from.c_str(), remote.qpn, got ? "queried" : "set",
+             unsigned{got ? q.ah_attr.grh.traffic_class : cfg_.verbs.traffic_class},
+             unsigned{got ? q.ah_attr.sl : cfg_.verbs.service_level},
+             unsigned{got ? q.ah_attr.grh.hop_limit : cfg_.verbs.hop_limit},
+             unsigned{got ? q.timeout : cfg_.verbs.ack_timeout}, unsigned{got ? q.retry_cnt : cfg_.verbs.retry_count},
+             unsigned{got ? q.max_rd_atomic : rd.max_rd_atomic},
+             unsigned{got ? q.max_dest_rd_atomic : rd.max_dest_rd_atomic});
+  }
 }
 
 int VerbsTransport::add_peer() {

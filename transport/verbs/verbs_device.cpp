@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "transport/verbs/verbs_transport.h"
 
 namespace rwin::transport::verbs {
@@ -99,18 +101,35 @@ const char* gid_type_text(int type, const ibv_gid& g) {
   }
 }
 
+bool type_ok(GidType want, GidType have) { return want == GidType::Auto || want == have; }
+
+// "1:roce-v2:::ffff:10.0.2.15, 0:roce-v1:fe80::..." (at most 8), for messages.
+std::string gids_seen(const std::vector<GidCandidate>& gids, bool roce) {
+  std::string s;
+  int n = 0;
+  for (const auto& g : gids) {
+    if (gid_is_zero(g.gid)) continue;
+    if (n++ == 8) return s + ", ...";
+    s += (s.empty() ? "" : ", ") + std::to_string(g.index) + ":" + gid_type_name(gid_type_code(g.type, roce)) + ":" +
+         gid_text(g.gid);
+  }
+  return s.empty() ? "none" : s;
+}
+
 void choose_gid(ibv_context* ctx, const TransportConfig& cfg, DeviceChoice& c) {
   const int tbl_len = c.port_attr.gid_tbl_len;
+  const GidType want = cfg.verbs.gid_type;
+  const GidSubnet& subnet = cfg.verbs.gid_subnet;
+  const std::string where = c.name + " port " + std::to_string(c.port);
   if (cfg.gid_index >= 0) {
     if (cfg.gid_index >= tbl_len) {
-      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " out of range for " + c.name +
-                           " port " + std::to_string(c.port) + " (gid table has " + std::to_string(tbl_len) +
-                           " entries)");
+      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " out of range for " + where +
+                           " (gid table has " + std::to_string(tbl_len) + " entries)");
     }
     if (ibv_query_gid(ctx, static_cast<uint8_t>(c.port), cfg.gid_index, &c.gid) != 0 || gid_is_zero(c.gid)) {
-      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " of " + c.name + " port " +
-                           std::to_string(c.port) + " is empty (ibv_query_gid: " + std::strerror(errno) +
-                           "); see `ibv_devinfo -v -d " + c.name + "`");
+      throw TransportError("verbs: gid index " + std::to_string(cfg.gid_index) + " of " + where +
+                           " is empty (ibv_query_gid: " + std::strerror(errno) + "); see `ibv_devinfo -v -d " +
+                           c.name + "`");
     }
     c.gid_index = cfg.gid_index;
     ibv_gid_entry e{};
@@ -120,45 +139,53 @@ void choose_gid(ibv_context* ctx, const TransportConfig& cfg, DeviceChoice& c) {
     else
       type = sysfs_gid_type(c.name, c.port, c.gid_index);
     c.gid_kind = gid_type_text(type, c.gid);
+    c.gid_type = gid_type_code(type, c.roce);
+    // An index and a filter that disagree: say so rather than quietly ignore one of them.
+    if (!type_ok(want, c.gid_type)) {
+      throw TransportError("verbs: RWIN_GID_INDEX=" + std::to_string(cfg.gid_index) + " of " + where + " is a " +
+                           gid_type_name(c.gid_type) + " GID (" + gid_text(c.gid) + "), RWIN_IB_GID_TYPE asks for " +
+                           gid_type_name(want));
+    }
+    if (!subnet.matches(c.gid.raw)) {
+      throw TransportError("verbs: RWIN_GID_INDEX=" + std::to_string(cfg.gid_index) + " of " + where + " is " +
+                           gid_text(c.gid) + ", outside RWIN_IB_GID_SUBNET=" + subnet.text);
+    }
     return;
   }
   const auto gids = list_gids(ctx, c.name, c.port, tbl_len, c.dev_attr.phys_port_cnt);
+  std::vector<const GidCandidate*> ok;  // passes RWIN_IB_GID_TYPE and RWIN_IB_GID_SUBNET, in table order
+  for (const auto& g : gids) {
+    if (!gid_is_zero(g.gid) && type_ok(want, gid_type_code(g.type, c.roce)) && subnet.matches(g.gid.raw)) {
+      ok.push_back(&g);
+    }
+  }
   const GidCandidate* pick = nullptr;
-  if (c.roce) {
-    // RoCE v2 with an IPv4-mapped address: routable, and what rxe and most fabrics are set up for.
-    // Then any RoCE v2, then anything non-zero (RoCE v1 works only inside one L2 domain).
-    for (const auto& g : gids) {
-      if (g.type == IBV_GID_TYPE_ROCE_V2 && gid_is_ipv4_mapped(g.gid)) {
-        pick = &g;
-        break;
-      }
-    }
-    if (!pick) {
-      for (const auto& g : gids) {
-        if (g.type == IBV_GID_TYPE_ROCE_V2 && !gid_is_zero(g.gid)) {
-          pick = &g;
-          break;
-        }
-      }
-    }
-  }
-  if (!pick) {
-    for (const auto& g : gids) {
-      if (!gid_is_zero(g.gid)) {
-        pick = &g;
+  // On RoCE (or when RoCE v2 is asked for): a RoCE v2 IPv4-mapped GID, routable and what rxe and
+  // most fabrics are set up for; then any RoCE v2; then anything left (RoCE v1 works only inside one
+  // L2 domain).
+  for (int pass = 0; pass < 3 && !pick; ++pass) {
+    for (const GidCandidate* g : ok) {
+      const bool v2 = g->type == IBV_GID_TYPE_ROCE_V2;
+      if ((pass == 0 && c.roce && v2 && gid_is_ipv4_mapped(g->gid)) || (pass == 1 && c.roce && v2) || pass == 2) {
+        pick = g;
         break;
       }
     }
   }
   if (!pick) {
-    throw TransportError("verbs: " + c.name + " port " + std::to_string(c.port) +
-                         " has no usable gid (gid table empty: is the netdev up and does it have an "
-                         "address?); set RWIN_GID_INDEX or see `ibv_devinfo -v -d " +
-                         c.name + "`");
+    const bool filtered = want != GidType::Auto || subnet.set;
+    throw TransportError(
+        "verbs: " + where + " has no usable gid" +
+        (filtered ? std::string(" with RWIN_IB_GID_TYPE=") + gid_type_name(want) +
+                        (subnet.set ? " and RWIN_IB_GID_SUBNET=" + subnet.text : std::string()) + " (gids: " +
+                        gids_seen(gids, c.roce) + ")"
+                  : std::string(" (gid table empty: is the netdev up and does it have an address?)")) +
+        "; set RWIN_GID_INDEX or see `ibv_devinfo -v -d " + c.name + "`");
   }
   c.gid_index = pick->index;
   c.gid = pick->gid;
   c.gid_kind = gid_type_text(pick->type, pick->gid);
+  c.gid_type = gid_type_code(pick->type, c.roce);
 }
 
 }  // namespace
@@ -169,7 +196,72 @@ std::string gid_text(const ibv_gid& gid) {
   return buf;
 }
 
+GidType gid_type_code(int ibv_gid_type, bool roce) noexcept {
+  switch (ibv_gid_type) {
+    case IBV_GID_TYPE_ROCE_V2: return GidType::RoceV2;
+    case IBV_GID_TYPE_ROCE_V1: return GidType::RoceV1;
+    case IBV_GID_TYPE_IB: return roce ? GidType::RoceV1 : GidType::Ib;
+    default: return GidType::Auto;  // unknown
+  }
+}
+
+const char* fork_status_text() {
+  switch (ibv_is_fork_initialized()) {
+    case IBV_FORK_UNNEEDED: return "unneeded (the kernel copies pinned pages on fork)";
+    case IBV_FORK_ENABLED: return "enabled (ibv_fork_init)";
+    case IBV_FORK_DISABLED: return "disabled";
+  }
+  return "?";
+}
+
+std::string fork_safety(ForkSafe mode) {
+  // ibv_fork_init() is not thread safe; transports may be made on several threads (agents).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  // ibv_fork_init() returns at once where the kernel copies pinned pages (unless RDMAV_USE_MADVISE
+  // asks for madvise anyway) and where it ran before.
+  if (mode != ForkSafe::Off) {
+    if (int rc = ibv_fork_init(); rc != 0) {
+      const std::string why = std::string("ibv_fork_init failed: ") + std::strerror(rc) +
+                              (rc == EINVAL ? " (this process registered memory before its first verbs transport)" : "");
+      if (mode == ForkSafe::On) {
+        throw TransportError("verbs: RWIN_IB_FORK_SAFE=1: " + why +
+                             "; set RDMAV_FORK_SAFE=1 in the environment (libibverbs then initialises fork support "
+                             "at its first call) or make the transport before registering memory");
+      }
+      static bool warned = false;
+      if (!warned) {
+        warned = true;
+        RWIN_LOG(Warn, Verbs, "verbs: fork safety: %s; registered memory of this process may be corrupted if it forks "
+                              "and writes to it (RWIN_IB_FORK_SAFE=1 makes this an error)", why.c_str());
+      }
+    }
+  }
+  return fork_status_text();
+}
+
+void fill_path(ibv_ah_attr& ah, const DeviceChoice& c, const VerbsParams& p, const uint8_t remote_gid[16],
+               uint16_t remote_lid) {
+  ah.dlid = remote_lid;
+  ah.sl = p.service_level;
+  ah.src_path_bits = 0;
+  ah.port_num = static_cast<uint8_t>(c.port);
+  // RoCE has no LIDs: every packet carries a GRH, addressed by GID, sent from our chosen GID (for
+  // RoCE v2 the GID index also selects the UDP/IP encapsulation, and the traffic class becomes the
+  // IP header's DSCP and ECN bits). On IB a GRH is needed only across subnets, i.e. when the peer
+  // has no LID we can route to.
+  if (c.roce || remote_lid == 0) {
+    ah.is_global = 1;
+    std::memcpy(ah.grh.dgid.raw, remote_gid, 16);
+    ah.grh.sgid_index = static_cast<uint8_t>(c.gid_index);
+    ah.grh.hop_limit = p.hop_limit;
+    ah.grh.traffic_class = p.traffic_class;
+    ah.grh.flow_label = 0;
+  }
+}
+
 ContextPtr open_device(const TransportConfig& cfg, DeviceChoice& choice) {
+  fork_safety(cfg.verbs.fork_safe);  // before this process's first device, PD or registration
   int n = 0;
   errno = 0;
   DeviceListPtr list(ibv_get_device_list(&n));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -22,23 +23,43 @@ inline void report_destroy(const char* what, int rc) noexcept {
   }
 }
 
+// After fork() a child holds the parent's device file (the same open file, so the same verbs
+// objects): a destroy call from the child destroys the parent's QP, MR or PD. Each owner remembers
+// the process that made it, and its deleter does nothing in any other process (a forked child
+// running destructors on its way out): the child's reference to the file goes at its exit, the
+// parent's objects stay. One getpid() per destroy.
+struct OwnerProcess {
+  pid_t pid = ::getpid();
+  bool here() const noexcept { return ::getpid() == pid; }
+};
+
 struct DeviceListDeleter {
   void operator()(ibv_device** l) const noexcept { ibv_free_device_list(l); }
 };
-struct ContextDeleter {
-  void operator()(ibv_context* c) const noexcept { report_destroy("ibv_close_device", ibv_close_device(c)); }
+struct ContextDeleter : OwnerProcess {
+  void operator()(ibv_context* c) const noexcept {
+    if (here()) report_destroy("ibv_close_device", ibv_close_device(c));
+  }
 };
-struct PdDeleter {
-  void operator()(ibv_pd* p) const noexcept { report_destroy("ibv_dealloc_pd", ibv_dealloc_pd(p)); }
+struct PdDeleter : OwnerProcess {
+  void operator()(ibv_pd* p) const noexcept {
+    if (here()) report_destroy("ibv_dealloc_pd", ibv_dealloc_pd(p));
+  }
 };
-struct CqDeleter {
-  void operator()(ibv_cq* c) const noexcept { report_destroy("ibv_destroy_cq", ibv_destroy_cq(c)); }
+struct CqDeleter : OwnerProcess {
+  void operator()(ibv_cq* c) const noexcept {
+    if (here()) report_destroy("ibv_destroy_cq", ibv_destroy_cq(c));
+  }
 };
-struct QpDeleter {
-  void operator()(ibv_qp* q) const noexcept { report_destroy("ibv_destroy_qp", ibv_destroy_qp(q)); }
+struct QpDeleter : OwnerProcess {
+  void operator()(ibv_qp* q) const noexcept {
+    if (here()) report_destroy("ibv_destroy_qp", ibv_destroy_qp(q));
+  }
 };
-struct MrDeleter {
-  void operator()(ibv_mr* m) const noexcept { report_destroy("ibv_dereg_mr", ibv_dereg_mr(m)); }
+struct MrDeleter : OwnerProcess {
+  void operator()(ibv_mr* m) const noexcept {
+    if (here()) report_destroy("ibv_dereg_mr", ibv_dereg_mr(m));
+  }
 };
 struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
