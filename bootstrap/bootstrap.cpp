@@ -340,7 +340,7 @@ void Bootstrap::barrier() {
   wait_ranks(prefix, what.c_str());
 }
 
-void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiting) {
+void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiting, bool survivors_only) {
   const std::string prefix = "pbar/" + std::to_string(seq_++) + "/";
   const std::string who = "rank " + std::to_string(rank_) + ": barrier (" + prefix + ")";
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -355,13 +355,19 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
   };
   const uint8_t none = 0;
   store_call([&] { store_->set(keys[static_cast<size_t>(rank_)], std::span<const uint8_t>(&none, 0)); });
+  auto known_failed = [&](int r) {
+    return std::any_of(failures_.begin(), failures_.end(), [r](const PeerFailure& f) { return f.rank == r; });
+  };
   for (uint64_t round = 0;; ++round) {
+    if (survivors_only) poll_failures();  // before the check: a rank failed after it arrived is not missing either
     const auto present = store_call([&] { return store_->check(keys); });
     std::string missing;
+    std::vector<int> missing_ranks;
     int n_missing = 0;
     for (int r = 0; r < nranks_; ++r) {
-      if (!present[static_cast<size_t>(r)]) {
+      if (!present[static_cast<size_t>(r)] && !(survivors_only && known_failed(r))) {
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        missing_ranks.push_back(r);
         ++n_missing;
       }
     }
@@ -369,10 +375,11 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
     // A failed rank may be the one missing; it will not come (the rule the store applies to
     // parked waits).
     poll_failures();
+    if (survivors_only && std::all_of(missing_ranks.begin(), missing_ranks.end(), known_failed)) return;
     // The answer above may predate a rank's arrival: a rank that arrived, saw everyone and then left
     // after an error of its own (a timed-out wait before the barrier) is reported failed right after.
     // Its set was answered before its lease closed, so asking once more tells the two apart.
-    if (!failures_.empty()) {
+    if (!survivors_only && !failures_.empty()) {
       const auto again = store_call([&] { return store_->check(keys); });
       if (std::all_of(again.begin(), again.end(), [](bool b) { return b; })) return;
       throw BootstrapError(BootstrapError::Kind::PeerFailed, who + " waiting for " +

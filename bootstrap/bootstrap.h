@@ -239,7 +239,9 @@ class Bootstrap {
   // polls of the store (the store is asked every 50 us at first, then every 1 ms). Throws
   // BootstrapError::Timeout naming the ranks that never came once `timeout` passes, and
   // Kind::PeerFailed as soon as a rank failed while some rank is still missing.
-  void barrier(Millis timeout, const std::function<void()>& while_waiting);
+  // `survivors_only`: a rank known failed (now or while waiting) is not waited for; returns when
+  // every other rank has arrived (the shutdown of a job that lost ranks).
+  void barrier(Millis timeout, const std::function<void()>& while_waiting, bool survivors_only = false);
   // Point to point, for per-peer handshakes (e.g. one queue pair per peer): `tag` must be the
   // same on both sides and unique per exchange.
   void send(int peer, const std::string& tag, std::span<const uint8_t> data);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 
 #include "bootstrap/netif.h"
@@ -184,6 +185,7 @@ void pmix_start(ContextImpl& c, const bootstrap::BootstrapConfig& bc) {
 
 Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()) {
   ContextImpl& c = *impl_;
+  c.uncaught_at_start = std::uncaught_exceptions();
   log::configure();            // a bad RWIN_LOG_* knob is warned about now, not at the first line
   knobs::warn_unknown_once();  // a misspelt RWIN_* variable, before anything uses the defaults
   c.opt = detail::options_from_env(options, &c.launch);
@@ -267,22 +269,38 @@ Context::~Context() {
   try {
     const auto bound = std::min<std::chrono::milliseconds>(c.opt.op_timeout, std::chrono::milliseconds(10000));
     c.watch_now();
-    bool healthy = !c.degraded;
-    for (const auto& p : c.peers) healthy = healthy && p.failed.empty();
-    // A job that already lost a peer or missed a deadline cannot complete a barrier (someone it
-    // waits for is gone or stuck): leave at once; ~ContextImpl still quiesces before unmapping.
-    if (healthy) {
+    auto peer_failed = [&c] {
+      bool any = !c.known_failures.empty();
+      for (const auto& p : c.peers) any = any || !p.failed.empty();
+      return any;
+    };
+    auto known_dead = [&c](int p) {
+      return std::any_of(c.known_failures.begin(), c.known_failures.end(), [p](const KnownFailure& f) { return f.rank == p; });
+    };
+    bool broken_link = false;  // a transport failure towards a rank the store still counts alive
+    for (int p = 0; p < c.nranks; ++p) broken_link = broken_link || (!c.peers[static_cast<size_t>(p)].failed.empty() && !known_dead(p));
+    const bool unwinding = std::uncaught_exceptions() > c.uncaught_at_start;
+    // This rank's own error: an exception unwinding through here, a timeout (degraded with no peer
+    // failure), or a broken link to a live rank. Having seen another rank die is not one: a rank that
+    // ends normally after that meets the other survivors and leaves normally (docs/CONTRACT.md).
+    const bool own_error = unwinding || broken_link || (c.degraded && !peer_failed());
+    const bool healthy = !c.degraded && !peer_failed();
+    bool met = false;
+    if (healthy || !own_error) {
       try {
-        c.barrier(bound);
+        c.leave_barrier(bound);  // every rank; a rank that fails meanwhile is not waited for
+        met = true;
       } catch (const std::exception& e) {
         RWIN_LOG(Warn, Core, "rwin: %s: shutdown: %s", c.who().c_str(), e.what());
-        healthy = false;
       }
     }
-    if (!healthy) c.degraded = true;  // ~ContextImpl then drops the connections without a flush
-    // Leaving a broken job: say so at once (the store tells the others this rank failed, and
-    // why), so a survivor still putting to us, or waiting on us, ends now instead of at its deadline.
-    if (!healthy && c.bs) {
+    // A job that lost a peer drops its connections without a flush (~ContextImpl): what this rank
+    // sent to the survivors was flushed by the barrier, and the dead ones will not answer.
+    if (!met || peer_failed()) c.degraded = true;
+    // Leaving after an error of its own (or a barrier that could not complete): say so at once (the
+    // store tells the others this rank failed, and why), so a survivor still putting to us, or
+    // waiting on us, ends now instead of at its deadline.
+    if ((!met || (unwinding && peer_failed())) && c.bs) {
       std::string why;
       if (!c.known_failures.empty()) why = c.failure_text(c.known_failures.front().rank);
       for (size_t p = 0; why.empty() && p < c.peers.size(); ++p) {

@@ -214,6 +214,9 @@ struct ContextImpl {
   // Set once an operation timed out or a peer failed: shutdown then skips its barrier (it could
   // only wait for a rank that is gone or stuck) and leaves within a short, fixed time.
   bool degraded = false;
+  // std::uncaught_exceptions() when the Context was made: a larger count in ~Context means it ends
+  // while an exception unwinds (this rank ends with an error).
+  int uncaught_at_start = 0;
 
   // Collectives: the world team (made at first use), every team made (their state loses its context
   // pointer when this goes), and per peer how many make_team handshakes we had with it.
@@ -249,6 +252,10 @@ struct ContextImpl {
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
+  // Shutdown of a rank that ends normally: flushes what it sent to every live peer (one that fails
+  // meanwhile is skipped), then meets every rank not known failed (Bootstrap::barrier, survivors
+  // only). Throws on the deadline or a store error.
+  void leave_barrier(std::chrono::milliseconds timeout);
   // peer in range and not failed; the message is built out of line (progress.cpp).
   void check_peer(int peer, const char* op) {
     if (peer < 0 || peer >= nranks || !peers[static_cast<size_t>(peer)].failed.empty()) [[unlikely]] {

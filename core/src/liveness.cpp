@@ -1,6 +1,7 @@
 // Peer liveness: failures learned from the bootstrap lease, and how messages name them.
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "context_impl.h"
@@ -20,8 +21,14 @@ void ContextImpl::watch() {
 
 void ContextImpl::watch_now() {
   if (!bs) return;
-  for (auto& f : bs->poll_failures()) {
+  bs->poll_failures();
+  // Every failure the bootstrap knows, also those its own collectives learned (Bootstrap::barrier
+  // polls the lease too): each peer enters known_failures once.
+  for (const auto& f : bs->failures()) {
     if (f.rank < 0 || f.rank >= nranks || f.rank == rank) continue;
+    if (std::any_of(known_failures.begin(), known_failures.end(), [&](const KnownFailure& k) { return k.rank == f.rank; })) {
+      continue;
+    }
     known_failures.push_back(KnownFailure{f.rank, f.how, f.when});
     degraded = true;
     const std::string text = "peer " + std::to_string(f.rank) + " failed (" + f.how + ")";

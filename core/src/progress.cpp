@@ -1,5 +1,6 @@
 // The data path under every operation: slots and completions, posting with back-pressure,
 // flush/drain per peer, quiet, and the progress-driving barrier.
+#include <algorithm>
 #include <atomic>
 #include <sched.h>
 
@@ -172,6 +173,33 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
     degraded = true;
     throw Error(error_code(e), e.what());  // names this rank, the barrier and the missing or failed ranks
   }
+}
+
+void ContextImpl::leave_barrier(std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  Deadline deadline(timeout);
+  watch_now();
+  for (int p = 0; p < nranks; ++p) {
+    const PeerState& ps = peers[static_cast<size_t>(p)];
+    if (!ps.failed.empty() || !(ps.unflushed || ps.outstanding > 0)) continue;
+    try {
+      drain(p, deadline, "shutdown");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::PeerFailed) throw;  // a failed peer is not waited for
+    }
+  }
+  try {
+    const auto used = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    bs->barrier(std::max(std::chrono::milliseconds(1), timeout - used), [this] {
+      progress();
+      sched_yield();
+    }, /*survivors_only=*/true);
+  } catch (const bootstrap::BootstrapError& e) {
+    watch_now();
+    degraded = true;
+    throw Error(error_code(e), e.what());
+  }
+  watch_now();  // the failures the barrier learned, for the transport's shutdown
 }
 
 // Chunks still in flight point at a Transfer on the caller's stack: detach them before it goes.
