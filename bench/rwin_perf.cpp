@@ -60,6 +60,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coll_common.h"
+#include "collectives/team_state.h"  // ContextAccess: the transport's device counters (--counters)
 #include "common/knobs.h"
 #include "rwin/collectives.h"
 #include "rwin/rwin.h"
@@ -93,6 +94,7 @@ struct Args {
   bool nbi = false;
   bool local = false;
   bool raw_fence = false;
+  bool counters = false;
   bool csv = false;
   bool json = false;
   bool pin = true;
@@ -225,6 +227,9 @@ Args parse(int argc, char** argv) {
   app.add_flag("--misalign", misalign, "same as --skew 8 (glibc rep-movsb trap check)");
   app.add_flag("--vs-raw", a.vs_raw, "alternate batches with the same op on raw UCP (verbs: raw libibverbs); report ratios");
   app.add_flag("--nbi", a.nbi, "put_bw/get_bw (and put in put_lat) use put_nbi/get_nbi");
+  app.add_flag("--counters", a.counters,
+               "after each test, rank 0 prints what its transport asked of the device (verbs: WRs, doorbells, "
+               "signaled WRs, inline WRs, CQEs) to stderr");
   app.add_flag("--local", a.local, "rwin's local side (put src, get dst) is plain memory (rwin::Local), not a window");
   app.add_flag("--raw-fence", a.raw_fence, "--vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush");
   app.add_flag("--csv", a.csv, "machine-readable output: csv (stdout, or -o FILE)");
@@ -1157,8 +1162,22 @@ int main(int argc, char** argv) {
         if (ctx.rank() == 0) {
           std::fprintf(stderr, "rwin-perf: [%zu/%zu] %s %s\n", ++done, total, t.c_str(), size_str(s).c_str());
         }
+        const auto dev = [&] { return rwin::detail::ContextAccess::impl(ctx).tp->counters(); };
+        const auto before = dev();
         if (is_coll(t)) coll_records.push_back(coll->run(t, s));
         else records.push_back(runner.run(t, s));
+        if (a.counters && ctx.rank() == 0) {
+          const auto d = dev();
+          const uint64_t wrs = d.wrs - before.wrs, bells = d.doorbells - before.doorbells;
+          const uint64_t sig = d.signaled - before.signaled;
+          std::fprintf(stderr,
+                       "rwin-perf: counters %s %s (rank 0, warm-up and checks included): %llu WRs, %llu doorbells "
+                       "(%.1f WRs each), %llu signaled (1 in %.1f), %llu inline, %llu CQEs\n",
+                       t.c_str(), size_str(s).c_str(), (unsigned long long)wrs, (unsigned long long)bells,
+                       bells ? double(wrs) / double(bells) : 0.0, (unsigned long long)sig,
+                       sig ? double(wrs) / double(sig) : 0.0, (unsigned long long)(d.inline_wrs - before.inline_wrs),
+                       (unsigned long long)(d.cqes - before.cqes));
+        }
       }
     }
     if (ctx.rank() == 0) {

@@ -25,8 +25,20 @@ rwin() {  # rwin TRANSPORT TESTS [FLAGS]: two ranks, sizes 8 B (latency) and 1 M
     --batches 5 $flags 2>/dev/null | sed "s/^/rwin $transport${flags:+ $flags}: /" | grep -vE "\] *\[1\]|: \[1\]"
 }
 
+# Issue 23's goals, small messages: rwin's 8 B put + notify one way (put_lat) against ib_write_lat's
+# one-way latency, and rwin's 8 B put rate (put_bw: 16 puts then a quiet, each put a blocking call)
+# against ib_write_bw -s 8 with a post list of 16 and a CQE per 16 WRs (perftest's way of driving a
+# NIC); --counters shows what rwin asked of the device for it.
+small() {
+  perftest ib_write_lat -s 8 -n 2000
+  perftest ib_write_bw -s 8 -n 20000 -l 16 -Q 16
+  RWIN_TRANSPORT=verbs "$BIN/rwinrun" -n 2 --timeout 600 -- "$BIN/rwin-perf" -t put_lat,put_bw,notify_lat -s 8 -n 2000 \
+    -w 100 --batches 5 --counters 2>&1 | grep -E "^ *(put_lat|put_bw|notify_lat)|counters" | sed "s/^/rwin verbs: /"
+}
+
 for round in $(seq 1 "$ROUNDS"); do
   echo "=== round $round"
+  small
   perftest ib_write_bw -s $size -n 300
   perftest ib_read_bw -s $size -n 300
   perftest ib_atomic_lat -n 1000
