@@ -16,8 +16,9 @@
 #   env: RWIN_DOCKER_WORK   parent of the run's scratch directory (default /var/tmp; needs ~5 GB)
 #        RWIN_DOCKER_SUITE  Debian suite of the base (default bookworm: the Dockerfile is Debian 12's)
 #        RWIN_DOCKER_HOSTS  containers in the multi-container ring (default 3, as compose.yaml; >= 2)
-#        RWIN_DOCKER_BASE_TAR  use this mmdebstrap tarball instead of making one (local iteration only;
-#                           a CI run makes its own)
+#        RWIN_DOCKER_BASE_TAR  use this mmdebstrap tarball instead of making one
+#        RWIN_DOCKER_IMAGE_TAR use this `podman save` archive of the image instead of building it
+#                           (both for local iteration on the checks only; a CI run makes its own)
 #
 # Everything lives in one scratch directory: podman's storage (--root), run state (--runroot, --tmpdir)
 # and network config, so the run neither reads nor leaves images in the machine's own podman store, and
@@ -74,10 +75,8 @@ fi
 W=$(mktemp -d "${RWIN_DOCKER_WORK:-/var/tmp}/rwin-docker.XXXXXX") || { fail "mktemp"; finish; }
 mkdir -p "$W/logs" "$W/net" "$W/libpod"
 echo "docker-test: scratch $W, free there: $(df -h --output=avail "$W" | tail -1 | tr -d ' ')"
-pm() {
-  podman --root "$W/store" --runroot "$W/run" --tmpdir "$W/libpod" --network-config-dir "$W/net" \
-    --runtime runc "$@"
-}
+PM=(podman --root "$W/store" --runroot "$W/run" --tmpdir "$W/libpod" --network-config-dir "$W/net"
+  --runtime runc)
 nofile=$(ulimit -Hn)
 [[ $nofile == unlimited || $nofile -gt 1048576 ]] && nofile=1048576
 nproc=$(ulimit -Hu)
@@ -95,9 +94,9 @@ cleanup() {
   for pid in "${RUN_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   RUN_PIDS=()
   if [[ -d $W/store ]]; then
-    timeout 120 pm rm -a -f -t 0 >/dev/null 2>&1
-    timeout 120 pm rmi -a -f >/dev/null 2>&1
-    timeout 120 pm system reset -f >/dev/null 2>&1
+    timeout 120 "${PM[@]}" rm -a -f -t 0 >/dev/null 2>&1
+    timeout 120 "${PM[@]}" rmi -a -f >/dev/null 2>&1
+    timeout 120 "${PM[@]}" system reset -f >/dev/null 2>&1
   fi
   netns_cleanup
   # Whatever podman left mounted under the scratch directory (e.g. after a killed build), deepest first.
@@ -135,7 +134,7 @@ else
     finish
   fi
 fi
-if timeout 600 pm import --change 'CMD ["/bin/bash"]' "$base_tar" "$BASE_IMG" >"$W/logs/import.log" 2>&1; then
+if timeout 600 "${PM[@]}" import --change 'CMD ["/bin/bash"]' "$base_tar" "$BASE_IMG" >"$W/logs/import.log" 2>&1; then
   pass "base image $BASE_IMG: $base_how ($((SECONDS - t0)) s, $(du -m "$base_tar" | cut -f1) MB)"
 else
   fail "base: podman import"
@@ -146,13 +145,23 @@ fi
 
 # ---- 2. the image --------------------------------------------------------------------------------
 # The build stage compiles rwin on every core: nice, so it yields to whatever else runs.
+# The image must exist afterwards: podman build exits 0 when a SIGTERM stops it.
 t0=$SECONDS
-if nice -n 10 timeout 3600 pm build --pull=never --network=host "${ULIMITS[@]}" \
-    --build-arg BASE_IMAGE="$BASE_IMG" -f docker/Dockerfile -t "$IMG" . >"$W/logs/build.log" 2>&1; then
-  size=$(pm image inspect --format '{{.Size}}' "$IMG" 2>/dev/null)
-  pass "podman build -f docker/Dockerfile (runtime target; its ldd and import checks ran) ($((SECONDS - t0)) s, image $((${size:-0} / 1000000)) MB)"
+if [[ -n ${RWIN_DOCKER_IMAGE_TAR:-} ]]; then
+  what="podman load $RWIN_DOCKER_IMAGE_TAR (not built: RWIN_DOCKER_IMAGE_TAR)"
+  timeout 600 "${PM[@]}" load -i "$RWIN_DOCKER_IMAGE_TAR" >"$W/logs/build.log" 2>&1 &&
+    IMG=$(sed -n 's/^Loaded image[^:]*: *//p' "$W/logs/build.log" | cut -d, -f1)
 else
-  fail "podman build -f docker/Dockerfile ($((SECONDS - t0)) s)"
+  what="podman build -f docker/Dockerfile (runtime target; its ldd and import checks ran)"
+  nice -n 10 timeout 3600 "${PM[@]}" build --pull=never --network=host "${ULIMITS[@]}" \
+    --build-arg BASE_IMAGE="$BASE_IMG" -f docker/Dockerfile -t "$IMG" . >"$W/logs/build.log" 2>&1
+fi
+rc=$?
+if ((rc == 0)) && [[ -n $IMG ]] && "${PM[@]}" image exists "$IMG"; then
+  size=$("${PM[@]}" image inspect --format '{{.Size}}' "$IMG" 2>/dev/null)
+  pass "$what ($((SECONDS - t0)) s, image $((${size:-0} / 1000000)) MB)"
+else
+  fail "$what: exit $rc$( ((rc == 124)) && echo ' (timed out after 3600 s)'), image ${IMG:-?} $("${PM[@]}" image exists "$IMG" 2>/dev/null || echo 'missing') ($((SECONDS - t0)) s)"
   show_log "$W/logs/build.log" 40
   finish
 fi
@@ -162,7 +171,7 @@ fi
 check_run() {
   local name=$1 expect=$2 log="$W/logs/run-$RANDOM.log" t=$SECONDS rc
   shift 2
-  timeout -k 10 300 pm run --rm --network=none "${ULIMITS[@]}" "$@" >"$log" 2>&1
+  timeout -k 10 300 "${PM[@]}" run --rm --pull=never --network=none "${ULIMITS[@]}" "$@" >"$log" 2>&1
   rc=$?
   if ((rc == 0)) && grep -Eq "$expect" "$log"; then
     pass "$name: $(grep -Em1 "$expect" "$log" | sed 's/^ *//') ($((SECONDS - t)) s)"
@@ -201,7 +210,7 @@ if netns_bridge "$PREFIX-br" && netns_star "$PREFIX-br" rw0 24 "${specs[@]}" &&
       RUN_PIDS=()
       for ((h = 0; h < HOSTS; h++)); do
         # Same environment as docker/compose.yaml's services, rank0's address instead of its name.
-        timeout -k 10 180 pm run --rm --name "$PREFIX-r$h-$port" --network="ns:/run/netns/$PREFIX-h$h" \
+        timeout -k 10 180 "${PM[@]}" run --rm --pull=never --name "$PREFIX-r$h-$port" --network="ns:/run/netns/$PREFIX-h$h" \
           "${ULIMITS[@]}" -e RWIN_RANK="$h" -e RWIN_NRANKS="$HOSTS" -e RWIN_ROOT="10.79.0.1:$port" \
           -e RWIN_JOB_KEY="$key" -e UCX_TLS=tcp -e UCX_NET_DEVICES=rw0 \
           "$IMG" timeout -k 5 120 /opt/rwin/bin/ring_shift --mode "$mode" --size "$size" \
