@@ -55,6 +55,12 @@ if [[ "${RWIN_SKIP_RXE:-0}" == 1 ]]; then
 else
   phase "verbs suite in a soft-RoCE guest" bash tests/rxe/suite.sh build/bin
 fi
+# The container image (docker/): podman build from an mmdebstrap base, ring shifts in one container and
+# across containers in network namespaces, import rwin. It compiles rwin once more (~12-15 min idle,
+# 39 min measured under load): --full only (docker/README.md).
+if [[ $tier == full ]]; then
+  phase "container image (podman, mmdebstrap base, ring shifts, import rwin)" bash tests/docker/build-and-run.sh
+fi
 t=$((SECONDS - start))
 echo "=== tier $tier: total $t s ($((t / 60)) min $((t % 60)) s)"
 echo "$passed passed, $failed failed"
