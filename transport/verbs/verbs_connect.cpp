@@ -161,6 +161,7 @@ Capabilities VerbsTransport::capabilities() const {
   c.needs_target_progress = false;  // one-sided: the responder HCA executes everything
   c.local_needs_registration = true;  // a Write's source / Read's destination needs an lkey
   c.native_set = false;             // IB has no atomic swap: Swap is a CAS loop (verbs_datapath.cpp)
+  c.cpu_atomics = false;            // NIC atomics (IBV_ATOMIC_HCA); nothing is mapped, every atomic is a WR
   return c;
 }
 
