@@ -220,6 +220,10 @@ std::string fork_safety(ForkSafe mode) {
   std::lock_guard<std::mutex> lock(mu);
   // ibv_fork_init() returns at once where the kernel copies pinned pages (unless RDMAV_USE_MADVISE
   // asks for madvise anyway) and where it ran before.
+  // auto: nothing where the kernel copies pinned pages into a child (>= 5.13). ibv_fork_init() would
+  // still mark registered pages MADV_DONTFORK there (rdma-core 44, seen in the guest), so a forked
+  // child lost those pages and the heap around them (tests/python/test_process.py crashed in CI).
+  if (mode == ForkSafe::Auto && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED) return fork_status_text();
   if (mode != ForkSafe::Off) {
     if (int rc = ibv_fork_init(); rc != 0) {
       const std::string why = std::string("ibv_fork_init failed: ") + std::strerror(rc) +
