@@ -2,22 +2,23 @@
 # The test suite, in two tiers (issue 24):
 #   bash tests/run-all.sh          the CI tier (.ci/run calls this): <= 30 min on a 2-core machine
 #   bash tests/run-all.sh --full   everything, with the long trial counts
-# Both install what is missing, build, then run
-#   1. ctest on the host: unit tests, multi-process contract tests over UCX tcp and shared memory,
-#      launcher scripts, the network-namespace multi-host ring shift, mpirun and Slurm-style launches,
-#      a real Slurm (tests/slurm/slurm-ring.sh: slurmctld, 3 slurmd in namespaces, srun --mpi=pmix);
-#   2. sanitizers (tests/sanitizers.sh): ASan+UBSan, TSan on the threaded parts, bounded libFuzzer runs
-#      of every wire decoder;
-#   3. the fault suite (tests/faults/): kill -9, SIGSTOP and strangers, release and ASan builds;
-#   4. the verbs suite inside soft-RoCE qemu guests (tests/rxe/suite.sh, verbs kill trials included).
-# The CI tier keeps every phase, every transport and every sanitizer and trims what repeats: ASan+UBSan
-# over a representative subset of the host suite (all unit tests; the multi-process suites over UCX
-# tcp in rwin's own mode and shared memory in UCX's native one; the agents over tcp; the launcher
-# scripts), 5 s per fuzz target instead of 15, 5 kill trials per transport and build instead of 20,
-# in the guest 5 verbs kill trials instead of 20 and the Python suites over verbs on 2 ranks only.
+# Both install what is missing, build the release tree, start the sanitizer trees building in the
+# background (niced), then run
+#   1. ctest on the host, release build: unit tests, multi-process contract tests over UCX tcp and
+#      shared memory, launcher scripts, the network-namespace multi-host ring shift, mpirun and
+#      Slurm-style launches, a real Slurm (tests/slurm/slurm-ring.sh: slurmctld, 3 slurmd in namespaces);
+#   2. the fault suite (tests/faults/): kill -9, SIGSTOP and strangers, release build;
+#   3. the verbs suite inside soft-RoCE qemu guests (tests/rxe/suite.sh, verbs kill trials included);
+#   4. sanitizers (tests/sanitizers.sh): the host suite under ASan+UBSan and the fault suite's kill
+#      trials with those binaries, TSan on the threaded parts, bounded libFuzzer runs of every decoder.
+# The CI tier keeps every phase, every transport and every sanitizer and runs each host test once:
+# under ASan+UBSan, or in the release build for what tests/lib/tiers.sh leaves out of ASan (the same
+# rwin code over other UCX lanes, Slurm, namespaces, install); 5 s per fuzz target instead of 15, 5
+# kill trials per transport and build instead of 20, a third of the dtype ring shifts, in the guest 5
+# verbs kill trials instead of 20 and the Python suites over verbs on 2 ranks only.
 # RWIN_TEST_TIER (ci|full) carries the choice to the scripts; README.md has both tiers' times.
 # Prints the tier's total time, then one closing line "N passed, M failed"; non-zero exit on a failure.
-# RWIN_SKIP_RXE=1 skips phase 4 (says so).
+# RWIN_SKIP_RXE=1 skips phase 3 (says so).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in
@@ -44,17 +45,58 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
 }
 if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 5 --add-trials 1); fi
 
-# Multi-process tests fork several busy ranks each: run them one at a time on small machines.
-phase "ctest (host)" ctest --test-dir build --output-on-failure --timeout 900 -LE '^faults$'
-# ASan+UBSan build and the host suite (CI: a subset) under it; TSan on the threaded parts; bounded fuzzing.
-phase "sanitizers (asan+ubsan, tsan, fuzz)" bash tests/sanitizers.sh
-# kill -9 / SIGSTOP / strangers against hand-started ranks, release and ASan+UBSan binaries.
-phase "fault suite" bash tests/faults/run.sh build/bin --asan-bin build-asan/bin "${kill_trials[@]}"
+# The sanitizer trees build in the background, niced, while the release build's tests run: those
+# tests leave a core idle much of the time (start-ups, deadlines, the guest's waits), and a niced
+# compiler yields it back the moment a test wants it. Each tree's status lands in DIR.bg.rc; the
+# tests that need a tree wait for it (await_tree).
+rm -f build-asan.bg.rc build-tsan.bg.rc build-fuzz.bg.rc
+# setsid: its own process group, so an interrupted run stops the compilers too.
+setsid bash -c 'for part in asan tsan fuzz; do
+  nice -n 19 bash tests/sanitizers.sh --build-only "$part" >"build-$part.bg.log" 2>&1
+  echo $? >"build-$part.bg.rc"
+done' &
+bg=$!
+trap 'kill -- -$bg 2>/dev/null' EXIT
+await_tree() {  # await_tree PART: waits for the background build of build-PART; its status
+  local rc=build-$1.bg.rc t0=$SECONDS
+  while [[ ! -f $rc ]]; do
+    kill -0 "$bg" 2>/dev/null || { echo "run-all: the background sanitizer builds ended before build-$1"; return 1; }
+    ((SECONDS - t0 < 7200)) || { echo "run-all: build-$1 not built after 2 h"; return 1; }
+    sleep 2
+  done
+  echo "run-all: build-$1 ready ($((SECONDS - t0)) s waited)"
+  [[ $(cat "$rc") == 0 ]] || { echo "run-all: building build-$1 failed:"; tail -60 "build-$1.bg.log"; return 1; }
+}
+
+source tests/lib/tiers.sh
+# Unit tests are single processes: two at a time. The multi-process tests fork several busy ranks
+# each: one at a time on small machines. The CI tier runs here what the ASan+UBSan build leaves out
+# (tests/lib/tiers.sh), so every host test runs once; --full runs all of it here and under ASan.
+host_ctest() {
+  local rc=0 sel=()
+  [[ $tier == ci ]] && sel=(-R "$RWIN_ASAN_CI_SKIP")
+  ctest --test-dir build --output-on-failure --timeout 900 "${sel[@]}" -L '^unit$' -j"$(nproc)" || rc=1
+  ctest --test-dir build --output-on-failure --timeout 900 "${sel[@]}" -LE '^(faults|unit)$' || rc=1
+  return $rc
+}
+phase "ctest (host, release build)" host_ctest
+# kill -9 / SIGSTOP / strangers against hand-started ranks: the release build now, ASan's below.
+phase "fault suite (release build)" bash tests/faults/run.sh build/bin "${kill_trials[@]}"
 if [[ "${RWIN_SKIP_RXE:-0}" == 1 ]]; then
   echo "=== verbs suite in a soft-RoCE guest: skipped (RWIN_SKIP_RXE=1)"
 else
   phase "verbs suite in a soft-RoCE guest" bash tests/rxe/suite.sh build/bin
 fi
+# ASan+UBSan over the host suite (CI: the subset of tests/lib/tiers.sh); TSan on the threaded parts;
+# bounded fuzzing of every wire decoder.
+sanitizer() {  # sanitizer PART: waits for its tree, runs its tests
+  await_tree "$1" && bash tests/sanitizers.sh --run-only "$1"
+}
+phase "sanitizer asan+ubsan" sanitizer asan
+phase "fault suite (asan+ubsan build)" \
+  bash tests/faults/run.sh build/bin --asan-bin build-asan/bin --asan-only "${kill_trials[@]}"
+phase "sanitizer tsan" sanitizer tsan
+phase "sanitizer fuzz" sanitizer fuzz
 # The container image (docker/): podman build from an mmdebstrap base, ring shifts in one container and
 # across containers in network namespaces, import rwin. It compiles rwin once more (~12-15 min idle,
 # 39 min measured under load): --full only (docker/README.md).

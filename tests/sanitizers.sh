@@ -6,19 +6,31 @@
 #   fuzz  build-fuzz (clang, -DRWIN_FUZZ=ON): tests/fuzz/run.sh, RWIN_FUZZ_SECONDS per target
 # RWIN_TEST_TIER=ci (tests/run-all.sh's default) runs ASan+UBSan over a representative subset of the
 # host suite and fuzzes 5 s per target; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
-# usage: tests/sanitizers.sh [asan] [tsan] [fuzz]   (no argument: all three)
+# The sanitizer builds are -O1 -g1 (ASan's advice; half the compile time of -O2 -g, line tables kept
+# for the reports).
+# usage: tests/sanitizers.sh [--build-only|--run-only] [asan] [tsan] [fuzz]   (no part: all three)
+#   --build-only  configure and build the parts' trees, run nothing (run-all.sh builds them in the
+#                 background, niced, while the release build's tests run)
+#   --run-only    run the parts' tests against trees built before
 # Prints one line per part and a closing "N passed, M failed"; exit status 0 only if all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+source tests/lib/tiers.sh
 jobs=${RWIN_JOBS:-$(nproc)}
+stage=all
+case ${1:-} in
+  --build-only) stage=build; shift ;;
+  --run-only) stage=run; shift ;;
+esac
 parts=("$@")
 tier=${RWIN_TEST_TIER:-full}
 ((${#parts[@]})) || parts=(asan tsan fuzz)
 
 configure() {  # configure DIR ARGS...: configure + build DIR (quietly; the log on failure)
   local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRWIN_WERROR=ON "$@" >"$dir.configure.log" 2>&1 ||
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DRWIN_WERROR=ON "$@" >"$dir.configure.log" 2>&1 ||
     { cat "$dir.configure.log"; return 1; }
 }
 build() {  # build DIR [TARGETS...]
@@ -32,36 +44,31 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0
 
-part_asan() {
-  configure build-asan -DRWIN_SANITIZE=address,undefined -DRWIN_BUILD_BENCH=OFF && build build-asan || return 1
-  # Excluded, with the reason:
-  #  - script.multinode_netns: a ring shift across >= 3 network namespaces with mpirun and Slurm
-  #    launches inside them; it needs root, takes minutes on the plain build and several times that
-  #    under ASan, and exercises the same code paths as the loopback scripts and mp tests (it is
-  #    about interface choice, which the Netif unit tests cover under ASan).
-  #  - the soft-RoCE guest phase is not part of host ctest at all (tests/rxe/suite.sh).
-  #  - the fault suite (label faults): run-all.sh runs it once, with the release and these binaries.
-  local skip='^script\.multinode_netns$'
+build_asan() {
+  configure build-asan -DRWIN_SANITIZE=address,undefined -DRWIN_BUILD_BENCH=OFF && build build-asan
+}
+run_asan() {
+  # Excluded, with the reason: tests/lib/tiers.sh (RWIN_ASAN_ALWAYS_SKIP; the CI tier's subset,
+  # RWIN_ASAN_CI_SKIP, whose complement run-all.sh runs on the release build). The fault suite (label
+  # faults) runs from run-all.sh with these binaries; the soft-RoCE guest is not part of host ctest.
+  local skip=$RWIN_ASAN_ALWAYS_SKIP
   if [[ $tier == ci ]]; then
-    # The CI tier's subset: what ASan finds depends on the code a test drives, not on how often.
-    # Kept: every unit test; the multi-process suites over UCX tcp in rwin's own mode (staging,
-    # active messages: most of rwin's UCX code), the contract suite also over shared memory in UCX's
-    # native mode (rwin's native RMA path); the agents over tcp; the launcher, PMIx, Python (pytest)
-    # and tool scripts. Left to --full: the other UCX instances (the same rwin code over another UCX
-    # lane), the agents over shm/shmcma, the Python agent and tensor_service scripts (the agent's code
-    # runs in the C++ agent tests), the real Slurm, the install/consumer build, the perf smoke scripts.
-    # (a parameterised test's name ends in "/PARAM  # GetParam() = ...")
-    skip+='|/(ucx_tcp_native|ucx_shm|shm|shmcma)( |$)|^Transports/(MemoryModel|Accumulate|Collectives)\..*/ucx_shm_native( |$)'
-    skip+='|^slurm\.|^install\.|^script\.(python_agent|tensor_service|perf_)'
-    echo "asan: CI tier subset (tests/sanitizers.sh; run-all.sh --full runs the whole host suite)"
+    skip=$RWIN_ASAN_CI_SKIP
+    echo "asan: CI tier subset (tests/lib/tiers.sh; run-all.sh --full runs the whole host suite)"
   fi
-  # One test at a time, as run-all.sh: the mp tests fork several busy ranks each.
-  ctest --test-dir build-asan --output-on-failure --timeout 900 -E "$skip" -LE '^faults$'
+  # Unit tests are single processes: two at a time. The multi-process tests fork several busy ranks
+  # each: one at a time, as run-all.sh.
+  local rc=0
+  ctest --test-dir build-asan --output-on-failure --timeout 900 -E "$skip" -L '^unit$' -j"$jobs" || rc=1
+  ctest --test-dir build-asan --output-on-failure --timeout 900 -E "$skip" -LE '^(faults|unit)$' || rc=1
+  return $rc
 }
 
-part_tsan() {
+build_tsan() {
   configure build-tsan -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF &&
-    build build-tsan rwin_unit_tests rwinrun ring_shift rwin_agent_tests || return 1
+    build build-tsan rwin_unit_tests rwinrun ring_shift rwin_agent_tests
+}
+run_tsan() {
   # UCX's mmap hooks crash TSan's runtime; rwin does not need them (it maps its own windows).
   # The store server runs its own thread (TcpStore.*, Bootstrap.* drive it from the test
   # thread); rwinrun relays output and watches ranks; ring_shift under rwinrun runs the store
@@ -93,22 +100,33 @@ part_tsan() {
   echo "tsan: ring_shift put/get over tcp and shared memory: OK"
 }
 
-part_fuzz() {
+build_fuzz() {
   configure build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DRWIN_FUZZ=ON -DRWIN_BUILD_BENCH=OFF -DRWIN_BUILD_TESTS=OFF &&
-    build build-fuzz fuzzers || return 1
+    build build-fuzz fuzzers
+}
+run_fuzz() {
   local secs=15; [[ $tier == ci ]] && secs=5
   bash tests/fuzz/run.sh build-fuzz "${RWIN_FUZZ_SECONDS:-$secs}"
 }
 
+part() {  # part NAME: this stage of one part
+  case $stage in
+    build) "build_$1" ;;
+    run) "run_$1" ;;
+    all) "build_$1" && "run_$1" ;;
+  esac
+}
+
 passed=0 failed=0 summary=()
 for p in "${parts[@]}"; do
-  declare -F "part_$p" >/dev/null || { echo "sanitizers.sh: unknown part '$p' (asan, tsan, fuzz)" >&2; exit 2; }
-  echo "=== sanitizers: $p"
+  declare -F "run_$p" >/dev/null || { echo "sanitizers.sh: unknown part '$p' (asan, tsan, fuzz)" >&2; exit 2; }
+  [[ $stage == all ]] && name=$p || name="$p ($stage)"
+  echo "=== sanitizers: $name"
   t0=$SECONDS
-  if "part_$p"; then
-    passed=$((passed + 1)); summary+=("$p: passed ($((SECONDS - t0)) s)")
+  if part "$p"; then
+    passed=$((passed + 1)); summary+=("$name: passed ($((SECONDS - t0)) s)")
   else
-    failed=$((failed + 1)); summary+=("$p: FAILED ($((SECONDS - t0)) s)")
+    failed=$((failed + 1)); summary+=("$name: FAILED ($((SECONDS - t0)) s)")
   fi
 done
 for line in "${summary[@]}"; do echo "=== sanitizers: $line"; done

@@ -497,6 +497,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bin", help="build bin dir (ring_shift)")
     p.add_argument("--asan-bin", help="an ASan+UBSan build's bin dir: the same kill trials again with it")
+    p.add_argument("--asan-only", action="store_true",
+                   help="with --asan-bin: only the ASan build's trials (run-all.sh runs the release build's"
+                        " earlier, while the ASan build compiles); bin is still checked")
     p.add_argument("--trials", type=int, default=20, help="kill trials per transport and build (default 20)")
     p.add_argument("--add-trials", type=int, default=3,
                    help="kill trials of ring_shift --mode add (put(Add)) per transport and build (default 3)")
@@ -524,32 +527,35 @@ def main():
     builds = [("release", os.path.abspath(a.bin))]
     if a.asan_bin:
         builds.append(("asan", os.path.abspath(a.asan_bin)))
+    elif a.asan_only:
+        p.error("--asan-only needs --asan-bin")
     for _, b in builds:
         if not os.access(os.path.join(b, "ring_shift"), os.X_OK):
             p.error(f"no ring_shift in {b}")
 
+    run_builds = builds[1:] if a.asan_only else builds
     REG = Registry()
     atexit.register(REG.cleanup)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
     t0 = time.monotonic()
-    print(f"faults: seed {a.seed}; builds {', '.join(f'{n}={b}' for n, b in builds)}; transports"
+    print(f"faults: seed {a.seed}; builds {', '.join(f'{n}={b}' for n, b in run_builds)}; transports"
           f" {','.join(a.transports)}; {a.trials} kill trials each; checks {','.join(a.only)}", flush=True)
     s = Suite(a)
     rng = random.Random(a.seed)
     try:
-        for build, b in builds:
+        for build, b in run_builds:
             if "kill" in a.only:
                 for t in a.transports:
                     s.kill_trials(build, b, t, rng)
                     s.kill_trials(build, b, t, rng, mode="add", trials=a.add_trials)
         b = builds[0][1]
-        if "stop" in a.only:
+        if "stop" in a.only and not a.asan_only:
             for t in a.transports:
                 s.stop_trial("release", b, t, 0, rng)
                 s.stop_trial("release", b, t, rng.randrange(1, NRANKS), rng)
         if "stranger" in a.only:
-            for build, b in builds:
+            for build, b in run_builds:
                 s.stranger_checks(build, b)
     finally:
         REG.cleanup()
