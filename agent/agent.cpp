@@ -120,7 +120,8 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   cfg.nranks = 0;
   cfg.ucx_rma = "am";  // run-time peers are reached in am mode only (transport/ucx/ucx_dynamic.cpp)
   cfg.dynamic_peers = true;
-  if (const char* w = knobs::env("RWIN_AGENT_UCX_WAKEUP")) cfg.ucx_wakeup = std::string(w) == "1";
+  cfg.ucx_wakeup = true;  // RWIN_AGENT_UCX_WAKEUP=0 polls on a timer instead (docs/AGENT.md)
+  if (const char* w = knobs::env("RWIN_AGENT_UCX_WAKEUP")) cfg.ucx_wakeup = std::string(w) != "0";
   try {
     if (cfg.name == "verbs") cfg.verbs = tp::VerbsParams::from_env();
     tr = tp::make_transport(cfg);

@@ -255,7 +255,7 @@ struct TransportConfig {
                                  // maps the peer's memory, am where UCX would emulate RMA, else native)
   bool dynamic_peers = false;    // peers are added at run time (add_peer/connect_peer), never connect();
                                  // rank and nranks are unused (0 and 0)
-  bool ucx_wakeup = false;       // ucx, dynamic_peers: UCP_FEATURE_WAKEUP and wait_fd() (RWIN_AGENT_UCX_WAKEUP)
+  bool ucx_wakeup = false;       // ucx, dynamic_peers: UCP_FEATURE_WAKEUP and wait_fd() (agents: on unless RWIN_AGENT_UCX_WAKEUP=0)
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.

@@ -355,12 +355,12 @@ TEST_P(AgentMp, PassiveServerProgressThread) {
 // An idle server's progress thread sleeps on descriptors (no timer rounds: an idle agent costs no
 // CPU), and its sleep still wakes for a client's request: the get right after the idle spell is
 // served, and its answer is right.
-// Over UCX that needs RWIN_AGENT_UCX_WAKEUP=1 (off by default, docs/CONFIG.md); verbs always sleeps.
+// Over UCX that is the default (RWIN_AGENT_UCX_WAKEUP unset: the wake-up descriptor); verbs always sleeps.
 TEST_P(AgentMp, IdleProgressThreadSleeps) {
   const pid_t server = spawn("server", [&] {
     std::vector<uint8_t> data(4096);  // outlives the agent, which serves it
     for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(i, 21);
-    setenv("RWIN_AGENT_UCX_WAKEUP", "1", 1);  // this child only
+    unsetenv("RWIN_AGENT_UCX_WAKEUP");  // this child only: the default
     Agent a(options(/*progress_thread=*/true));
     Region rd = a.register_memory(data.data(), data.size());
     publish(dir, "s.data", rd.descriptor());

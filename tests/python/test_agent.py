@@ -437,8 +437,8 @@ def test_passive_server_blocked_in_grpc(agent, workers):
 
 def test_idle_progress_thread_sleeps(workers, monkeypatch):
     """An idle progress thread sleeps on descriptors, never on the timer, and still wakes for a get
-    (over UCX with RWIN_AGENT_UCX_WAKEUP=1, off by default; verbs always sleeps)."""
-    monkeypatch.setenv("RWIN_AGENT_UCX_WAKEUP", "1")  # this agent and the worker's
+    (the default over UCX: RWIN_AGENT_UCX_WAKEUP unset; verbs always sleeps)."""
+    monkeypatch.delenv("RWIN_AGENT_UCX_WAKEUP", raising=False)  # the default, for this agent and the worker's
     w = workers(progress_thread=True)
     with rwin.Agent(**OPTS) as agent:
         idle_round(agent, w)

@@ -81,10 +81,9 @@ UcxTransport::UcxTransport(const TransportConfig& cfg)
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AMO32;
   // The am feature only where am may be used, so "native" is exactly the former configuration.
   if (rma_mode_ != "native") params.features |= UCP_FEATURE_AM;
-  // Run-time peers asking for it (RWIN_AGENT_UCX_WAKEUP=1): an agent's idle progress thread sleeps on
-  // the worker's event descriptor (wait_fd/arm) instead of polling on a timer. Off by default: a
-  // 1 MiB am put over posix/sysv to a sleeping server stalled until its deadline now and then under
-  // load (docs/CONFIG.md). Never for an SPMD job.
+  // Run-time peers (agents, unless RWIN_AGENT_UCX_WAKEUP=0): an idle progress thread sleeps on the
+  // worker's event descriptor (wait_fd/arm) instead of polling on a timer; arm() refuses while a
+  // request of ours is in UCX's hands (docs/AGENT.md: the stall that rule ended). Never for an SPMD job.
   const bool wakeup = cfg.dynamic_peers && cfg.ucx_wakeup;
   if (wakeup) params.features |= UCP_FEATURE_WAKEUP;
   ucp_context_h ctx = nullptr;
