@@ -127,6 +127,10 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
     tr = tp::make_transport(cfg);
     caps = tr->capabilities();
     scratch_mr = tr->register_memory(scratch, sizeof scratch);
+    if (caps.local_needs_registration) {
+      tp::Transport* t = tr.get();
+      regcache = std::make_unique<RegCache>([t](void* a, size_t b) { return t->register_memory(a, b); });
+    }
   } catch (const tp::TransportError& e) {
     throw Error(ErrorCode::Transport, "agent " + address + ": " + e.what());
   }
@@ -168,6 +172,7 @@ void AgentImpl::close() noexcept {
       if (auto r = w.lock()) r->key.reset();
     }
     scratch_mr.reset();
+    regcache.reset();
     conns.clear();  // closes every control socket: peers see EOF
     if (tr) tr->quiesce(false);
     tr.reset();
@@ -550,9 +555,24 @@ void AgentImpl::transfer(tp::Op op, const RemoteRegion& remote, uint64_t off, vo
   Conn& c = conn_of(r);
   const std::string what = std::string(name) + " of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
                            (put ? " into " : " from ") + region_name(r);
-  std::unique_ptr<tp::MemoryRegion> mr;
+  // Verbs: through the registration cache (a repeated buffer costs no ibv_reg_mr), pinned until
+  // this call ends; elsewhere a region that registers nothing.
+  std::unique_ptr<tp::MemoryRegion> own;
+  const tp::MemoryRegion* mr = nullptr;
+  struct Unpin {
+    RegCache* cache;
+    const tp::MemoryRegion*& mr;
+    ~Unpin() {
+      if (cache && mr) cache->release(mr);
+    }
+  } unpin{regcache.get(), mr};
   try {
-    mr = tr->register_memory(local, n);
+    if (regcache) {
+      mr = regcache->acquire(local, n);
+    } else {
+      own = tr->register_memory(local, n);
+      mr = own.get();
+    }
   } catch (const tp::TransportError& e) {
     fail(ErrorCode::Transport, what + ": " + e.what());
   }
@@ -567,7 +587,7 @@ void AgentImpl::transfer(tp::Op op, const RemoteRegion& remote, uint64_t off, vo
     tp::Work w;
     w.op = op;
     w.local = static_cast<char*>(local) + pos;
-    w.local_mr = mr.get();
+    w.local_mr = mr;
     w.remote_addr = r.base + off + pos;
     w.rkey = r.key.get();
     w.bytes = std::min(chunk, n - pos);
@@ -774,6 +794,11 @@ AgentStats Agent::stats() const {
   s.thread_rounds = impl_->rounds.load(std::memory_order_relaxed);
   s.thread_sleeps = impl_->sleeps.load(std::memory_order_relaxed);
   s.thread_timer_sleeps = impl_->timer_sleeps.load(std::memory_order_relaxed);
+  CallLock lk(*impl_);
+  if (impl_->regcache) {
+    s.reg_cache_hits = impl_->regcache->stats().hits;
+    s.reg_cache_misses = impl_->regcache->stats().misses;
+  }
   return s;
 }
 

@@ -19,6 +19,7 @@
 
 #include "agent/agent_wire.h"
 #include "bootstrap/socket_util.h"
+#include "reg_cache.h"
 #include "rwin/agent.h"
 #include "transport/transport.h"
 
@@ -159,6 +160,9 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   AgentClock::time_point last_control{};
   alignas(8) uint64_t scratch[8] = {};
   std::unique_ptr<transport::MemoryRegion> scratch_mr;
+  // Caller memory of put/get, registered once and kept (verbs; core/src/reg_cache.h). Null where the
+  // transport needs no registration of local memory (UCX). Destroyed before the transport (close()).
+  std::unique_ptr<RegCache> regcache;
 
   std::thread thread;
   std::atomic<bool> stop{false};

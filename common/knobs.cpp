@@ -63,6 +63,8 @@ constexpr Knob kTable[] = {
     {"RWIN_ACCUMULATE_STAGING_BYTES", K::Size, "4M", "1..1099511627776", "core",
      "put(Add) staging inbox per rank, for peers not mapped into each other's memory"},
     {"RWIN_REG_CACHE", K::Bool, "1", "0|1", "core", "cache registrations of caller memory (verbs)"},
+    {"RWIN_HUGEPAGES", K::Enum, "auto", "off|thp|hugetlbfs|auto", "transport",
+     "verbs: huge pages for window buffers (auto: THP for buffers >= 2 MiB)"},
     {"RWIN_SPIN_US", K::Int, "200", "0..1000000", "core",
      "how long a wait spins before yielding (0 when oversubscribed)"},
     // collectives

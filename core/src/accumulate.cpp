@@ -188,6 +188,14 @@ void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
       as.peer = peer;
       c.post_blocking(a, as, deadline, "put(Add)");
       ps.outstanding++;
+      // The doorbells that lead the target to this source without reading every posted word
+      // (staging.h); in any order with the posted bump: the target rescans until they agree.
+      const int g = c.rank / kBellFanout;
+      for (int level = 0; level < (tl.two_level() ? 2 : 1); ++level) {
+        a.remote_addr = skey.base() + (level == 0 ? tl.group_bell_word(g) : tl.top_bell_word());
+        c.post_blocking(a, as, deadline, "put(Add)");
+        ps.outstanding++;
+      }
       ps.unflushed = true;
       st.posted_to[p]++;
       c.progress();  // on its way now (transport.h: a transport may hold posted work until a poll)

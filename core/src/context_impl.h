@@ -150,6 +150,9 @@ struct StagingState {
   std::vector<uint64_t> posted_to;     // per target: slots this rank posted to it
   std::vector<uint64_t> applied_from;  // per source: its slots applied here
   std::vector<uint64_t> ack_owed;      // per source: applied, ack not yet posted (transport busy)
+  std::vector<uint8_t> ack_queued;     // per source: in ack_retry
+  std::vector<int> ack_retry;          // sources whose ack the transport was too busy for
+  BellScan bells;                      // the target's doorbell accounting and work counters (staging.h)
   bool applying = false;               // inside apply_staged(): progress() must not recurse into it
   uint64_t* word(uint64_t offset) const noexcept {
     return reinterpret_cast<uint64_t*>(static_cast<char*>(mr->addr()) + offset);
@@ -247,6 +250,7 @@ struct ContextImpl {
   // peer's. apply_staged(): called by progress(); adds every slot posted to this rank into its
   // buffers and acknowledges them.
   void start_staging();
+  void post_staging_ack(int src);  // staging_target.cpp
   void apply_staged();
   void post_flush(int peer, Deadline& deadline);
   void drain(int peer, Deadline& deadline, const char* what);

@@ -50,6 +50,8 @@ void ContextImpl::start_staging() {
   st->posted_to.assign(static_cast<size_t>(nranks), 0);
   st->applied_from.assign(static_cast<size_t>(nranks), 0);
   st->ack_owed.assign(static_cast<size_t>(nranks), 0);
+  st->ack_queued.assign(static_cast<size_t>(nranks), 0);
+  st->bells.reset(l);
   staging = std::move(st);
 }
 
@@ -61,14 +63,30 @@ void ContextImpl::apply_staged() {
     explicit Guard(bool& b) : f(b) { f = true; }
     ~Guard() { f = false; }
   } guard(st.applying);
+  // Acks the transport was too busy for last time (only those sources: no scan of every peer).
+  if (!st.ack_retry.empty()) {
+    std::vector<int> retry;
+    retry.swap(st.ack_retry);
+    for (int src : retry) {
+      st.ack_queued[static_cast<size_t>(src)] = 0;
+      post_staging_ack(src);
+    }
+  }
   std::vector<TargetSpan> spans;
   std::vector<BufferState*> span_buf;
-  for (int src = 0; src < nranks; ++src) {
+  const auto read = [&](uint64_t off) {
+    return std::atomic_ref<uint64_t>(*st.word(off)).load(std::memory_order_acquire);
+  };
+  // Applies (or, from a failed source, drops) what `src` posted since the last call; returns how many.
+  const auto visit = [&](int src) -> uint64_t {
     const size_t s = static_cast<size_t>(src);
     PeerState& ps = peers[s];
-    if (!ps.failed.empty()) continue;  // a failed source's staged slots are dropped
-    const uint64_t posted =
-        std::atomic_ref<uint64_t>(*st.word(st.mine.posted_word(src))).load(std::memory_order_acquire);
+    const uint64_t posted = read(st.mine.posted_word(src));
+    const uint64_t before = st.applied_from[s];
+    if (!ps.failed.empty()) {  // a failed source's staged slots are dropped
+      if (posted > before) st.applied_from[s] = posted;
+      return st.applied_from[s] - before;
+    }
     while (st.applied_from[s] < posted) {
       const uint64_t seq = st.applied_from[s];
       const char* slot = static_cast<const char*>(st.mr->addr()) + st.mine.inbox(src, seq % st.mine.slots);
@@ -81,13 +99,14 @@ void ContextImpl::apply_staged() {
       }
       const SlotCheck chk = check_slot_header(slot, st.mine.payload_bytes(), src, seq, spans);
       if (!chk.ok) {
-        // A source that writes garbage is not trusted with our memory again.
+        // A source that writes garbage is not trusted with our memory again: the rest is dropped.
         const std::string why = "rank " + std::to_string(rank) + " refused " + chk.error;
         RWIN_LOG(Warn, Core, "rwin: %s", why.c_str());
         ps.failed = why;
         degraded = true;
         tp->fail_peer(src, why);
-        break;
+        st.applied_from[s] = posted;
+        return st.applied_from[s] - before;
       }
       BufferState& b = *span_buf[chk.span];
       char* base = static_cast<char*>(b.mr->addr());
@@ -99,29 +118,43 @@ void ContextImpl::apply_staged() {
       st.applied_from[s]++;
       st.ack_owed[s]++;
     }
-    if (st.ack_owed[s] == 0 || !ps.failed.empty()) continue;
-    // The source's "acked" word for this rank: it returns from put(Add) once it reaches its count.
-    Work w;
-    w.op = Op::AtomicAdd;
-    w.peer = src;
-    w.rkey = st.rkeys[s].get();
-    w.remote_addr = st.rkeys[s]->base() + st.layouts[s].acked_word(rank);
-    w.bytes = 8;
-    w.operand = st.ack_owed[s];
-    Slot slot;
-    slot.kind = Slot::Async;
-    slot.peer = src;
-    const uint32_t id = take_slot(slot);
-    w.cookie = id;
-    const PostResult r = tp->post(w);
-    if (r == PostResult::Ok) {
-      st.ack_owed[s] = 0;
-      ps.outstanding++;
-      ps.unflushed = true;
-    } else {
-      free_slots.push_back(id);  // Busy: the next progress() retries; PeerFailed: nobody waits for it
-      if (r == PostResult::PeerFailed && ps.failed.empty()) ps.failed = tp->peer_error(src);
-    }
+    if (st.ack_owed[s] != 0) post_staging_ack(src);
+    return st.applied_from[s] - before;
+  };
+  st.bells.scan(st.mine, read, visit);
+}
+
+// Posts the source's "acked" word for this rank: it returns from put(Add) once it reaches its count.
+void ContextImpl::post_staging_ack(int src) {
+  StagingState& st = *staging;
+  const size_t s = static_cast<size_t>(src);
+  PeerState& ps = peers[s];
+  if (st.ack_owed[s] == 0 || !ps.failed.empty()) return;
+  Work w;
+  w.op = Op::AtomicAdd;
+  w.peer = src;
+  w.rkey = st.rkeys[s].get();
+  w.remote_addr = st.rkeys[s]->base() + st.layouts[s].acked_word(rank);
+  w.bytes = 8;
+  w.operand = st.ack_owed[s];
+  Slot slot;
+  slot.kind = Slot::Async;
+  slot.peer = src;
+  const uint32_t id = take_slot(slot);
+  w.cookie = id;
+  const PostResult r = tp->post(w);
+  if (r == PostResult::Ok) {
+    st.ack_owed[s] = 0;
+    ps.outstanding++;
+    ps.unflushed = true;
+    return;
+  }
+  free_slots.push_back(id);  // PeerFailed: nobody waits for it
+  if (r == PostResult::PeerFailed) {
+    if (ps.failed.empty()) ps.failed = tp->peer_error(src);
+  } else if (!st.ack_queued[s]) {  // Busy: the next progress() retries
+    st.ack_queued[s] = 1;
+    st.ack_retry.push_back(src);
   }
 }
 

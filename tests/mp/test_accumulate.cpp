@@ -227,6 +227,8 @@ TEST_P(Accumulate, AGarbageSlotHeaderIsRefusedAndItsSourceMarkedFailed) {
       a.bytes = 8;
       a.operand = 1;
       detail::run_single(ci, a, "forged slot posted");
+      a.remote_addr = st.rkeys[1]->base() + st.layouts[1].group_bell_word(0);  // and its doorbell
+      detail::run_single(ci, a, "forged slot doorbell");
       try {  // progress until rank 1 is gone (it leaves once it refused the slot)
         while (std::chrono::steady_clock::now() < until) ctx.test(sig.at(0), 1);
       } catch (const Error& e) {

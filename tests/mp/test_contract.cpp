@@ -971,6 +971,7 @@ TEST_P(Contract, SatisfiedWaitReturnsWhileAFailureIsPending) {
     std::memcpy(slot, &h, sizeof h);
     std::memcpy(slot + detail::kSlotHeaderBytes, &one, sizeof one);
     std::atomic_ref<uint64_t>(*st.word(st.mine.posted_word(1))).fetch_add(1, std::memory_order_release);
+    std::atomic_ref<uint64_t>(*st.word(st.mine.group_bell_word(0))).fetch_add(1, std::memory_order_release);
     ctx.wait(w, {0, 0}, 1, WaitCmp::GE);  // satisfied by the slot: returns
     MP_CHECK(w.data_as<int64_t>()[0] == 1, "rank 0: w[0] = " << w.data_as<int64_t>()[0]);
     expect_error([&] { ctx.wait(w, {0, 1}, 1, WaitCmp::GE); }, ErrorCode::PeerFailed,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/knobs.h"
+#include "common/page_alloc.h"
 #include "common/parse_number.h"
 #include "common/log.h"
 #include "rwin/rwin.h"
@@ -199,6 +200,12 @@ json verbs_settings() {
 #if RWIN_INFO_HAVE_VERBS
   out["fork"] = rwin::transport::verbs::fork_status_text();
 #endif
+  try {
+    out["hugepages"] = std::string(rwin::pages::huge_mode_name(rwin::pages::huge_mode_from_env())) +
+                       " (window buffers; auto: THP for >= 2 MiB); system: " + rwin::pages::system_text();
+  } catch (const std::exception& e) {
+    out["hugepages"] = std::string("error: ") + e.what();
+  }
   for (const char* v : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE", "RDMAV_HUGEPAGES_SAFE"}) {
     if (const char* x = std::getenv(v)) out["env"][v] = x;
   }
@@ -361,6 +368,7 @@ void print_text(const json& j) {
     const json& v = c["verbs"];
     if (v.contains("qp")) std::cout << "  verbs qp: " << v["qp"].get<std::string>() << "\n";
     if (v.contains("fork")) std::cout << "  verbs fork safety: " << v["fork"].get<std::string>() << "\n";
+    if (v.contains("hugepages")) std::cout << "  verbs huge pages: " << v["hugepages"].get<std::string>() << "\n";
     if (v.contains("env")) {
       for (const auto& [k, x] : v["env"].items()) std::cout << "  " << k << "=" << x.get<std::string>() << " (libibverbs)\n";
     }

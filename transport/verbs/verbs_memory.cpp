@@ -17,7 +17,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <system_error>
 
+#include "common/log.h"
+#include "common/page_alloc.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_transport_impl.h"
 
@@ -25,16 +29,21 @@ namespace rwin::transport::verbs {
 
 VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who)
     : dev_(std::move(dev)) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // Whole pages: registration pins pages anyway, and a region never shares a page with unrelated
-  // heap data that a later fork() could copy-on-write away from the pinned frame.
-  const size_t alloc = bytes == 0 ? page : (bytes + page - 1) / page * page;
-  void* p = nullptr;
-  if (int rc = posix_memalign(&p, page, alloc); rc != 0) {
-    throw TransportError(who + ": allocating " + std::to_string(bytes) + " bytes failed: " + std::strerror(rc));
+  // heap data that a later fork() could copy-on-write away from the pinned frame. Large windows on
+  // 2 MiB pages (RWIN_HUGEPAGES): ibv_reg_mr pins 512x fewer pages (bench/RESULTS.md).
+  try {
+    buf_ = pages::PageBuffer(bytes, pages::huge_mode_from_env());
+  } catch (const std::invalid_argument& e) {
+    throw TransportError(who + ": " + e.what());
+  } catch (const std::system_error& e) {
+    throw TransportError(who + ": allocating " + std::to_string(bytes) + " bytes failed: " + e.what());
   }
-  buf_.reset(p);
-  std::memset(p, 0, alloc);
+  void* p = buf_.data();
+  const size_t alloc = buf_.mapped_bytes();
+  if (bytes >= pages::kHugePage) {
+    RWIN_LOG(Debug, Verbs, "%s: window buffer of %zu bytes on %s pages", who.c_str(), bytes, buf_.kind().c_str());
+  }
   // Remote peers write, read and update it atomically; LOCAL_WRITE is required by REMOTE_WRITE
   // and lets the device write Read and atomic results into it.
   const int access =

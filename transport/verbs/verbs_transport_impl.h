@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/page_alloc.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
 #include "transport/verbs/verbs_device.h"
@@ -42,7 +43,7 @@ class VerbsMemoryRegion final : public MemoryRegion {
  private:
   // Declaration order is teardown order reversed: MR first, then the memory, then the PD/context.
   std::shared_ptr<DeviceHandles> dev_;
-  HostBufferPtr buf_;  // null for caller memory
+  pages::PageBuffer buf_;  // empty for caller memory
   MrPtr mr_;
   std::string who_;    // caller memory: names the device in packed_key()'s error
   bool remote_ = true;  // false: register_memory() (local only, no key)

@@ -47,6 +47,10 @@ struct AgentStats {
   uint64_t thread_rounds = 0;        // progress rounds of the thread
   uint64_t thread_sleeps = 0;        // sleeps on descriptors, woken by traffic, a deadline or a call
   uint64_t thread_timer_sleeps = 0;  // sleeps of the timer schedule
+  // put/get's local memory through the registration cache (verbs; zero where the transport needs
+  // no registration): a hit costs no ibv_reg_mr.
+  uint64_t reg_cache_hits = 0;
+  uint64_t reg_cache_misses = 0;
 };
 
 struct AgentImpl;
