@@ -171,7 +171,7 @@ TEST(VerbsBlob, OldVersionOneIsRefusedByName) {
   EndpointBlob e;
   static_cast<rwin::transport::verbs::QpAddress&>(e) = sample_conn();
   auto ev1 = e.pack();
-  ev1.resize(ev1.size() - 4);
+  ev1.erase(ev1.end() - 4, ev1.end());
   ev1[4] = 1;
   ev1[6] = static_cast<uint8_t>(ev1.size());
   expect_rejected([&] { EndpointBlob::unpack(ev1); }, "has version 1, this build speaks version 2");
