@@ -152,7 +152,9 @@ TEST(StagingBells, LayoutKeepsTheBellsInsideTheControlWords) {
     EXPECT_EQ(l.groups(), (n + kBellFanout - 1) / kBellFanout);
     EXPECT_EQ(l.two_level(), n > kBellFanout);
     EXPECT_GT(l.group_bell_word(0), l.acked_word(n - 1));
-    if (l.two_level()) EXPECT_GT(l.group_bell_word(0), l.top_bell_word());
+    if (l.two_level()) {
+      EXPECT_GT(l.group_bell_word(0), l.top_bell_word());
+    }
     EXPECT_LT(l.group_bell_word(l.groups() - 1), l.control_bytes());
     EXPECT_EQ(l.inbox(0, 0), l.control_bytes());
   }
