@@ -17,7 +17,7 @@ packages=(build-essential cmake ninja-build pkg-config git
           patchelf stress-ng)  # tests/rxe/location.sh (a relocated build tree); tests/ledger.sh --load
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"

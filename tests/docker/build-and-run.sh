@@ -60,7 +60,7 @@ if ((HOSTS < 2 || HOSTS > 200)); then fail "RWIN_DOCKER_HOSTS must be 2..200, go
 pkgs=(podman runc mmdebstrap netavark)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "docker-test: installing ${missing[*]}"

@@ -80,9 +80,10 @@ done
 rwin_so=$(find "$P/$libdir" -name 'librwin.so.*' -type f | head -1)
 san=() preload=
 if [[ -n $rwin_so ]]; then
-  ldd "$rwin_so" | grep -q libasan && san+=(address)
-  ldd "$rwin_so" | grep -q libubsan && san+=(undefined)
-  ldd "$rwin_so" | grep -q libtsan && san+=(thread)
+  deps=$(ldd "$rwin_so")
+  grep -q libasan <<<"$deps" && san+=(address)
+  grep -q libubsan <<<"$deps" && san+=(undefined)
+  grep -q libtsan <<<"$deps" && san+=(thread)
   preload=$(ldd "$rwin_so" | awk '/lib(a|ub|t)san/ {print $3}' | paste -sd:)
 fi
 sanflags=

@@ -76,7 +76,7 @@ netns_wait_carrier() {
   local try i
   for ((try = 0; try < 100; try++)); do
     for ((i = 1; i < $#; i += 2)); do
-      ip -n "${!i}" link show "${@:i+1:1}" 2>/dev/null | grep -q LOWER_UP || break
+      grep -q LOWER_UP <<<"$(ip -n "${!i}" link show "${@:i+1:1}" 2>/dev/null)" || break
     done
     ((i >= $#)) && return 0
     sleep 0.1

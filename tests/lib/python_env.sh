@@ -8,7 +8,8 @@
 rwin_python_asan_env() {
   local so pre
   so=$(ls "$1"/rwin/_rwin*.so 2>/dev/null | head -1)
-  [[ -n $so ]] && ldd "$so" | grep -q libasan || return 0
+  # A here-string, not a pipe: a caller's pipefail plus grep -q's early exit could SIGPIPE ldd.
+  [[ -n $so ]] && grep -q libasan <<<"$(ldd "$so")" || return 0
   pre=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)
   export LD_PRELOAD=$pre${LD_PRELOAD:+:$LD_PRELOAD} PYTHONMALLOC=malloc
   export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0

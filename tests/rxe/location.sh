@@ -42,7 +42,7 @@ for f in "${files[@]}"; do
     [ -z "$rp" ] || patchelf --set-rpath "${rp//"$build"/"$new/build"}" "$new/build/$rel" || exit 1
   fi
 done
-if ldd "$new/build/bin/ring_shift" | grep -q "=> $build/\|not found"; then
+if grep -q "=> $build/\|not found" <<<"$(ldd "$new/build/bin/ring_shift")"; then
   say "FAIL: the copied ring_shift still loads from $build or misses a library:"; ldd "$new/build/bin/ring_shift"; exit 1
 fi
 : > "$tmp/not-shared"

@@ -77,7 +77,7 @@ if [[ -e $ready ]]; then
   # mpirun starts the ranks itself (one node): its children, rank 2 by OMPI_COMM_WORLD_RANK.
   for _ in $(seq 1 50); do
     for pid in $(pgrep -P "$(pgrep -P "$mpirun_pid" -x mpirun || echo "$mpirun_pid")"); do
-      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2' && victim=$pid
+      grep -qx 'OMPI_COMM_WORLD_RANK=2' <<<"$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)" && victim=$pid
     done
     [[ -n $victim ]] && break
     sleep 0.1
@@ -184,7 +184,8 @@ if compgen -G "$pydir/rwin/_rwin*.so" >/dev/null && [[ -x $py ]]; then
   # own allocations LSan would report (as tests/scripts/python_pytest.sh does).
   san_x=()
   so=$(ls "$pydir"/rwin/_rwin*.so | head -1)
-  if ldd "$so" | grep -q libasan; then
+  # Not `ldd | grep -q`: under pipefail grep's early exit can SIGPIPE ldd and turn a match into a miss.
+  if grep -q libasan <<<"$(ldd "$so")"; then
     san_x=(-x "LD_PRELOAD=$(ldd "$so" | awk '/lib(a|ub)san/ {print $3}' | paste -sd:)" -x PYTHONMALLOC=malloc
            -x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
   fi
