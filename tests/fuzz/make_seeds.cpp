@@ -66,6 +66,8 @@ void verbs_seeds() {
   c.mtu = 3;
   c.link_layer = 2;
   for (size_t i = 0; i < c.gid.size(); ++i) c.gid[i] = static_cast<uint8_t>(i);
+  c.flush_addr = 0x7f0000002000;
+  c.flush_rkey = 0x43;
   emit("verbs_blob", "conn", c.pack());
   v::EndpointBlob e;
   static_cast<v::QpAddress&>(e) = c;

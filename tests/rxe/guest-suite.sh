@@ -5,18 +5,10 @@
 set -uo pipefail
 BIN=${1:?usage: guest-suite.sh BIN_DIR}
 [[ "${RWIN_IN_GUEST:-}" == 1 ]] || { echo "guest-suite.sh runs inside tests/rxe/run-in-guest.sh" >&2; exit 2; }
-failed=() reruns=()
-# A failed step fails the suite: no blind rerun (one hid a verbs bug: a put(Add) slot write refused
-# with "remote access error", issue 24). The one exception is a failure whose output matches a named,
-# understood rxe defect below, with the evidence in the repo; such a step runs once more, at most
-# RWIN_RXE_DEFECT_RERUNS (1) times per suite run, each counted in the summary; past that it fails.
-# One is established (tests/rxe/DEFECTS.md): rxe's responder moves a QP to ERR after retransmissions
-# under TCG load, so the other side's own WRs come back flushed with none of them failed.
-#   KNOWN_RXE_DEFECTS+=("NAME|EXTENDED REGEX ON THE STEP'S OUTPUT|path/to/evidence.md")
-KNOWN_RXE_DEFECTS=(
-  "rxe-responder-error-after-retransmit|Work Request Flushed Error \(status 5, vendor_err 0x0\): the queue pair was already in the error state and no work request of it had failed here|tests/rxe/DEFECTS.md"
-)
-max_reruns=${RWIN_RXE_DEFECT_RERUNS:-1}
+failed=()
+# A failed step fails the suite: no rerun. Reruns once hid two rwin verbs bugs that looked like
+# soft-RoCE trouble (a put(Add) slot write refused; and a flush read with rkey 0 that rxe refuses
+# when it replays a retransmitted READ, tests/rxe/DEFECTS.md).
 # RWIN_TEST_TIER=ci (run-all.sh's default): 5 verbs kill trials instead of 20, the Python suites over
 # verbs on 2 ranks only (3 ranks and the Python agent tests in --full: the C++ agent tests cover the
 # agent over verbs, the host the binding). RWIN_GUEST_ONLY=REGEX runs only the steps whose name
@@ -26,22 +18,8 @@ only=${RWIN_GUEST_ONLY:-}
 step() {  # step NAME CMD...
   local name=$1; shift
   [[ -z $only || $name =~ $only ]] || return 0
-  local t0=$SECONDS log=/tmp/guest-step.log rc d dname dre dev
-  "$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
-  if [[ $rc -eq 0 ]]; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; return; fi
-  for d in "${KNOWN_RXE_DEFECTS[@]}"; do
-    IFS='|' read -r dname dre dev <<<"$d"
-    grep -qE "$dre" "$log" || continue
-    if [[ ${#reruns[@]} -ge $max_reruns ]]; then
-      echo "guest: step '$name' hit known rxe defect '$dname' ($dev), but the suite already reran ${#reruns[@]} (RWIN_RXE_DEFECT_RERUNS=$max_reruns)"
-      break
-    fi
-    echo "guest: step '$name' failed with known rxe defect '$dname' (evidence: $dev): running it once more"
-    reruns+=("$name: $dname")
-    t0=$SECONDS
-    if "$@"; then echo "guest: PASS $name on its rerun ($((SECONDS - t0)) s)"; return; fi
-    break
-  done
+  local t0=$SECONDS
+  if "$@"; then echo "guest: PASS $name ($((SECONDS - t0)) s)"; return; fi
   echo "guest: FAIL $name ($((SECONDS - t0)) s)"
   failed+=("$name")
 }
@@ -228,6 +206,5 @@ step "fault suite: kill -9 of a rank over verbs" env RWIN_FAULTS_VERBS_TRIALS=${
   bash "$(dirname "$0")/guest-faults.sh" "$BIN"
 [[ $tier == ci ]] && echo "guest: CI tier: 3-rank pytest and the Python agent tests over verbs left to --full"
 for f in "${failed[@]}"; do echo "guest: FAILED step: $f"; done
-for r in "${reruns[@]}"; do echo "guest: rerun for a known rxe defect: $r"; done
-echo "guest: ${#failed[@]} failed step(s), ${#reruns[@]} rerun(s) for known rxe defects (at most $max_reruns)"
+echo "guest: ${#failed[@]} failed step(s)"
 [[ ${#failed[@]} -eq 0 ]]

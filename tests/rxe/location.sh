@@ -18,7 +18,8 @@ bin=$(cd "${1:?usage: location.sh <build>/bin}" && pwd -P)
 build=$(dirname "$bin")
 say() { echo "location: $*"; }
 command -v patchelf >/dev/null || { say "FAIL: patchelf missing (apt-get install patchelf; .ci/setup.sh installs it)"; exit 1; }
-for b in ring_shift rwinrun; do [ -x "$bin/$b" ] || { say "FAIL: $bin/$b not built"; exit 1; }; done
+progs=(ring_shift rwinrun rwin-perf)
+for b in "${progs[@]}"; do [ -x "$bin/$b" ] || { say "FAIL: $bin/$b not built"; exit 1; }; done
 
 tmp=$(mktemp -d "/tmp/rwin loc.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -30,8 +31,8 @@ else
   cp -r "$src/tests" "$new/"
 fi
 # The build's binaries and the libraries they load from inside the build tree, RUNPATH moved along.
-files=("$bin/ring_shift" "$bin/rwinrun")
-for l in $(ldd "$bin/ring_shift" "$bin/rwinrun" | grep -o "=> $build/[^ ]*" | cut -c4- | sort -u); do
+files=("${progs[@]/#/$bin/}")
+for l in $(ldd "${files[@]}" | grep -o "=> $build/[^ ]*" | cut -c4- | sort -u); do
   files+=("$l" "$(readlink -f "$l")")
 done
 for f in "${files[@]}"; do
@@ -42,9 +43,11 @@ for f in "${files[@]}"; do
     [ -z "$rp" ] || patchelf --set-rpath "${rp//"$build"/"$new/build"}" "$new/build/$rel" || exit 1
   fi
 done
-if grep -q "=> $build/\|not found" <<<"$(ldd "$new/build/bin/ring_shift")"; then
-  say "FAIL: the copied ring_shift still loads from $build or misses a library:"; ldd "$new/build/bin/ring_shift"; exit 1
-fi
+for b in "${progs[@]}"; do
+  if grep -q "=> $build/\|not found" <<<"$(ldd "$new/build/bin/$b")"; then
+    say "FAIL: the copied $b still loads from $build or misses a library:"; ldd "$new/build/bin/$b"; exit 1
+  fi
+done
 : > "$tmp/not-shared"
 say "checkout at '$new' ($(find "$new/build" -type f | wc -l) build files, RUNPATH $(patchelf --print-rpath "$new/build/bin/ring_shift"))"
 

@@ -64,7 +64,7 @@ KVER=${KERNEL##*/vmlinuz-}
 [ -r "$KERNEL" ] || die "cannot read $KERNEL (Debian makes it 0600: run as root)"
 KEY=$( { cat "${BASH_SOURCE[0]}"; echo "$KVER"; stat -c '%s %Y' "$KERNEL"; } | md5sum | cut -c1-10)
 IMG=$CACHE/img-$KVER-$KEY
-MODS="virtio_pci virtio_console virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe rdma_ucm ib_umad"
+MODS="virtio_pci virtio_console virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe rdma_ucm ib_umad sch_netem"
 
 build_images() {  # -> $IMG/{vmlinux,initrd.cpio}; runs under the cache lock
   local t=$CACHE/build.$$ s off

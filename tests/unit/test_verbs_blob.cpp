@@ -27,6 +27,8 @@ ConnBlob sample_conn() {
   b.gid_type = 3;
   b.rd_atomic_init = 16;
   b.rd_atomic_resp = 8;
+  b.flush_addr = 0x00007f00aabbc000ull;
+  b.flush_rkey = 0x11223344;
   return b;
 }
 
@@ -48,6 +50,8 @@ void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rw
   EXPECT_EQ(b.gid_type, a.gid_type);
   EXPECT_EQ(b.rd_atomic_init, a.rd_atomic_init);
   EXPECT_EQ(b.rd_atomic_resp, a.rd_atomic_resp);
+  EXPECT_EQ(b.flush_addr, a.flush_addr);
+  EXPECT_EQ(b.flush_rkey, a.flush_rkey);
 }
 
 // Runs `f`, expects TransportError whose message contains `part`.
@@ -73,12 +77,12 @@ TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
 
 TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
   const auto bytes = sample_conn().pack();
-  // magic "RWQP", version 2, length 48
+  // magic "RWQP", version 3, length 64
   EXPECT_EQ(bytes[0], 'R');
   EXPECT_EQ(bytes[1], 'W');
   EXPECT_EQ(bytes[2], 'Q');
   EXPECT_EQ(bytes[3], 'P');
-  EXPECT_EQ(bytes[4], 2);
+  EXPECT_EQ(bytes[4], 3);
   EXPECT_EQ(bytes[5], 0);
   EXPECT_EQ(bytes[6], ConnBlob::kBytes);
   // qpn 0x123456 at offset 16
@@ -91,13 +95,15 @@ TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
 // The collective blob is on the wire between ranks of one job: its bytes are pinned, so a change
 // of layout (e.g. of the QpAddress part it shares with EndpointBlob) must come with a new version.
 TEST(VerbsBlob, ConnEncodingIsPinned) {
-  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 2, 0, 48, 0,                    // header
+  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 3, 0, 64, 0,                    // header
                                      3, 0, 0, 0, 1, 0, 0, 0,                             // rank, peer
                                      0x56, 0x34, 0x12, 0, 0xef, 0xcd, 0xab, 0,           // qpn, psn
                                      0xef, 0xbe, 3, 2,                                   // lid, mtu, link layer
                                      0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,     // gid
                                      0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
-                                     3, 16, 8, 0};  // gid type (roce v2), rd_atomic init / resp, reserved
+                                     3, 16, 8, 0,  // gid type (roce v2), rd_atomic init / resp, reserved
+                                     0x00, 0xc0, 0xbb, 0xaa, 0x00, 0x7f, 0, 0,           // flush target address
+                                     0x44, 0x33, 0x22, 0x11, 0, 0, 0, 0};                // its rkey, reserved
   EXPECT_EQ(sample_conn().pack(), want);
 }
 
@@ -160,27 +166,31 @@ TEST(VerbsBlob, WrongMagicIsRejected) {
   expect_rejected([&] { ConnBlob::unpack(sample_key().pack()); }, "bad magic");
 }
 
-// A version 1 blob (an rwin build from before the GID type and rd_atomic depths were exchanged),
-// as that build wrote it: 44 bytes, no trailing fields. Refused by name, never half-read.
-TEST(VerbsBlob, OldVersionOneIsRefusedByName) {
-  auto v1 = sample_conn().pack();
-  v1.resize(44);
-  v1[4] = 1;
-  v1[6] = 44;
-  expect_rejected([&] { ConnBlob::unpack(v1); }, "has version 1, this build speaks version 2");
-  EndpointBlob e;
-  static_cast<rwin::transport::verbs::QpAddress&>(e) = sample_conn();
-  auto ev1 = e.pack();
-  ev1.erase(ev1.end() - 4, ev1.end());
-  ev1[4] = 1;
-  ev1[6] = static_cast<uint8_t>(ev1.size());
-  expect_rejected([&] { EndpointBlob::unpack(ev1); }, "has version 1, this build speaks version 2");
+// Blobs of older builds, as they wrote them: version 1 (44 bytes: before the GID type and
+// rd_atomic depths) and version 2 (48 bytes: before the flush target). Refused by name, never
+// half-read.
+TEST(VerbsBlob, OldVersionsAreRefusedByName) {
+  for (const auto& [version, cut] : {std::pair{1, 20}, std::pair{2, 16}}) {
+    auto old = sample_conn().pack();
+    old.resize(old.size() - static_cast<size_t>(cut));
+    old[4] = static_cast<uint8_t>(version);
+    old[6] = static_cast<uint8_t>(old.size());
+    const std::string want = "has version " + std::to_string(version) + ", this build speaks version 3";
+    expect_rejected([&] { ConnBlob::unpack(old); }, want);
+    EndpointBlob e;
+    static_cast<rwin::transport::verbs::QpAddress&>(e) = sample_conn();
+    auto eold = e.pack();
+    eold.erase(eold.end() - cut, eold.end());
+    eold[4] = static_cast<uint8_t>(version);
+    eold[6] = static_cast<uint8_t>(eold.size());
+    expect_rejected([&] { EndpointBlob::unpack(eold); }, want);
+  }
 }
 
 TEST(VerbsBlob, WrongVersionIsRejected) {
   auto conn = sample_conn().pack();
-  conn[4] = 3;
-  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 3");
+  conn[4] = 4;
+  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 4");
   auto key = sample_key().pack();
   key[4] = 0;
   expect_rejected([&] { KeyBlob::unpack(key); }, "version 0");

@@ -97,9 +97,10 @@ B unpack(std::span<const uint8_t> in) {
 
 // What one side of a queue pair tells the other before both move to RTR: the part both connection
 // blobs carry, in this order.
-// Version 2 added gid_type and the two RDMA read/atomic depths (a version 1 blob is refused by name).
+// Version 2 added gid_type and the two RDMA read/atomic depths; version 3 the flush target (older
+// versions are refused by name).
 struct QpAddress {
-  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16 + 4;
+  static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16 + 4 + 8 + 4 + 4;
   uint32_t qpn = 0;        // sender's QP number for this pair
   uint32_t psn = 0;        // sender's initial send PSN (24 bits)
   uint16_t lid = 0;        // port LID (IB); 0 on RoCE
@@ -110,6 +111,13 @@ struct QpAddress {
   uint8_t rd_atomic_init = 0;  // sender's max_qp_init_rd_atom, capped (verbs_params.h, rd_atomic_limits)
   uint8_t rd_atomic_resp = 0;  // sender's max_qp_rd_atom (responder resources), capped
   uint8_t reserved = 0;
+  // A registered word of the sender's that the other side's flush (a zero-length RDMA READ) names.
+  // The IBA lets a zero-length request carry any R_Key, but a responder that replays a
+  // retransmitted READ may look its R_Key up again (rxe does: rkey 0 then fails with an R_Key
+  // violation and moves the responder's QP to ERR); a real key is valid on every device.
+  uint64_t flush_addr = 0;
+  uint32_t flush_rkey = 0;
+  uint32_t reserved2 = 0;
 
   template <class IO, class Self>
   static void fields(IO& io, Self& s) {
@@ -123,6 +131,9 @@ struct QpAddress {
     io.u8(s.rd_atomic_init);
     io.u8(s.rd_atomic_resp);
     io.u8(s.reserved);
+    io.u64(s.flush_addr);
+    io.u32(s.flush_rkey);
+    io.u32(s.reserved2);
   }
 };
 
@@ -130,7 +141,7 @@ struct QpAddress {
 struct ConnBlob : QpAddress {
   static constexpr const char* kWhat = "verbs connection blob";
   static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
-  static constexpr uint16_t kVersion = 2;
+  static constexpr uint16_t kVersion = 3;
   static constexpr size_t kBytes = 8 + 4 + 4 + QpAddress::kBytes;
   uint32_t rank = 0;  // sender
   uint32_t peer = 0;  // intended receiver: catches a blob delivered to the wrong rank
@@ -152,7 +163,7 @@ struct ConnBlob : QpAddress {
 struct EndpointBlob : QpAddress {
   static constexpr const char* kWhat = "verbs endpoint blob";
   static constexpr uint32_t kMagic = 0x50455752;  // "RWEP" little endian
-  static constexpr uint16_t kVersion = 2;
+  static constexpr uint16_t kVersion = 3;
   static constexpr size_t kBytes = 8 + 8 + 4 + QpAddress::kBytes;
   uint64_t instance = 0;  // random per VerbsTransport object
   uint32_t slot = 0;      // the sender's index for this connection (its add_peer() result)

@@ -313,6 +313,8 @@ QpAddress VerbsTransport::open_qp(int peer) {
   a.gid_type = static_cast<uint8_t>(dev_info_.gid_type);
   a.rd_atomic_init = rd_atomic_advertised(dev_info_.dev_attr.max_qp_init_rd_atom);
   a.rd_atomic_resp = rd_atomic_advertised(dev_info_.dev_attr.max_qp_rd_atom);
+  a.flush_addr = reinterpret_cast<uint64_t>(scratch_->addr());
+  a.flush_rkey = scratch_->rkey();
   return a;
 }
 
@@ -355,6 +357,8 @@ void VerbsTransport::connect_qp(int peer, const QpAddress& remote, const std::st
     throw TransportError(who(peer) + ": " + from + ": " + why + " (rwin needs RDMA reads and atomics)");
   }
   Peer& pr = peers_[peer];
+  pr.flush_addr = remote.flush_addr;
+  pr.flush_rkey = remote.flush_rkey;
   qp_to_rtr_rts(pr.qp.get(), peer, pr.local.psn, remote);
   if (log::enabled(log::Level::Debug, log::Subsys::Verbs)) {
     // What the device took, read back (ibv_query_qp): the knobs' values as the QP holds them.

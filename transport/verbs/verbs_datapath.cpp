@@ -23,9 +23,12 @@
 // acknowledged it; a READ response, however, is produced by the responder only after it executed
 // every earlier request on that QP (requests execute in order, and a READ may not pass an earlier
 // WRITE at the responder: IBA vol. 1, 9.5 "Transaction ordering"), so after the READ completes the
-// earlier writes are placed in target memory. A zero-length RDMA request carries no data, so the
-// responder does not validate its R_Key or address (IBA vol. 1, chapter 9.4; rxe checks this in
-// check_rkey()): Flush needs no key of the peer's and sends rkey 0, address 0.
+// earlier writes are placed in target memory. A zero-length RDMA request carries no data, and the
+// IBA lets its R_Key and address be anything (C9-88), but Flush still names a real registered
+// word of the peer's (QpAddress::flush_addr/flush_rkey, exchanged at connect): rxe replays a
+// retransmitted READ by looking its R_Key up again, and rkey 0 then fails as an R_Key violation
+// that moves the responder's QP to ERR, seen here as a flush with no failed WR of our own
+// (tests/rxe/DEFECTS.md has the history).
 //
 // Swap. IB defines only FETCH_AND_ADD and CMP_AND_SWP, so Swap is a compare-and-swap loop run by
 // poll(): CAS(expect = 0, store = value); if the returned old value differs, CAS again expecting
@@ -306,8 +309,8 @@ PostResult VerbsTransport::post(const Work& w) {
     }
     case Op::Flush:
       wr.opcode = IBV_WR_RDMA_READ;
-      wr.wr.rdma.remote_addr = 0;
-      wr.wr.rdma.rkey = 0;
+      wr.wr.rdma.remote_addr = pr.flush_addr;
+      wr.wr.rdma.rkey = pr.flush_rkey;
       break;
   }
   stage(w.peer, p, wr, sgp);

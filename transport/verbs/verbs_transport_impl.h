@@ -37,6 +37,7 @@ class VerbsMemoryRegion final : public MemoryRegion {
                     const std::string& who);
   std::vector<uint8_t> packed_key() const override;  // throws for local-only caller memory
   uint32_t lkey() const noexcept { return mr_->lkey; }
+  uint32_t rkey() const noexcept { return mr_->rkey; }
   // True when [p, p + n) lies inside this region.
   bool contains(const void* p, size_t n) const noexcept;
 
@@ -138,6 +139,8 @@ class VerbsTransport final : public Transport {
   struct Peer {
     QpPtr qp;
     QpAddress local;         // what the other side needs (our qpn, initial PSN, GID, ...)
+    uint64_t flush_addr = 0;  // the other side's flush target (QpAddress::flush_addr, flush_rkey)
+    uint32_t flush_rkey = 0;
     bool connected = false;  // at RTS: post() may hand work to the device
     std::deque<Pending> pending;  // staged + posted, not yet completed; size() <= sq_depth_
     std::vector<Staged> staged;   // built, not yet given to ibv_post_send (capacity kChain)
@@ -215,7 +218,9 @@ class VerbsTransport final : public Transport {
   // A deque: add_peer() appends without moving the other peers (no Peer& or staged chain of a
   // peer with work in flight is invalidated). wr_id carries the peer index, never a pointer.
   std::deque<Peer> peers_;
-  std::unique_ptr<VerbsMemoryRegion> scratch_;  // 8-byte sink for AtomicAdd's unused result
+  // 8-byte sink for AtomicAdd's unused result; also the flush target peers' zero-length READs name
+  // (QpAddress::flush_addr): such a READ moves no byte of it.
+  std::unique_ptr<VerbsMemoryRegion> scratch_;
   // Per-peer CAS result slots for the Swap loop, kSlotsPerPage to a registered page; grows with
   // add_peer(); pages are never freed or moved while the transport lives.
   static constexpr size_t kSlotsPerPage = 512;
