@@ -69,15 +69,10 @@ await_tree() {  # await_tree PART: waits for the background build of build-PART;
 }
 
 source tests/lib/tiers.sh
-# Unit tests are single processes: two at a time. The multi-process tests fork several busy ranks
-# each: one at a time on small machines. The CI tier runs here what the ASan+UBSan build leaves out
-# (tests/lib/tiers.sh), so every host test runs once; --full runs all of it here and under ASan.
+# The CI tier runs here what the ASan+UBSan build leaves out (tests/lib/tiers.sh), so every host test
+# runs once; --full runs all of it here and under ASan.
 host_ctest() {
-  local rc=0 sel=()
-  [[ $tier == ci ]] && sel=(-R "$RWIN_ASAN_CI_SKIP")
-  ctest --test-dir build --output-on-failure --timeout 900 "${sel[@]}" -L '^unit$' -j"$(nproc)" || rc=1
-  ctest --test-dir build --output-on-failure --timeout 900 "${sel[@]}" -LE '^(faults|unit)$' || rc=1
-  return $rc
+  if [[ $tier == ci ]]; then rwin_host_ctest build -R "$RWIN_ASAN_CI_SKIP"; else rwin_host_ctest build; fi
 }
 phase "ctest (host, release build)" host_ctest
 # kill -9 / SIGSTOP / strangers against hand-started ranks: the release build now, ASan's below.

@@ -61,12 +61,7 @@ run_asan() {
     skip=$RWIN_ASAN_CI_SKIP
     echo "asan: CI tier subset (tests/lib/tiers.sh; run-all.sh --full runs the whole host suite)"
   fi
-  # Unit tests are single processes: two at a time. The multi-process tests fork several busy ranks
-  # each: one at a time, as run-all.sh.
-  local rc=0
-  ctest --test-dir build-asan --output-on-failure --timeout 900 -E "$skip" -L '^unit$' -j"$jobs" || rc=1
-  ctest --test-dir build-asan --output-on-failure --timeout 900 -E "$skip" -LE '^(faults|unit)$' || rc=1
-  return $rc
+  RWIN_JOBS=$jobs rwin_host_ctest build-asan -E "$skip"
 }
 
 build_tsan() {

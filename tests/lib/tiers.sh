@@ -15,3 +15,14 @@ RWIN_ASAN_ALWAYS_SKIP='^faults\.selftest$|^script\.multinode_netns$'
 RWIN_ASAN_CI_SKIP="$RWIN_ASAN_ALWAYS_SKIP"
 RWIN_ASAN_CI_SKIP+='|/(ucx_tcp_native|ucx_shm|shm|shmcma)( |$)|^Transports/(MemoryModel|Accumulate|Collectives)\..*/ucx_shm_native( |$)'
 RWIN_ASAN_CI_SKIP+='|^slurm\.|^install\.|^script\.(python_agent|tensor_service|perf_)'
+
+# rwin_host_ctest DIR [CTEST SELECTION...]: the host suite of build tree DIR, e.g. `-R REGEX` or
+# `-E REGEX`. Unit tests are single processes: as many at a time as there are cores (RWIN_JOBS). The
+# multi-process tests fork several busy ranks each: one at a time. The fault suite (label faults) runs
+# from run-all.sh, not here.
+rwin_host_ctest() {
+  local dir=$1 rc=0; shift
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@" -L '^unit$' -j"${RWIN_JOBS:-$(nproc)}" || rc=1
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@" -LE '^(faults|unit)$' || rc=1
+  return $rc
+}
