@@ -124,9 +124,12 @@ void ContextImpl::post_flush(int peer, Deadline& deadline) {
 // Returns when everything issued to `peer` so far is complete at the target.
 void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
-  if (ps.direct && ps.outstanding == 0 && ps.failed.empty()) {
+  if (ps.direct && caps.cpu_atomics && ps.outstanding == 0 && ps.failed.empty()) {
     // Every op to a mapped peer already happened (CPU stores and atomics); the fence orders them
-    // before whatever the caller does next.
+    // before whatever the caller does next. Not so where atomics go through the transport
+    // (!cpu_atomics: NIC atomics in the job, docs/CONTRACT.md): a UCX atomic may count as complete
+    // once UCX took it while it still waits in UCX's queue (emulated over active messages, as on
+    // rxe), and only the flush below makes it done at the target.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     ps.dirty = false;
     ps.unflushed = false;

@@ -6,8 +6,8 @@
 #      in its build/bin and verbs-two-guests.sh (ring shift across two guests' rxe devices, packets on
 #      a real link): guest steps find the build tree wherever the checkout is,
 #   4. mixed-counter-two-guests.sh: 2 ranks in each of two guests add into one counter per rank, from the
-#      same host and across the link at once; the sums must be exact (issue 23, bug 2). Verbs only: over
-#      UCX on rxe the sums are short today (docs/CONTRACT.md; RWIN_MC_TRANSPORTS="ucx verbs" shows it).
+#      same host and across the link at once; the sums must be exact (issue 23, bug 2), over UCX and
+#      over verbs.
 # Runs from the checkout root (the guest shares the current directory read-write) and shares the
 # build tree too (RWIN_RXE_SHARE), wherever it is.
 set -uo pipefail
@@ -25,7 +25,7 @@ run "one guest: verbs contract suite and ring shifts" \
   env RWIN_RXE_TIMEOUT=${RWIN_RXE_SUITE_TIMEOUT:-2400} tests/rxe/run-in-guest.sh bash tests/rxe/guest-suite.sh "$BIN"
 run "two guests: ring shift across two rxe devices, from a checkout under /tmp with spaces in its path" \
   bash tests/rxe/location.sh "$BIN"
-run "two guests: one counter fed by same-host and other-host ranks at once, verbs" \
+run "two guests: one counter fed by same-host and other-host ranks at once, UCX and verbs" \
   bash tests/rxe/mixed-counter-two-guests.sh "$BIN"
 echo "rxe: $fails failed"
 [[ $fails -eq 0 ]]
