@@ -105,6 +105,13 @@ void SignalArray::store(int64_t index, int64_t value) {
 // ---------------------------------------------------------------------------------------------
 // Allocation and free
 
+namespace {
+std::shared_ptr<BufferState> finish_buffer(
+    ContextImpl& c, const std::shared_ptr<BufferState>& b, const char* what, const std::string& name, DType dtype,
+    Shape2 shape, BlobKind blob_kind, const std::string& describe, const std::vector<int>& members,
+    const std::string& scope, const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange);
+}  // namespace
+
 // Registers `bytes` here, exchanges the descriptor among `members` (job ranks; `exchange` returns
 // every member's blob in that order), checks that every member asked for the same thing (else
 // WindowMismatch on every member), unpacks every member's key. `describe` names what this rank asked
@@ -127,6 +134,33 @@ std::shared_ptr<BufferState> detail::create_buffer_among(
     // starts at a 64-byte boundary, so an int32 signal's CAS on the aligned 8-byte word holding it
     // stays inside the region for an odd size too.
     b->mr = c.tp->allocate(region_bytes(bytes));
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
+  }
+  // Listed before its key leaves this rank: a member that has every key returns and may put(Add)
+  // into it at once, and its staged slots reach this rank's staging target while this rank still
+  // waits in the exchange (a team's exchange progresses the context), which applies only slots
+  // that land in a listed buffer. From here on a failure keeps the memory registered until teardown
+  // (a member that got the key may still write into it).
+  c.buffers.push_back(b);
+  try {
+    return finish_buffer(c, b, what, name, dtype, shape, blob_kind, describe, members, scope, exchange);
+  } catch (...) {
+    c.graveyard.push_back(std::move(b->mr));
+    b->release();
+    std::erase(c.buffers, b);
+    throw;
+  }
+}
+
+namespace {
+// The rest of create_buffer_among, once `b` is allocated and listed: the exchange, the checks, the keys.
+std::shared_ptr<BufferState> finish_buffer(
+    ContextImpl& c, const std::shared_ptr<BufferState>& b, const char* what, const std::string& name, DType dtype,
+    Shape2 shape, BlobKind blob_kind, const std::string& describe, const std::vector<int>& members,
+    const std::string& scope, const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange) {
+  std::vector<bootstrap::Bytes> all;
+  try {
     all = exchange(window_blob(name, dtype, shape, blob_kind, b->mr->packed_key()));
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
@@ -168,9 +202,9 @@ std::shared_ptr<BufferState> detail::create_buffer_among(
     }
   }
   b->ctx = &c;
-  c.buffers.push_back(b);
   return b;
 }
+}  // namespace
 
 namespace {
 
