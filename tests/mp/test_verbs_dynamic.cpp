@@ -461,7 +461,8 @@ TEST(VerbsDynamic, GarbageEndpointsAreRejected) {
   bad[mtu_at] = 9;
   expect_rejected(*a.t, pa, bad, "MTU code 9");
   bad = good;
-  std::fill(bad.end() - 16, bad.end(), uint8_t{0});
+  const size_t gid_at = mtu_at + 2;  // after mtu and link layer: 16 bytes
+  std::fill(bad.begin() + gid_at, bad.begin() + gid_at + 16, uint8_t{0});
   bad[mtu_at - 2] = 0;  // lid 0 as well, so IB would need the GID too
   bad[mtu_at - 1] = 0;
   expect_rejected(*a.t, pa, bad, "all-zero GID");
