@@ -13,9 +13,10 @@
 #      trials with those binaries, TSan on the threaded parts, bounded libFuzzer runs of every decoder.
 # The CI tier keeps every phase, every transport and every sanitizer and runs each host test once:
 # under ASan+UBSan, or in the release build for what tests/lib/tiers.sh leaves out of ASan (the same
-# rwin code over other UCX lanes, Slurm, namespaces, install); 5 s per fuzz target instead of 15, 5
-# kill trials per transport and build instead of 20, a third of the dtype ring shifts, in the guest 5
-# verbs kill trials instead of 20 and the Python suites over verbs on 2 ranks only.
+# rwin code over other UCX lanes, Slurm, namespaces, install); 5 s per fuzz target instead of 15, 3
+# kill trials per transport and build instead of 20, a third of the dtype ring shifts, in the guest 3
+# verbs kill trials instead of 20, each small dtype's ring one way and the Python suites over verbs on
+# 2 ranks only; the TSan tree compiles only the unit tests it runs.
 # RWIN_TEST_TIER (ci|full) carries the choice to the scripts; README.md has both tiers' times.
 # Prints the tier's total time, then one closing line "N passed, M failed"; non-zero exit on a failure.
 # RWIN_SKIP_RXE=1 skips phase 3 (says so).
@@ -43,7 +44,7 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
     failed=$((failed + 1)); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
   fi
 }
-if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 5 --add-trials 1); fi
+if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 3 --add-trials 1); fi
 
 # The sanitizer trees build in the background, niced, while the release build's tests run: those
 # tests leave a core idle much of the time (start-ups, deadlines, the guest's waits), and a niced

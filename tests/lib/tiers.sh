@@ -3,7 +3,8 @@
 # RWIN_ASAN_CI_SKIP (every unit test, the multi-process suites over UCX tcp in rwin's own mode and shared
 # memory in UCX's native mode, the agents over tcp, the launcher, PMIx, Python and tool scripts); the
 # release build runs the ones that match (the other UCX lanes, the agents over shm, the real Slurm, the
-# network namespaces, the install, the perf smoke scripts, the fault suite's self-test). What a sanitizer
+# network namespaces, the install, the perf smoke scripts, the dtype ring shifts, the mpirun/srun
+# launches, the fault suite's self-test). What a sanitizer
 # finds depends on the code a test drives, and the excluded instances drive the same rwin code over
 # another UCX lane. --full runs the whole host suite in both builds.
 # (A parameterised test's name ends in "/PARAM  # GetParam() = ...".)
@@ -15,6 +16,9 @@ RWIN_ASAN_ALWAYS_SKIP='^faults\.selftest$|^script\.multinode_netns$'
 RWIN_ASAN_CI_SKIP="$RWIN_ASAN_ALWAYS_SKIP"
 RWIN_ASAN_CI_SKIP+='|/(ucx_tcp_native|ucx_shm|shm|shmcma)( |$)|^Transports/(MemoryModel|Accumulate|Collectives)\..*/ucx_shm_native( |$)'
 RWIN_ASAN_CI_SKIP+='|^slurm\.|^install\.|^script\.(python_agent|tensor_service|perf_)'
+# The dtype ring shifts and the mpirun/srun launches drive, under ASan, what the multi-process dtype
+# tests (Contract.*Dtype*) and the launcher-env unit tests already drive there: release build.
+RWIN_ASAN_CI_SKIP+='|^script\.(ring_shift_dtypes|launch_mpirun_slurm)$'
 
 # rwin_host_ctest DIR [CTEST SELECTION...]: the host suite of build tree DIR, e.g. `-R REGEX` or
 # `-E REGEX`. Unit tests are single processes: as many at a time as there are cores (RWIN_JOBS). The
