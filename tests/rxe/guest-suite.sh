@@ -9,7 +9,7 @@ failed=()
 # A failed step fails the suite: no rerun. Reruns once hid two rwin verbs bugs that looked like
 # soft-RoCE trouble (a put(Add) slot write refused; and a flush read with rkey 0 that rxe refuses
 # when it replays a retransmitted READ, tests/rxe/DEFECTS.md).
-# RWIN_TEST_TIER=ci (run-all.sh's default): 5 verbs kill trials instead of 20, the Python suites over
+# RWIN_TEST_TIER=ci (run-all.sh's default): 3 verbs kill trials instead of 20, the Python suites over
 # verbs on 2 ranks only (3 ranks and the Python agent tests in --full: the C++ agent tests cover the
 # agent over verbs, the host the binding). RWIN_GUEST_ONLY=REGEX runs only the steps whose name
 # matches (e.g. under tests/ledger.sh --guest).
