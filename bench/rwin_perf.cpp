@@ -1172,11 +1172,13 @@ int main(int argc, char** argv) {
           const uint64_t sig = d.signaled - before.signaled;
           std::fprintf(stderr,
                        "rwin-perf: counters %s %s (rank 0, warm-up and checks included): %llu WRs, %llu doorbells "
-                       "(%.1f WRs each), %llu signaled (1 in %.1f), %llu inline, %llu CQEs\n",
+                       "(%.1f WRs each), %llu signaled (1 in %.1f), %llu inline, %llu CQEs, %llu striped, "
+                       "%llu fence reads\n",
                        t.c_str(), size_str(s).c_str(), (unsigned long long)wrs, (unsigned long long)bells,
                        bells ? double(wrs) / double(bells) : 0.0, (unsigned long long)sig,
                        sig ? double(wrs) / double(sig) : 0.0, (unsigned long long)(d.inline_wrs - before.inline_wrs),
-                       (unsigned long long)(d.cqes - before.cqes));
+                       (unsigned long long)(d.cqes - before.cqes), (unsigned long long)(d.striped - before.striped),
+                       (unsigned long long)(d.fence_reads - before.fence_reads));
         }
       }
     }

@@ -131,6 +131,8 @@ struct TransportCounters {
   uint64_t inline_wrs = 0;   // WRs whose payload went inside the WQE
   uint64_t cqes = 0;         // completions polled from the CQ
   uint64_t drained = 0;      // WRs of a failed peer completed only once the device returned them
+  uint64_t striped = 0;      // Writes/Reads posted on a peer's queue pairs other than the first
+  uint64_t fence_reads = 0;  // zero-length READs that ordered an atomic/Flush after striped Writes
 };
 
 class Transport {

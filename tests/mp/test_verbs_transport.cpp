@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -92,6 +93,9 @@ class RankCtx {
     if (const char* dev = std::getenv("RWIN_RXE_DEV")) cfg.ib_device = dev;
     cfg.rank = rank;
     cfg.nranks = nranks;
+    // The verbs knobs from the environment, as the core reads them: the guest suite runs this file
+    // again with RWIN_VERBS_QPS_PER_PEER=4 (every test over striped queue pairs).
+    cfg.verbs = rwin::transport::VerbsParams::from_env();
     t_ = rwin::transport::make_verbs_transport(cfg);
     t_->connect(bs_);
   }
@@ -187,10 +191,23 @@ std::vector<uint64_t> from_bytes(const std::vector<uint8_t>& b) {
 }
 
 using RankBody = std::function<void(RankCtx&)>;
+// A rank's whole life, from before its transport exists: (rank, bootstrap port).
+using RawBody = std::function<void(int, uint16_t)>;
 
 // Forks `n` ranks running `body`; ranks in `may_die` may end by SIGKILL. Any other non-zero exit,
 // signal, or the deadline is a test failure carrying the rank's own message.
+void run_forked(int n, const RawBody& body, std::vector<int> may_die = {});
 void run_ranks(int n, const RankBody& body, std::vector<int> may_die = {}) {
+  run_forked(
+      n,
+      [&body, n](int r, uint16_t port) {
+        RankCtx ctx(r, n, port);
+        body(ctx);
+      },
+      std::move(may_die));
+}
+
+void run_forked(int n, const RawBody& body, std::vector<int> may_die) {
   const uint16_t port = pick_free_port();
   std::vector<pid_t> pids(n, -1);
   std::vector<int> fds(n, -1);
@@ -207,8 +224,7 @@ void run_ranks(int n, const RankBody& body, std::vector<int> may_die = {}) {
       ::close(pfd[1]);
       int code = 0;
       try {
-        RankCtx ctx(r, n, port);
-        body(ctx);
+        body(r, port);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
         code = 1;
@@ -869,13 +885,164 @@ TEST(VerbsTransport, SmallPutLoopBatchesDoorbellsAndSignals) {
   });
 }
 
+// Striping (issue 23, item 3): RWIN_VERBS_QPS_PER_PEER queue pairs per peer, Writes/Reads of at
+// least RWIN_VERBS_STRIPE_MIN round-robin over them. Set for the ranks forked inside the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
+      ::setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// A notify after striped data: 16 chunks of 64 KiB go round-robin over 4 queue pairs, then an
+// atomic add on the first one bumps the target's flag. The target waits for the flag (its own CPU
+// reads it, as wait() does) and then finds every byte of that round: the transport fenced the
+// other three QPs (a zero-length READ each) before the atomic went out. Without the fence the
+// atomic overtakes stripes still in flight on the other QPs and the target sees the previous
+// round's bytes. Then striped Reads bring the last round back. The counters say exactly what was
+// striped and fenced.
+TEST(VerbsTransport, StripedWritesLandBeforeALaterAtomic) {
+  VERBS_REQUIRE_DEVICE();
+  ScopedEnv env{{"RWIN_VERBS_QPS_PER_PEER", "4"}, {"RWIN_VERBS_STRIPE_MIN", "4096"}};
+  run_ranks(2, [](RankCtx& c) {
+    constexpr size_t kChunk = 64 << 10, kChunks = 16, kData = kChunk * kChunks;
+    constexpr uint64_t kRounds = 12, kLanes = 4;
+    const std::string d = c.t().describe();
+    RANK_CHECK(d.find("4 qps per peer") != std::string::npos, d);
+    auto win = c.t().allocate(kData + 8);
+    auto keys = c.share(*win);
+    auto* flag = reinterpret_cast<volatile uint64_t*>(static_cast<uint8_t*>(win->addr()) + kData);
+    auto pattern = [](uint64_t round, size_t i) { return static_cast<uint32_t>(round * 0x9e3779b1u + i * 2654435761u); };
+    const auto before = c.t().counters();
+    c.bs().barrier();
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      if (c.rank() == 0) {
+        auto src = c.t().allocate(kData);
+        auto* s = static_cast<uint32_t*>(src->addr());
+        for (size_t i = 0; i < kData / 4; ++i) s[i] = pattern(round, i);
+        std::vector<uint64_t> ck;
+        for (size_t k = 0; k < kChunks; ++k) {
+          ck.push_back(c.post(write_work(1, static_cast<uint8_t*>(src->addr()) + k * kChunk, src.get(),
+                                         keys[1]->base() + k * kChunk, keys[1].get(), kChunk)));
+        }
+        ck.push_back(c.post(atomic_work(Op::AtomicAdd, 1, nullptr, nullptr, keys[1]->base() + kData, keys[1].get(), 1)));
+        for (uint64_t k : ck) c.ok(k);
+      } else {
+        const auto deadline = Clock::now() + kOpDeadline;
+        while (*flag != round + 1) RANK_CHECK(Clock::now() < deadline, "flag " << *flag << " never reached " << round + 1);
+        const auto* w = static_cast<const uint32_t*>(win->addr());
+        for (size_t i = 0; i < kData / 4; ++i) {
+          RANK_CHECK(w[i] == pattern(round, i), "round " << round << ": the flag was set but word " << i << " (chunk "
+                                                          << i * 4 / kChunk << ") holds " << w[i] << ", expected "
+                                                          << pattern(round, i) << ": a stripe landed after the notify");
+        }
+      }
+      c.bs().barrier();  // the target checked this round before the next one overwrites it
+    }
+    if (c.rank() == 0) {
+      auto dst = c.t().allocate(kData);
+      std::vector<uint64_t> ck;
+      for (size_t k = 0; k < kChunks; ++k) {
+        ck.push_back(c.post(read_work(1, static_cast<uint8_t*>(dst->addr()) + k * kChunk, dst.get(),
+                                      keys[1]->base() + k * kChunk, keys[1].get(), kChunk)));
+      }
+      for (uint64_t k : ck) c.ok(k);
+      const auto* r = static_cast<const uint32_t*>(dst->addr());
+      for (size_t i = 0; i < kData / 4; ++i) {
+        RANK_CHECK(r[i] == pattern(kRounds - 1, i), "striped read: word " << i << " holds " << r[i]);
+      }
+      const auto a = c.t().counters();
+      const uint64_t striped = a.striped - before.striped, fences = a.fence_reads - before.fence_reads;
+      std::fprintf(stderr, "rank 0: %llu rounds of %zu striped chunks + atomic, then %zu reads: %llu striped WRs, "
+                   "%llu fence reads\n", (unsigned long long)kRounds, kChunks, kChunks, (unsigned long long)striped,
+                   (unsigned long long)fences);
+      // Round-robin over 4 lanes: 3 of every 4 chunks on lanes 1-3 (writes and reads alike), and
+      // each atomic fenced the 3 lanes that carried its round's writes.
+      RANK_CHECK(striped == (kRounds + 1) * kChunks * (kLanes - 1) / kLanes, striped << " striped WRs");
+      RANK_CHECK(fences == kRounds * (kLanes - 1), fences << " fence reads for " << kRounds << " atomics");
+    }
+    c.bs().barrier();
+  });
+}
+
+// Below RWIN_VERBS_STRIPE_MIN nothing is striped and nothing is fenced: small puts and their
+// notify cost what they cost with one queue pair.
+TEST(VerbsTransport, SmallWritesAreNeitherStripedNorFenced) {
+  VERBS_REQUIRE_DEVICE();
+  ScopedEnv env{{"RWIN_VERBS_QPS_PER_PEER", "3"}, {"RWIN_VERBS_STRIPE_MIN", "64K"}};
+  run_ranks(2, [](RankCtx& c) {
+    auto win = c.t().allocate(64 << 10);
+    auto keys = c.share(*win);
+    if (c.rank() == 0) {
+      auto src = c.t().allocate(64 << 10);
+      const auto before = c.t().counters();
+      for (int i = 0; i < 50; ++i) {
+        c.post(write_work(1, src->addr(), src.get(), keys[1]->base(), keys[1].get(), (64 << 10) - 1));
+        c.post(atomic_work(Op::AtomicAdd, 1, nullptr, nullptr, keys[1]->base(), keys[1].get(), 1));
+      }
+      c.run(flush_work(1));
+      c.wait_all();
+      const auto a = c.t().counters();
+      RANK_CHECK(a.striped == before.striped && a.fence_reads == before.fence_reads,
+                 a.striped - before.striped << " striped, " << a.fence_reads - before.fence_reads << " fences");
+    }
+    c.bs().barrier();
+  });
+}
+
+// Every rank must open as many queue pairs per peer: a mismatch fails the connect on both sides,
+// naming both counts and the variable, instead of pairing QPs that do not exist.
+TEST(VerbsTransport, QpsPerPeerMismatchFailsTheConnectNamingBoth) {
+  VERBS_REQUIRE_DEVICE();
+  run_forked(2, [](int r, uint16_t port) {
+    ::setenv("RWIN_VERBS_QPS_PER_PEER", r == 0 ? "2" : "3", 1);
+    Bootstrap bs(r, 2, HostPort{"127.0.0.1", port}, 30000ms);
+    rwin::transport::TransportConfig cfg;
+    cfg.name = "verbs";
+    if (const char* dev = std::getenv("RWIN_RXE_DEV")) cfg.ib_device = dev;
+    cfg.rank = r;
+    cfg.nranks = 2;
+    cfg.verbs = rwin::transport::VerbsParams::from_env();
+    auto t = rwin::transport::make_verbs_transport(cfg);
+    std::string err;
+    try {
+      t->connect(bs);
+    } catch (const TransportError& e) {
+      err = e.what();
+    }
+    bs.barrier();  // rank 0 hosts the store: it stays until rank 1 has read its blobs
+    const std::string mine = r == 0 ? "2" : "3", theirs = r == 0 ? "3" : "2";
+    RANK_CHECK(err.find("the peer has " + theirs + " queue pairs per peer, this rank " + mine) != std::string::npos &&
+                   err.find("RWIN_VERBS_QPS_PER_PEER") != std::string::npos,
+               "connect error: '" << err << "'");
+  });
+}
+
 // Issue 23, bug 4: fail_peer() with work requests on the device. They complete (each exactly once)
 // only as the device returns them, flushed or done (the kernel's ib_drain_qp rule): until then the
 // device may still write a Read's destination. The first failed one carries the failure's message.
 TEST(VerbsTransport, FailPeerDrainsPostedWork) {
   VERBS_REQUIRE_DEVICE();
   run_ranks(2, [](RankCtx& c) {
-    constexpr size_t kReads = 32, kBytes = 256 << 10;  // two full chains: all on the device
+    // Two full chains per queue pair: all on the device (with RWIN_VERBS_QPS_PER_PEER=K and
+    // 256 KiB striped, each of the K QPs gets 32 reads).
+    const size_t kReads = 32 * rwin::transport::VerbsParams::from_env().qps_per_peer;
+    constexpr size_t kBytes = 256 << 10;
     auto win = c.t().allocate(kBytes);
     auto keys = c.share(*win);
     c.bs().barrier();

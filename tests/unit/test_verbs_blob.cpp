@@ -29,6 +29,8 @@ ConnBlob sample_conn() {
   b.rd_atomic_resp = 8;
   b.flush_addr = 0x00007f00aabbc000ull;
   b.flush_rkey = 0x11223344;
+  b.lane = 2;
+  b.lanes = 4;
   return b;
 }
 
@@ -52,6 +54,8 @@ void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rw
   EXPECT_EQ(b.rd_atomic_resp, a.rd_atomic_resp);
   EXPECT_EQ(b.flush_addr, a.flush_addr);
   EXPECT_EQ(b.flush_rkey, a.flush_rkey);
+  EXPECT_EQ(b.lane, a.lane);
+  EXPECT_EQ(b.lanes, a.lanes);
 }
 
 // Runs `f`, expects TransportError whose message contains `part`.
@@ -77,12 +81,12 @@ TEST(VerbsBlob, ConnRoundTripKeepsEveryField) {
 
 TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
   const auto bytes = sample_conn().pack();
-  // magic "RWQP", version 3, length 64
+  // magic "RWQP", version 4, length 64
   EXPECT_EQ(bytes[0], 'R');
   EXPECT_EQ(bytes[1], 'W');
   EXPECT_EQ(bytes[2], 'Q');
   EXPECT_EQ(bytes[3], 'P');
-  EXPECT_EQ(bytes[4], 3);
+  EXPECT_EQ(bytes[4], 4);
   EXPECT_EQ(bytes[5], 0);
   EXPECT_EQ(bytes[6], ConnBlob::kBytes);
   // qpn 0x123456 at offset 16
@@ -95,15 +99,15 @@ TEST(VerbsBlob, ConnEncodingIsLittleEndianAndFixed) {
 // The collective blob is on the wire between ranks of one job: its bytes are pinned, so a change
 // of layout (e.g. of the QpAddress part it shares with EndpointBlob) must come with a new version.
 TEST(VerbsBlob, ConnEncodingIsPinned) {
-  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 3, 0, 64, 0,                    // header
+  const std::vector<uint8_t> want = {'R', 'W', 'Q', 'P', 4, 0, 64, 0,                    // header
                                      3, 0, 0, 0, 1, 0, 0, 0,                             // rank, peer
                                      0x56, 0x34, 0x12, 0, 0xef, 0xcd, 0xab, 0,           // qpn, psn
                                      0xef, 0xbe, 3, 2,                                   // lid, mtu, link layer
                                      0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,     // gid
                                      0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
-                                     3, 16, 8, 0,  // gid type (roce v2), rd_atomic init / resp, reserved
+                                     3, 16, 8, 2,  // gid type (roce v2), rd_atomic init / resp, lane
                                      0x00, 0xc0, 0xbb, 0xaa, 0x00, 0x7f, 0, 0,           // flush target address
-                                     0x44, 0x33, 0x22, 0x11, 0, 0, 0, 0};                // its rkey, reserved
+                                     0x44, 0x33, 0x22, 0x11, 4, 0, 0, 0};                // its rkey, lanes
   EXPECT_EQ(sample_conn().pack(), want);
 }
 
@@ -167,15 +171,15 @@ TEST(VerbsBlob, WrongMagicIsRejected) {
 }
 
 // Blobs of older builds, as they wrote them: version 1 (44 bytes: before the GID type and
-// rd_atomic depths) and version 2 (48 bytes: before the flush target). Refused by name, never
-// half-read.
+// rd_atomic depths), version 2 (48 bytes: before the flush target) and version 3 (the same 64
+// bytes, lane and lanes reserved as zero). Refused by name, never half-read.
 TEST(VerbsBlob, OldVersionsAreRefusedByName) {
-  for (const auto& [version, cut] : {std::pair{1, 20}, std::pair{2, 16}}) {
+  for (const auto& [version, cut] : {std::pair{1, 20}, std::pair{2, 16}, std::pair{3, 0}}) {
     auto old = sample_conn().pack();
     old.resize(old.size() - static_cast<size_t>(cut));
     old[4] = static_cast<uint8_t>(version);
     old[6] = static_cast<uint8_t>(old.size());
-    const std::string want = "has version " + std::to_string(version) + ", this build speaks version 3";
+    const std::string want = "has version " + std::to_string(version) + ", this build speaks version 4";
     expect_rejected([&] { ConnBlob::unpack(old); }, want);
     EndpointBlob e;
     static_cast<rwin::transport::verbs::QpAddress&>(e) = sample_conn();
@@ -189,8 +193,8 @@ TEST(VerbsBlob, OldVersionsAreRefusedByName) {
 
 TEST(VerbsBlob, WrongVersionIsRejected) {
   auto conn = sample_conn().pack();
-  conn[4] = 4;
-  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 4");
+  conn[4] = 5;
+  expect_rejected([&] { ConnBlob::unpack(conn); }, "version 5");
   auto key = sample_key().pack();
   key[4] = 0;
   expect_rejected([&] { KeyBlob::unpack(key); }, "version 0");

@@ -1,5 +1,6 @@
 // The verbs knobs and the rules fed by them (transport/verbs/verbs_params.h): parsing and validation
-// of RWIN_IB_TC / SL / HOP_LIMIT / TIMEOUT / RETRY_CNT / GID_TYPE / GID_SUBNET / FORK_SAFE, the
+// of RWIN_IB_TC / SL / HOP_LIMIT / TIMEOUT / RETRY_CNT / GID_TYPE / GID_SUBNET / FORK_SAFE and
+// RWIN_VERBS_QPS_PER_PEER / STRIPE_MIN, the
 // subnet match, and the RDMA read/atomic depth rule (rd_atomic_limits). No device needed.
 #include <gtest/gtest.h>
 
@@ -15,7 +16,8 @@ namespace {
 namespace rt = rwin::transport;
 
 constexpr const char* kVars[] = {"RWIN_IB_TC",       "RWIN_IB_SL",        "RWIN_IB_HOP_LIMIT",  "RWIN_IB_TIMEOUT",
-                                 "RWIN_IB_RETRY_CNT", "RWIN_IB_GID_TYPE", "RWIN_IB_GID_SUBNET", "RWIN_IB_FORK_SAFE"};
+                                 "RWIN_IB_RETRY_CNT", "RWIN_IB_GID_TYPE", "RWIN_IB_GID_SUBNET", "RWIN_IB_FORK_SAFE",
+                                 "RWIN_VERBS_QPS_PER_PEER", "RWIN_VERBS_STRIPE_MIN"};
 
 class Env : public rwin::test::EnvGuard {
  public:
@@ -56,7 +58,10 @@ TEST(VerbsParams, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(p.gid_type, rt::GidType::Auto);
   EXPECT_FALSE(p.gid_subnet.set);
   EXPECT_EQ(p.fork_safe, rt::ForkSafe::Auto);
-  EXPECT_EQ(p.text(), "tc 0 sl 0 hop_limit 64 gid_type auto timeout 18 retry_cnt 6 fork_safe auto");
+  EXPECT_EQ(p.qps_per_peer, 1);
+  EXPECT_EQ(p.stripe_min, 65536u);
+  EXPECT_EQ(p.text(),
+            "tc 0 sl 0 hop_limit 64 gid_type auto timeout 18 retry_cnt 6 fork_safe auto qps_per_peer 1 stripe_min 65536");
   // A default-made TransportConfig carries the same values as an empty environment.
   EXPECT_EQ(rt::TransportConfig{}.verbs.text(), p.text());
 }
@@ -71,9 +76,12 @@ TEST(VerbsParams, ValuesAreRead) {
   env.set("RWIN_IB_GID_TYPE", "roce-v1");
   env.set("RWIN_IB_GID_SUBNET", "10.1.0.0/16");
   env.set("RWIN_IB_FORK_SAFE", "1");
+  env.set("RWIN_VERBS_QPS_PER_PEER", "4");
+  env.set("RWIN_VERBS_STRIPE_MIN", "16K");
   const auto p = rt::VerbsParams::from_env();
   EXPECT_EQ(p.text(),
-            "tc 106 sl 3 hop_limit 1 gid_type roce-v1 gid_subnet 10.1.0.0/16 timeout 14 retry_cnt 7 fork_safe 1");
+            "tc 106 sl 3 hop_limit 1 gid_type roce-v1 gid_subnet 10.1.0.0/16 timeout 14 retry_cnt 7 fork_safe 1 "
+            "qps_per_peer 4 stripe_min 16384");
 }
 
 TEST(VerbsParams, BadValuesNameTheVariableTextAndRange) {
@@ -90,6 +98,13 @@ TEST(VerbsParams, BadValuesNameTheVariableTextAndRange) {
   EXPECT_NE(params_error("RWIN_IB_GID_SUBNET", "10.1.0.0/33").find("prefix length"), std::string::npos);
   EXPECT_NE(params_error("RWIN_IB_GID_SUBNET", "10.1/8").find("neither an IPv4 nor an IPv6"), std::string::npos);
   EXPECT_NE(params_error("RWIN_IB_GID_SUBNET", "fe80::/129").find("prefix length"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_VERBS_QPS_PER_PEER", "0").find("RWIN_VERBS_QPS_PER_PEER='0' is not an integer in [1, 16]"),
+            std::string::npos);
+  EXPECT_NE(params_error("RWIN_VERBS_QPS_PER_PEER", "17").find("[1, 16]"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_VERBS_STRIPE_MIN", "0").find("outside [1, 2 GiB]"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_VERBS_STRIPE_MIN", "4G").find("RWIN_VERBS_STRIPE_MIN='4G'"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_VERBS_STRIPE_MIN", "64X").find("unknown suffix"), std::string::npos);
+  EXPECT_EQ(params_error("RWIN_VERBS_STRIPE_MIN", "2GiB"), "");
   EXPECT_EQ(params_error("RWIN_IB_TC", "255"), "");
   EXPECT_EQ(params_error("RWIN_IB_GID_SUBNET", "fe80::/10"), "");
 }

@@ -97,8 +97,8 @@ B unpack(std::span<const uint8_t> in) {
 
 // What one side of a queue pair tells the other before both move to RTR: the part both connection
 // blobs carry, in this order.
-// Version 2 added gid_type and the two RDMA read/atomic depths; version 3 the flush target (older
-// versions are refused by name).
+// Version 2 added gid_type and the two RDMA read/atomic depths; version 3 the flush target;
+// version 4 the QP's lane and the sender's lane count (striping); older versions are refused by name.
 struct QpAddress {
   static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16 + 4 + 8 + 4 + 4;
   uint32_t qpn = 0;        // sender's QP number for this pair
@@ -110,14 +110,14 @@ struct QpAddress {
   uint8_t gid_type = 0;      // GidType of the sender's GID (0 unknown: a kernel without GID types)
   uint8_t rd_atomic_init = 0;  // sender's max_qp_init_rd_atom, capped (verbs_params.h, rd_atomic_limits)
   uint8_t rd_atomic_resp = 0;  // sender's max_qp_rd_atom (responder resources), capped
-  uint8_t reserved = 0;
+  uint8_t lane = 0;  // which of the sender's QPs to this peer (0 .. lanes-1): pairs lane i with lane i
   // A registered word of the sender's that the other side's flush (a zero-length RDMA READ) names.
   // The IBA lets a zero-length request carry any R_Key, but a responder that replays a
   // retransmitted READ may look its R_Key up again (rxe does: rkey 0 then fails with an R_Key
   // violation and moves the responder's QP to ERR); a real key is valid on every device.
   uint64_t flush_addr = 0;
   uint32_t flush_rkey = 0;
-  uint32_t reserved2 = 0;
+  uint32_t lanes = 1;  // QPs the sender has to this peer (RWIN_VERBS_QPS_PER_PEER): both sides must agree
 
   template <class IO, class Self>
   static void fields(IO& io, Self& s) {
@@ -130,10 +130,10 @@ struct QpAddress {
     io.u8(s.gid_type);
     io.u8(s.rd_atomic_init);
     io.u8(s.rd_atomic_resp);
-    io.u8(s.reserved);
+    io.u8(s.lane);
     io.u64(s.flush_addr);
     io.u32(s.flush_rkey);
-    io.u32(s.reserved2);
+    io.u32(s.lanes);
   }
 };
 
@@ -141,7 +141,7 @@ struct QpAddress {
 struct ConnBlob : QpAddress {
   static constexpr const char* kWhat = "verbs connection blob";
   static constexpr uint32_t kMagic = 0x50515752;  // "RWQP" little endian
-  static constexpr uint16_t kVersion = 3;
+  static constexpr uint16_t kVersion = 4;
   static constexpr size_t kBytes = 8 + 4 + 4 + QpAddress::kBytes;
   uint32_t rank = 0;  // sender
   uint32_t peer = 0;  // intended receiver: catches a blob delivered to the wrong rank
@@ -163,7 +163,7 @@ struct ConnBlob : QpAddress {
 struct EndpointBlob : QpAddress {
   static constexpr const char* kWhat = "verbs endpoint blob";
   static constexpr uint32_t kMagic = 0x50455752;  // "RWEP" little endian
-  static constexpr uint16_t kVersion = 3;
+  static constexpr uint16_t kVersion = 4;
   static constexpr size_t kBytes = 8 + 8 + 4 + QpAddress::kBytes;
   uint64_t instance = 0;  // random per VerbsTransport object
   uint32_t slot = 0;      // the sender's index for this connection (its add_peer() result)

@@ -60,7 +60,10 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   dev_ = std::make_shared<DeviceHandles>();
   dev_->ctx = open_device(cfg, dev_info_);
   describe_ = "verbs(" + dev_info_.name + " port " + std::to_string(dev_info_.port) + " gid " +
-              std::to_string(dev_info_.gid_index) + ")";
+              std::to_string(dev_info_.gid_index) +
+              (!cfg.dynamic_peers && cfg.verbs.qps_per_peer > 1 ? ", " + std::to_string(cfg.verbs.qps_per_peer) + " qps per peer"
+                                                                 : std::string()) +
+              ")";
   if (cfg.dynamic_peers) {
     instance_ = random_instance();
     self_ = "verbs instance " + hex64(instance_);
@@ -74,14 +77,18 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   if (!dev_->pd) throw TransportError(who + ": ibv_alloc_pd failed: " + std::strerror(errno));
 
   const auto& da = dev_info_.dev_attr;
-  // Collective: every rank's send queue must fit the CQ at once. Run-time peers: the CQ starts
-  // with room for a few and ensure_cq_room() grows it as peers are added.
-  const uint32_t n = cfg.dynamic_peers ? 1 : static_cast<uint32_t>(cfg.nranks);
+  // Collective: every QP's send queue (lanes_ per rank) must fit the CQ at once. Run-time peers
+  // (one QP each): the CQ starts with room for a few and ensure_cq_room() grows it as peers are added.
+  lanes_ = cfg.dynamic_peers ? 1 : cfg.verbs.qps_per_peer;
+  const uint32_t nranks = cfg.dynamic_peers ? 1 : static_cast<uint32_t>(cfg.nranks);
+  const uint32_t n = nranks * static_cast<uint32_t>(lanes_);
   sq_depth_ = std::min<uint32_t>(kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr));
   sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_cqe) / n);
   if (sq_depth_ < kMinSqDepth) {
-    throw TransportError(who + ": " + std::to_string(n) + " ranks need a completion queue of " +
-                         std::to_string(n * kMinSqDepth) + " entries, device max_cqe is " + std::to_string(da.max_cqe));
+    throw TransportError(who + ": " + std::to_string(nranks) + " ranks x " + std::to_string(lanes_) +
+                         " queue pairs per peer need a completion queue of " + std::to_string(n * kMinSqDepth) +
+                         " entries, device max_cqe is " + std::to_string(da.max_cqe) +
+                         (lanes_ > 1 ? " (lower RWIN_VERBS_QPS_PER_PEER)" : ""));
   }
   // One CQ entry per send-queue slot of every peer: every WC (signaled success, error, or flush
   // after an error) belongs to one outstanding WR, and outstanding WRs never exceed the slots.
@@ -95,8 +102,9 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   }
   cq_cqe_ = std::max(cqe, cq_->cqe);
   if (!cfg.dynamic_peers) {
-    peers_.resize(n);
-    live_peers_ = n;
+    peers_.resize(nranks);
+    for (Peer& pr : peers_) pr.lanes.resize(static_cast<size_t>(lanes_));
+    live_qps_ = n;
   }
   scratch_ = std::make_unique<VerbsMemoryRegion>(dev_, 8, who);
   ensure_result_slots(peers_.size());
@@ -119,7 +127,7 @@ std::string VerbsTransport::who(int peer) const {
 }
 
 void VerbsTransport::ensure_cq_room(size_t live) {
-  const size_t need = static_cast<size_t>(sq_depth_) * (live + retired_undrained_);
+  const size_t need = static_cast<size_t>(sq_depth_) * (live + retired_undrained_);  // QPs
   if (need <= static_cast<size_t>(cq_cqe_)) return;
   const int max_cqe = dev_info_.dev_attr.max_cqe;
   if (need > static_cast<size_t>(max_cqe)) {
@@ -259,38 +267,70 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
                          std::to_string(cfg_.nranks));
   }
   const int n = cfg_.nranks;
-  std::vector<ConnBlob> mine(n);
+  const auto lane_count = static_cast<size_t>(lanes_);
+  // mine[p * lanes + l]: lane l's QP toward peer p.
+  std::vector<ConnBlob> mine(static_cast<size_t>(n) * lane_count);
   for (int p = 0; p < n; ++p) {
-    static_cast<QpAddress&>(mine[p]) = open_qp(p);
-    mine[p].rank = static_cast<uint32_t>(me);
-    mine[p].peer = static_cast<uint32_t>(p);
+    for (int l = 0; l < lanes_; ++l) {
+      ConnBlob& b = mine[static_cast<size_t>(p) * lane_count + static_cast<size_t>(l)];
+      static_cast<QpAddress&>(b) = open_qp(p, l);
+      b.rank = static_cast<uint32_t>(me);
+      b.peer = static_cast<uint32_t>(p);
+    }
   }
   // Every rank connects its transports in the same order, so the generation matches across ranks
-  // and the tag is unique per exchange as Bootstrap::send/recv require.
+  // and the tag is unique per exchange as Bootstrap::send/recv require. One message per peer: its
+  // lanes' blobs back to back (the count is checked against each blob's own `lanes`).
   const std::string tag = "rwin.verbs.qp." + std::to_string(g_connect_generation.fetch_add(1));
   // Send everything first, then receive: no rank waits for a peer that is itself waiting.
   for (int p = 0; p < n; ++p) {
-    if (p != me) bs.send(p, tag, mine[p].pack());
+    if (p == me) continue;
+    std::vector<uint8_t> msg;
+    msg.reserve(lane_count * ConnBlob::kBytes);
+    for (size_t l = 0; l < lane_count; ++l) {
+      const auto b = mine[static_cast<size_t>(p) * lane_count + l].pack();
+      msg.insert(msg.end(), b.begin(), b.end());
+    }
+    bs.send(p, tag, msg);
   }
   for (int p = 0; p < n; ++p) {
-    ConnBlob remote;
+    std::vector<ConnBlob> remote(lane_count);
     if (p == me) {
-      // Loopback: the QP is connected to itself (dest qpn = own qpn, its own GID). rxe and
+      // Loopback: each QP is connected to itself (dest qpn = own qpn, its own GID). rxe and
       // hardware HCAs loop such packets back internally; no second QP is needed.
-      remote = mine[p];
+      for (size_t l = 0; l < lane_count; ++l) remote[l] = mine[static_cast<size_t>(p) * lane_count + l];
     } else {
       const auto bytes = bs.recv(p, tag);
-      try {
-        remote = ConnBlob::unpack(bytes);
-      } catch (const TransportError& e) {
-        throw TransportError(whoami + ": from peer " + std::to_string(p) + ": " + e.what());
+      const std::string from = whoami + ": from peer " + std::to_string(p) + ": ";
+      // A peer with another RWIN_VERBS_QPS_PER_PEER sends another number of blobs: read the
+      // first one's count so the message names both settings.
+      if (bytes.size() != lane_count * ConnBlob::kBytes) {
+        uint32_t theirs = 0;
+        if (bytes.size() >= ConnBlob::kBytes && bytes.size() % ConnBlob::kBytes == 0) {
+          try {
+            theirs = ConnBlob::unpack(std::span<const uint8_t>(bytes.data(), ConnBlob::kBytes)).lanes;
+          } catch (const TransportError&) {
+          }
+        }
+        throw TransportError(from + std::to_string(bytes.size()) + " bytes of connection blobs, expected " +
+                             std::to_string(lane_count) + " x " + std::to_string(ConnBlob::kBytes) +
+                             (theirs ? " (the peer has " + std::to_string(theirs) + " queue pairs per peer, this rank " +
+                                           std::to_string(lanes_) + ": set RWIN_VERBS_QPS_PER_PEER alike on every rank)"
+                                     : std::string()));
       }
-      if (remote.rank != static_cast<uint32_t>(p) || remote.peer != static_cast<uint32_t>(me)) {
-        throw TransportError(whoami + ": connection blob from peer " + std::to_string(p) + " says it is from rank " +
-                             std::to_string(remote.rank) + " for rank " + std::to_string(remote.peer));
+      for (size_t l = 0; l < lane_count; ++l) {
+        try {
+          remote[l] = ConnBlob::unpack(std::span<const uint8_t>(bytes.data() + l * ConnBlob::kBytes, ConnBlob::kBytes));
+        } catch (const TransportError& e) {
+          throw TransportError(from + e.what());
+        }
+        if (remote[l].rank != static_cast<uint32_t>(p) || remote[l].peer != static_cast<uint32_t>(me)) {
+          throw TransportError(whoami + ": connection blob from peer " + std::to_string(p) + " says it is from rank " +
+                               std::to_string(remote[l].rank) + " for rank " + std::to_string(remote[l].peer));
+        }
       }
     }
-    connect_qp(p, remote, "peer " + std::to_string(p));
+    for (int l = 0; l < lanes_; ++l) connect_qp(p, l, remote[static_cast<size_t>(l)], "peer " + std::to_string(p));
   }
   // No rank posts before every QP of every rank is at least RTR: a request reaching a QP still in
   // INIT is dropped and only recovered by the retry timer.
@@ -299,12 +339,12 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
   for (Peer& pr : peers_) pr.connected = true;
 }
 
-QpAddress VerbsTransport::open_qp(int peer) {
-  Peer& pr = peers_[peer];
-  pr.qp = create_qp(peer);
-  qp_to_init(pr.qp.get(), peer);
-  QpAddress& a = pr.local;
-  a.qpn = pr.qp->qp_num;
+QpAddress VerbsTransport::open_qp(int peer, int lane) {
+  Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  ln.qp = create_qp(peer);
+  qp_to_init(ln.qp.get(), peer);
+  QpAddress& a = ln.local;
+  a.qpn = ln.qp->qp_num;
   a.psn = random_psn();
   a.lid = dev_info_.port_attr.lid;
   a.mtu = static_cast<uint8_t>(dev_info_.port_attr.active_mtu);
@@ -315,12 +355,24 @@ QpAddress VerbsTransport::open_qp(int peer) {
   a.rd_atomic_resp = rd_atomic_advertised(dev_info_.dev_attr.max_qp_rd_atom);
   a.flush_addr = reinterpret_cast<uint64_t>(scratch_->addr());
   a.flush_rkey = scratch_->rkey();
+  a.lane = static_cast<uint8_t>(lane);
+  a.lanes = static_cast<uint32_t>(peers_[peer].lanes.size());
   return a;
 }
 
-void VerbsTransport::connect_qp(int peer, const QpAddress& remote, const std::string& from) {
+void VerbsTransport::connect_qp(int peer, int lane, const QpAddress& remote, const std::string& from) {
   // Checked before any ibv_modify_qp: a rejected blob leaves the QP in INIT, so the caller may
   // retry with a correct one.
+  Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  if (remote.lanes != ln.local.lanes || remote.lane != lane) {
+    throw TransportError(who(peer) + ": " + from + " sent the blob of its queue pair " + std::to_string(remote.lane) +
+                         " of " + std::to_string(remote.lanes) + " for this side's queue pair " + std::to_string(lane) +
+                         " of " + std::to_string(ln.local.lanes) +
+                         (remote.lanes != ln.local.lanes
+                              ? " (RWIN_VERBS_QPS_PER_PEER differs between the two: set it alike on every rank; "
+                                "run-time peers always use one)"
+                              : std::string()));
+  }
   if (remote.link_layer != dev_info_.port_attr.link_layer) {
     throw TransportError(who(peer) + ": " + from + " is on link layer " + std::to_string(remote.link_layer) +
                          ", this port on " + std::to_string(dev_info_.port_attr.link_layer) + " (1 = ib, 2 = ethernet)");
@@ -356,20 +408,19 @@ void VerbsTransport::connect_qp(int peer, const QpAddress& remote, const std::st
       !why.empty()) {
     throw TransportError(who(peer) + ": " + from + ": " + why + " (rwin needs RDMA reads and atomics)");
   }
-  Peer& pr = peers_[peer];
-  pr.flush_addr = remote.flush_addr;
-  pr.flush_rkey = remote.flush_rkey;
-  qp_to_rtr_rts(pr.qp.get(), peer, pr.local.psn, remote);
+  ln.flush_addr = remote.flush_addr;
+  ln.flush_rkey = remote.flush_rkey;
+  qp_to_rtr_rts(ln.qp.get(), peer, ln.local.psn, remote);
   if (log::enabled(log::Level::Debug, log::Subsys::Verbs)) {
     // What the device took, read back (ibv_query_qp): the knobs' values as the QP holds them.
     ibv_qp_attr q{};
     ibv_qp_init_attr qi{};
-    const bool got = ibv_query_qp(pr.qp.get(), &q, IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+    const bool got = ibv_query_qp(ln.qp.get(), &q, IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                                        IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &qi) == 0;
     RWIN_LOG(Debug, Verbs,
              "%s: qp 0x%x connected to %s, remote qp 0x%x (RTR, RTS): %s tc %u sl %u hop_limit %u timeout %u "
              "retry_cnt %u max_rd_atomic %u max_dest_rd_atomic %u",
-             who(peer).c_str(), pr.qp->qp_num, from.c_str(), remote.qpn, got ? "queried" : "set",
+             who(peer).c_str(), ln.qp->qp_num, from.c_str(), remote.qpn, got ? "queried" : "set",
              unsigned{got ? q.ah_attr.grh.traffic_class : cfg_.verbs.traffic_class},
              unsigned{got ? q.ah_attr.sl : cfg_.verbs.service_level},
              unsigned{got ? q.ah_attr.grh.hop_limit : cfg_.verbs.hop_limit},
@@ -385,16 +436,17 @@ int VerbsTransport::add_peer() {
                          "connect() (TransportConfig::dynamic_peers is false)");
   }
   const int p = npeers();
-  ensure_cq_room(live_peers_ + 1);
+  ensure_cq_room(live_qps_ + 1);
   ensure_result_slots(static_cast<size_t>(p) + 1);
   peers_.emplace_back();
+  peers_.back().lanes.resize(1);
   try {
-    open_qp(p);
+    open_qp(p, 0);
   } catch (...) {
     peers_.pop_back();  // the index was never handed out
     throw;
   }
-  ++live_peers_;
+  ++live_qps_;
   return p;
 }
 
@@ -421,7 +473,7 @@ std::vector<uint8_t> VerbsTransport::local_endpoint(int peer) {
   check_slot(cfg_.dynamic_peers, peer, npeers(), self_ + ": " + describe_,
              peer >= 0 && peer < npeers() ? peers_[peer].error : std::string(), "local_endpoint");
   EndpointBlob b;
-  static_cast<QpAddress&>(b) = peers_[peer].local;
+  static_cast<QpAddress&>(b) = peers_[peer].lanes[0].local;
   b.instance = instance_;
   b.slot = static_cast<uint32_t>(peer);
   return b.pack();
@@ -438,7 +490,7 @@ void VerbsTransport::connect_peer(int peer, std::span<const uint8_t> remote_endp
   } catch (const TransportError& e) {
     throw TransportError(who(peer) + ": connect_peer(): " + e.what());
   }
-  connect_qp(peer, remote,
+  connect_qp(peer, 0, remote,
              "endpoint of " + (remote.instance == instance_ ? std::string("this transport") : "instance " + hex64(remote.instance)) +
                  " slot " + std::to_string(remote.slot));
   pr.connected = true;

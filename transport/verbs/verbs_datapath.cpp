@@ -41,6 +41,18 @@
 // in flight post() returns Busy for that peer, so later work cannot overtake it (a native atomic
 // could not be overtaken either). capabilities().native_set is false.
 //
+// Striping (RWIN_VERBS_QPS_PER_PEER = K > 1, collective peers). Each peer has K RC QPs ("lanes")
+// on the device. Writes and Reads of at least RWIN_VERBS_STRIPE_MIN bytes go round-robin over all
+// K (the core's pipeline keeps several chunks in flight, so a large put is spread over every QP, as
+// mori and NCCL's net_ib do; on RoCE each QP is its own UDP source port, hence its own ECMP path);
+// everything else, atomics, Swap loops and Flush included, goes on lane 0. An RC QP orders only
+// its own requests, so before an atomic or Flush goes out on lane 0, every other lane that carried
+// a Write since its last fence gets a zero-length READ (a fence read), and post() answers Busy
+// until those complete: a READ's response leaves the responder after every earlier request of its
+// QP executed (see Flush below), so the striped Writes are placed before the atomic is executed.
+// The fence costs one round trip, only after striped Writes; small puts and notify never pay it.
+// Run-time peers (agents) use one QP each. The lanes of a peer fail together.
+//
 // Failure. The first error WC of a QP (or a work request that cannot be valid, a failed
 // ibv_post_send, or an asynchronous QP/port/CQ event) makes that peer failed: the message is
 // stored and the QP is moved to ERR. WRs never handed to the device complete as failed at once.
@@ -71,11 +83,15 @@ constexpr int kPollBatch = 16;
 // How long a failed peer's posted WRs may take to come back flushed before its QP is destroyed.
 constexpr auto kDrainLimit = std::chrono::seconds(5);
 
-uint64_t make_wr_id(int peer, uint32_t seq) {
-  return (uint64_t{static_cast<uint32_t>(peer)} << 32) | seq;
+// wr_id: peer (24 bits) | lane (8 bits) | per-lane sequence number (32 bits).
+uint64_t make_wr_id(int peer, int lane, uint32_t seq) {
+  return (uint64_t{static_cast<uint32_t>(peer)} << 40) | (uint64_t{static_cast<uint8_t>(lane)} << 32) | seq;
 }
 int wr_peer(uint64_t wr_id) {
-  return static_cast<int>(wr_id >> 32);
+  return static_cast<int>(wr_id >> 40);
+}
+int wr_lane(uint64_t wr_id) {
+  return static_cast<int>((wr_id >> 32) & 0xff);
 }
 uint32_t wr_seq(uint64_t wr_id) {
   return static_cast<uint32_t>(wr_id);
@@ -117,11 +133,13 @@ bool is_atomic(Op op) {
 
 }  // namespace
 
-std::string VerbsTransport::op_text(int peer, const Pending& p) const {
+std::string VerbsTransport::op_text(int peer, int lane, const Pending& p) const {
   std::string s = who(peer);
-  if (peers_[peer].qp) s += " qp " + hex(peers_[peer].qp->qp_num);
+  const Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  if (ln.qp) s += " qp " + hex(ln.qp->qp_num);
+  if (peers_[peer].lanes.size() > 1) s += " (lane " + std::to_string(lane) + ")";
   s += ": ";
-  s += verb_name(p.op);
+  s += p.internal ? "fence (zero-length rdma read)" : verb_name(p.op);
   if (p.op != Op::Flush) s += " of " + std::to_string(p.bytes) + " bytes at remote " + hex(p.remote_addr);
   return s;
 }
@@ -160,27 +178,27 @@ std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& 
   return {};
 }
 
-void VerbsTransport::stage(int peer, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge) {
-  Peer& pr = peers_[peer];
-  if (!p.early) pr.needs_post = true;
-  if (!pr.dirty) {
-    pr.dirty = true;
-    dirty_.push_back(peer);
+void VerbsTransport::stage(int peer, int lane, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge) {
+  Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  if (!p.early) ln.needs_post = true;
+  if (!ln.dirty) {
+    ln.dirty = true;
+    dirty_.push_back({peer, lane});
   }
   Pending q = p;
-  q.seq = pr.next_seq++;
+  q.seq = ln.next_seq++;
   Staged s;
   s.wr = wr;
-  s.wr.wr_id = make_wr_id(peer, q.seq);
+  s.wr.wr_id = make_wr_id(peer, lane, q.seq);
   s.wr.num_sge = sge ? 1 : 0;
   if (sge) s.sge = *sge;
-  pr.pending.push_back(q);
-  pr.staged.push_back(s);
+  ln.pending.push_back(q);
+  ln.staged.push_back(s);
 }
 
-void VerbsTransport::flush_staged(int peer) {
-  Peer& pr = peers_[peer];
-  auto& st = pr.staged;
+void VerbsTransport::flush_staged(int peer, int lane) {
+  Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  auto& st = ln.staged;
   if (st.empty()) return;
   for (size_t i = 0; i < st.size(); ++i) {
     st[i].wr.sg_list = st[i].wr.num_sge ? &st[i].sge : nullptr;
@@ -188,13 +206,13 @@ void VerbsTransport::flush_staged(int peer) {
   }
   st.back().wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(pr.qp.get(), &st.front().wr, &bad);
+  const int rc = ibv_post_send(ln.qp.get(), &st.front().wr, &bad);
   ++counters_.doorbells;
   size_t posted = st.size();
   for (size_t i = 0; rc != 0 && bad && i < st.size(); ++i) {
     if (&st[i].wr == bad) posted = i;
   }
-  pr.needs_post = false;
+  ln.needs_post = false;
   if (rc == 0) {
     counters_.wrs += st.size();
     ++counters_.signaled;
@@ -206,8 +224,36 @@ void VerbsTransport::flush_staged(int peer) {
   // fail_peer() fails it at once and drains only what the device has.
   if (rc != 0 && bad == nullptr) posted = 0;
   st.erase(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(posted));
-  fail_peer(peer, who(peer) + " qp " + hex(pr.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
+  fail_peer(peer, who(peer) + " qp " + hex(ln.qp->qp_num) + ": ibv_post_send failed after " + std::to_string(posted) +
                       " work requests: " + std::strerror(rc));
+}
+
+bool VerbsTransport::start_fence(int peer) {
+  Peer& pr = peers_[peer];
+  bool any = false;
+  for (size_t l = 1; l < pr.lanes.size() && pr.error.empty(); ++l) {
+    Lane& ln = pr.lanes[l];
+    if (!ln.unfenced) continue;
+    any = true;
+    const int lane = static_cast<int>(l);
+    if (ln.pending.size() >= sq_depth_) {  // no slot for the read: the next post() tries again
+      flush_staged(peer, lane);
+      continue;
+    }
+    Pending f;
+    f.op = Op::Flush;
+    f.internal = true;
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = ln.flush_addr;
+    wr.wr.rdma.rkey = ln.flush_rkey;
+    stage(peer, lane, f, wr, nullptr);
+    ln.unfenced = false;
+    ++pr.fencing;
+    ++counters_.fence_reads;
+    flush_staged(peer, lane);  // signaled (last of its chain): its completion ends the fence
+  }
+  return any;
 }
 
 PostResult VerbsTransport::post(const Work& w) {
@@ -228,9 +274,31 @@ PostResult VerbsTransport::post(const Work& w) {
                           (cfg_.dynamic_peers ? "connect_peer()" : "connect()")});
     return PostResult::Ok;
   }
-  if (pr.swap.active) return PostResult::Busy;
-  if (pr.pending.size() >= sq_depth_) {
-    flush_staged(w.peer);  // early-completed Writes may be all that is staged: let them go
+  // Later work waits for a Swap loop or a fence in flight: nothing overtakes them.
+  if (pr.swap.active || pr.fencing > 0) return PostResult::Busy;
+  const size_t nlanes = pr.lanes.size();
+  // An atomic or Flush goes on lane 0 and must land after every Write before it: Writes striped
+  // over the other lanes are fenced first (a zero-length READ per lane, completed before it posts).
+  if (nlanes > 1 && (is_atomic(w.op) || w.op == Op::Flush) && start_fence(w.peer)) {
+    return pr.error.empty() ? PostResult::Busy : PostResult::PeerFailed;
+  }
+  int lane = 0;
+  const bool striped = nlanes > 1 && (w.op == Op::Write || w.op == Op::Read) && w.bytes >= cfg_.verbs.stripe_min;
+  if (striped) {
+    // Round-robin, skipping lanes whose send queue is full (a slow QP gets fewer stripes).
+    lane = -1;
+    for (size_t k = 0; k < nlanes && lane < 0; ++k) {
+      const size_t l = (pr.next_lane + k) % nlanes;
+      if (pr.lanes[l].pending.size() < sq_depth_) lane = static_cast<int>(l);
+    }
+    if (lane < 0) {
+      for (size_t l = 0; l < nlanes; ++l) flush_staged(w.peer, static_cast<int>(l));
+      return PostResult::Busy;
+    }
+  }
+  Lane& ln = pr.lanes[static_cast<size_t>(lane)];
+  if (ln.pending.size() >= sq_depth_) {
+    flush_staged(w.peer, lane);  // early-completed Writes may be all that is staged: let them go
     return PostResult::Busy;
   }
 
@@ -243,11 +311,12 @@ PostResult VerbsTransport::post(const Work& w) {
   if (const std::string bad = check_work(w, lkey, rkey); !bad.empty()) {
     // Accepted, so it yields a Completion: a failed one. A device would turn most of these into a
     // local or remote access error that moves the QP to ERR anyway; failing here names the cause.
-    const std::string msg = op_text(w.peer, p) + ": invalid work request: " + bad;
+    const std::string msg = op_text(w.peer, lane, p) + ": invalid work request: " + bad;
     fail_peer(w.peer, msg);
     ready_.push_back({w.cookie, false, msg});
     return PostResult::Ok;
   }
+  if (striped) pr.next_lane = static_cast<uint32_t>((static_cast<size_t>(lane) + 1) % nlanes);
 
   ibv_send_wr wr{};
   ibv_sge sge{};
@@ -262,14 +331,20 @@ PostResult VerbsTransport::post(const Work& w) {
         sge = {reinterpret_cast<uint64_t>(w.local), static_cast<uint32_t>(w.bytes), lkey};
         sgp = &sge;
       }
-      if (w.op == Op::Write && w.bytes > 0 && w.bytes <= max_inline_) {
+      // Inline (early-completed) Writes only on lane 0: they stay staged until a later op of their
+      // lane, and only lane 0 sees every kind of op (a tiny RWIN_VERBS_STRIPE_MIN stripes them not inline).
+      if (lane == 0 && w.op == Op::Write && w.bytes > 0 && w.bytes <= max_inline_) {
         wr.send_flags |= IBV_SEND_INLINE;
-        if (pr.bounce.empty()) pr.bounce.resize(kChain * max_inline_);
-        uint8_t* slot = pr.bounce.data() + pr.staged.size() * max_inline_;  // staged.size() < kChain
+        if (ln.bounce.empty()) ln.bounce.resize(kChain * max_inline_);
+        uint8_t* slot = ln.bounce.data() + ln.staged.size() * max_inline_;  // staged.size() < kChain
         std::memcpy(slot, w.local, w.bytes);
         sge.addr = reinterpret_cast<uint64_t>(slot);
         p.early = true;
         ready_.push_back({w.cookie, true, {}});
+      }
+      if (lane != 0) {
+        ++counters_.striped;
+        if (w.op == Op::Write) ln.unfenced = true;
       }
       break;
     case Op::AtomicAdd:
@@ -304,17 +379,17 @@ PostResult VerbsTransport::post(const Work& w) {
       s.value = w.operand;
       s.guess = 0;  // zero is the common initial state of a word; any guess is correct, just slower
       stage_swap_cas(w.peer);
-      flush_staged(w.peer);  // the loop's first CAS goes out now, signaled: we need its result
+      flush_staged(w.peer, 0);  // the loop's first CAS goes out now, signaled: we need its result
       return PostResult::Ok;
     }
     case Op::Flush:
       wr.opcode = IBV_WR_RDMA_READ;
-      wr.wr.rdma.remote_addr = pr.flush_addr;
-      wr.wr.rdma.rkey = pr.flush_rkey;
+      wr.wr.rdma.remote_addr = ln.flush_addr;
+      wr.wr.rdma.rkey = ln.flush_rkey;
       break;
   }
-  stage(w.peer, p, wr, sgp);
-  if (pr.staged.size() >= kChain) flush_staged(w.peer);
+  stage(w.peer, lane, p, wr, sgp);
+  if (ln.staged.size() >= kChain) flush_staged(w.peer, lane);
   return PostResult::Ok;
 }
 
@@ -333,15 +408,20 @@ void VerbsTransport::stage_swap_cas(int peer) {
   wr.wr.atomic.compare_add = s.guess;
   wr.wr.atomic.swap = s.value;
   const ibv_sge sge{reinterpret_cast<uint64_t>(s.result), 8, s.result_lkey};
-  stage(peer, p, wr, &sge);
+  stage(peer, 0, p, wr, &sge);
 }
 
-void VerbsTransport::on_success(int peer, uint32_t seq) {
+void VerbsTransport::on_success(int peer, int lane, uint32_t seq) {
   Peer& pr = peers_[peer];
-  if (!pr.error.empty()) return drained_upto(peer, seq, true);
-  while (!pr.pending.empty() && !seq_before(seq, pr.pending.front().seq)) {
-    const Pending p = pr.pending.front();
-    pr.pending.pop_front();
+  if (!pr.error.empty()) return drained_upto(peer, lane, seq, true);
+  Lane& ln = pr.lanes[static_cast<size_t>(lane)];
+  while (!ln.pending.empty() && !seq_before(seq, ln.pending.front().seq)) {
+    const Pending p = ln.pending.front();
+    ln.pending.pop_front();
+    if (p.internal) {  // a fence read: every earlier Write of this lane is placed
+      if (pr.fencing > 0) --pr.fencing;
+      continue;
+    }
     if (p.op == Op::Swap && pr.swap.active) {
       // The CAS wrote the word's old value into this peer's own slot (device DMA, complete now
       // that its WC has been polled; no other WR writes that slot).
@@ -360,75 +440,80 @@ void VerbsTransport::on_success(int peer, uint32_t seq) {
   }
 }
 
-void VerbsTransport::on_error(int peer, const ibv_wc& wc) {
+void VerbsTransport::on_error(int peer, int lane, const ibv_wc& wc) {
   Peer& pr = peers_[peer];
+  Lane& ln = pr.lanes[static_cast<size_t>(lane)];
   const uint32_t seq = wr_seq(wc.wr_id);
   if (wc.status == IBV_WC_WR_FLUSH_ERR && pr.error.empty()) {
     // Flushed with no failed WR of its own: the QP entered ERR for a reason the device may have
     // announced as an async event (read it now, so the message names it).
     read_async_events();
   }
-  if (!pr.error.empty()) return drained_upto(peer, seq, false);
-  // In-order completion: the WRs before the failing one completed successfully.
-  while (!pr.pending.empty() && seq_before(pr.pending.front().seq, seq)) {
-    if (!pr.pending.front().early) ready_.push_back({pr.pending.front().cookie, true, {}});
-    pr.pending.pop_front();
+  if (!pr.error.empty()) return drained_upto(peer, lane, seq, false);
+  // In-order completion: the WRs of this lane before the failing one completed successfully.
+  while (!ln.pending.empty() && seq_before(ln.pending.front().seq, seq)) {
+    const Pending& f = ln.pending.front();
+    if (!f.early && !f.internal) ready_.push_back({f.cookie, true, {}});
+    ln.pending.pop_front();
   }
   Pending failing;
-  if (!pr.pending.empty() && pr.pending.front().seq == seq)
-    failing = pr.pending.front();
+  if (!ln.pending.empty() && ln.pending.front().seq == seq)
+    failing = ln.pending.front();
   else
     failing.op = Op::Flush;  // unknown WR: name no range rather than a wrong one
   char tail[96];
   std::snprintf(tail, sizeof tail, " (status %d, vendor_err 0x%x)", static_cast<int>(wc.status), wc.vendor_err);
-  std::string msg = op_text(peer, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail;
+  std::string msg = op_text(peer, lane, failing) + " failed: " + ibv_wc_status_str(wc.status) + tail;
   if (wc.status == IBV_WC_WR_FLUSH_ERR) {
     msg += ": the queue pair was already in the error state and no work request of it had failed here "
            "(a responder-side error, or the QP was reset; the device reported no async event for it)";
   }
   fail_peer(peer, msg);
   // fail_peer() keeps the posted WRs until their completions return: this one has.
-  drained_upto(peer, seq, false);
+  drained_upto(peer, lane, seq, false);
 }
 
-void VerbsTransport::report_failed(int peer, const Pending& p) {
+void VerbsTransport::report_failed(int peer, int lane, const Pending& p) {
   // An early Write already completed (its source was reusable); its loss shows as the peer's
-  // failure at the next op, as for any Write whose data had not landed.
-  if (p.early) return;
+  // failure at the next op, as for any Write whose data had not landed. A fence read has no caller.
+  if (p.early || p.internal) return;
   Peer& pr = peers_[peer];
-  ready_.push_back({p.cookie, false, pr.first_reported ? op_text(peer, p) + " abandoned, peer failed: " + pr.error : pr.error});
+  ready_.push_back(
+      {p.cookie, false, pr.first_reported ? op_text(peer, lane, p) + " abandoned, peer failed: " + pr.error : pr.error});
   pr.first_reported = true;
 }
 
-void VerbsTransport::drained_upto(int peer, uint32_t seq, bool ok) {
+void VerbsTransport::drained_upto(int peer, int lane, uint32_t seq, bool ok) {
   Peer& pr = peers_[peer];
-  while (!pr.pending.empty() && !seq_before(seq, pr.pending.front().seq)) {
-    const Pending p = pr.pending.front();
-    pr.pending.pop_front();
-    // A successful WC: the device completed this WR and every earlier one before the QP failed
-    // (an abandoned Swap loop still failed). After a flush, whether an earlier unsignaled WR had
-    // completed is not known here: failed is the safe answer for a peer that failed anyway.
+  Lane& ln = pr.lanes[static_cast<size_t>(lane)];
+  while (!ln.pending.empty() && !seq_before(seq, ln.pending.front().seq)) {
+    const Pending p = ln.pending.front();
+    ln.pending.pop_front();
+    // A successful WC: the device completed this WR and every earlier one of the lane before the
+    // QP failed (an abandoned Swap loop still failed). After a flush, whether an earlier unsignaled
+    // WR had completed is not known here: failed is the safe answer for a peer that failed anyway.
     ++counters_.drained;
     if (ok && p.op != Op::Swap) {
-      if (!p.early) ready_.push_back({p.cookie, true, {}});
+      if (!p.early && !p.internal) ready_.push_back({p.cookie, true, {}});
     } else {
-      report_failed(peer, p);
+      report_failed(peer, lane, p);
     }
   }
-  if (pr.draining && pr.pending.empty()) {
+  if (pr.draining && !pr.has_pending()) {
     pr.draining = false;
     --draining_peers_;
   }
 }
 
 void VerbsTransport::retire_qp(int peer) noexcept {
-  Peer& pr = peers_[peer];
-  if (!pr.qp) return;
   // Once ibv_destroy_qp returns the device no longer touches this QP's buffers. Its WCs already in
   // the CQ still count against the CQ's size until poll() finds the CQ empty.
-  pr.qp.reset();
-  --live_peers_;
-  ++retired_undrained_;
+  for (Lane& ln : peers_[peer].lanes) {
+    if (!ln.qp) continue;
+    ln.qp.reset();
+    --live_qps_;
+    ++retired_undrained_;
+  }
 }
 
 void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
@@ -437,35 +522,47 @@ void VerbsTransport::fail_peer(int peer, const std::string& msg) noexcept {
   const bool first = pr.error.empty();
   if (first) {
     pr.error = msg;
-    if (pr.qp) {
-      // Stop the device working on this QP: it flushes every outstanding WR, in order.
+    // Stop the device working on every QP of the peer: it flushes each one's outstanding WRs, in order.
+    for (Lane& ln : pr.lanes) {
+      if (!ln.qp) continue;
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
-      ibv_modify_qp(pr.qp.get(), &a, IBV_QP_STATE);
+      ibv_modify_qp(ln.qp.get(), &a, IBV_QP_STATE);
     }
   }
   pr.swap.active = false;
+  pr.fencing = 0;
   // WRs still staged were never handed to the device: they fail now.
-  const size_t unposted = std::min(pr.staged.size(), pr.pending.size());
-  pr.staged.clear();
-  std::vector<Pending> never(pr.pending.end() - static_cast<std::ptrdiff_t>(unposted), pr.pending.end());
-  pr.pending.erase(pr.pending.end() - static_cast<std::ptrdiff_t>(unposted), pr.pending.end());
+  std::vector<std::pair<int, Pending>> never;
+  for (size_t l = 0; l < pr.lanes.size(); ++l) {
+    Lane& ln = pr.lanes[l];
+    const size_t unposted = std::min(ln.staged.size(), ln.pending.size());
+    ln.staged.clear();
+    for (auto it = ln.pending.end() - static_cast<std::ptrdiff_t>(unposted); it != ln.pending.end(); ++it) {
+      never.emplace_back(static_cast<int>(l), *it);
+    }
+    ln.pending.erase(ln.pending.end() - static_cast<std::ptrdiff_t>(unposted), ln.pending.end());
+  }
   // A run-time peer is gone for good (its index is never reused): destroy the QP now, so nothing of
   // it stays on the device and its share of the CQ can go to later peers.
   if (cfg_.dynamic_peers) retire_qp(peer);
-  if (!pr.qp) {
-    for (const Pending& p : pr.pending) report_failed(peer, p);
-    pr.pending.clear();
+  bool any_qp = false;
+  for (const Lane& ln : pr.lanes) any_qp = any_qp || ln.qp != nullptr;
+  if (!any_qp) {
+    for (size_t l = 0; l < pr.lanes.size(); ++l) {
+      for (const Pending& p : pr.lanes[l].pending) report_failed(peer, static_cast<int>(l), p);
+      pr.lanes[l].pending.clear();
+    }
     if (pr.draining) {
       pr.draining = false;
       --draining_peers_;
     }
-  } else if (!pr.pending.empty() && !pr.draining) {
+  } else if (pr.has_pending() && !pr.draining) {
     pr.draining = true;
     pr.drain_deadline = std::chrono::steady_clock::now() + kDrainLimit;
     ++draining_peers_;
   }
-  for (const Pending& p : never) report_failed(peer, p);
+  for (const auto& [l, p] : never) report_failed(peer, l, p);
 }
 
 void VerbsTransport::end_overdue_drains() {
@@ -473,12 +570,16 @@ void VerbsTransport::end_overdue_drains() {
   for (int p = 0; p < npeers() && draining_peers_ > 0; ++p) {
     Peer& pr = peers_[p];
     if (!pr.draining || now < pr.drain_deadline) continue;
+    size_t left = 0;
+    for (const Lane& ln : pr.lanes) left += ln.pending.size();
     RWIN_LOG(Warn, Verbs, "%s: %zu work requests not flushed by the device within %lld s of the failure: "
-             "destroying the queue pair", who(p).c_str(), pr.pending.size(),
+             "destroying the queue pairs", who(p).c_str(), left,
              static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count()));
     retire_qp(p);
-    for (const Pending& q : pr.pending) report_failed(p, q);
-    pr.pending.clear();
+    for (size_t l = 0; l < pr.lanes.size(); ++l) {
+      for (const Pending& q : pr.lanes[l].pending) report_failed(p, static_cast<int>(l), q);
+      pr.lanes[l].pending.clear();
+    }
     pr.draining = false;
     --draining_peers_;
   }
@@ -517,9 +618,12 @@ void VerbsTransport::read_async_events() noexcept {
     const std::string what = std::string("the device reported async event ") + ibv_event_type_str(type);
     if (qp) {
       for (int p = 0; p < npeers(); ++p) {
-        if (peers_[p].qp.get() != qp) continue;
-        fail_peer(p, who(p) + " qp " + hex(qp->qp_num) + ": " + what +
-                         " (the queue pair is in the error state; outstanding work is flushed)");
+        for (size_t l = 0; l < peers_[p].lanes.size(); ++l) {
+          if (peers_[p].lanes[l].qp.get() != qp) continue;
+          fail_peer(p, who(p) + " qp " + hex(qp->qp_num) +
+                           (peers_[p].lanes.size() > 1 ? " (lane " + std::to_string(l) + ")" : std::string()) + ": " +
+                           what + " (the queue pair is in the error state; outstanding work is flushed)");
+        }
       }
     } else if ((type == IBV_EVENT_PORT_ERR && port == dev_info_.port) || type == IBV_EVENT_CQ_ERR ||
                type == IBV_EVENT_DEVICE_FATAL) {
@@ -549,7 +653,7 @@ void VerbsTransport::quiesce(bool /*graceful: an RC QP moved to error needs no g
   for (int p = 0; p < npeers(); ++p) {
     if (peers_[p].draining) {
       retire_qp(p);
-      peers_[p].pending.clear();
+      for (Lane& ln : peers_[p].lanes) ln.pending.clear();
       peers_[p].draining = false;
       --draining_peers_;
     }
@@ -559,13 +663,14 @@ void VerbsTransport::quiesce(bool /*graceful: an RC QP moved to error needs no g
 void VerbsTransport::post_waited_chains() {
   size_t keep = 0;
   for (size_t i = 0; i < dirty_.size(); ++i) {
-    const int p = dirty_[i];
-    Peer& pr = peers_[p];
-    if (pr.error.empty() && pr.needs_post) flush_staged(p);
-    if (pr.error.empty() && !pr.staged.empty()) {
-      dirty_[keep++] = p;  // early Writes only: they wait for the next op to this peer
+    const LaneRef r = dirty_[i];
+    Peer& pr = peers_[r.peer];
+    Lane& ln = pr.lanes[static_cast<size_t>(r.lane)];
+    if (pr.error.empty() && ln.needs_post) flush_staged(r.peer, r.lane);
+    if (pr.error.empty() && !ln.staged.empty()) {
+      dirty_[keep++] = r;  // early Writes only: they wait for the next op to this peer
     } else {
-      pr.dirty = false;
+      ln.dirty = false;
     }
   }
   dirty_.resize(keep);
@@ -575,7 +680,7 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
   if ((++polls_ & 255) == 0) read_async_events();  // rare events; a syscall per call would cost
   if (draining_peers_ > 0) end_overdue_drains();
   post_waited_chains();
-  if (live_peers_ > 0 || retired_undrained_ > 0) {
+  if (live_qps_ > 0 || retired_undrained_ > 0) {
     ibv_wc wc[kPollBatch];
     // Bounded: at most one pass over everything the CQ can hold, so poll() never spins.
     const int max_rounds = cq_cqe_ / kPollBatch + 1;
@@ -595,11 +700,12 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
       counters_.cqes += static_cast<uint64_t>(n);
       for (int i = 0; i < n; ++i) {
         const int peer = wr_peer(wc[i].wr_id);
-        if (peer < 0 || peer >= npeers()) continue;
+        const int lane = wr_lane(wc[i].wr_id);
+        if (peer < 0 || peer >= npeers() || static_cast<size_t>(lane) >= peers_[peer].lanes.size()) continue;
         if (wc[i].status == IBV_WC_SUCCESS)
-          on_success(peer, wr_seq(wc[i].wr_id));
+          on_success(peer, lane, wr_seq(wc[i].wr_id));
         else
-          on_error(peer, wc[i]);
+          on_error(peer, lane, wc[i]);
       }
       if (n < kPollBatch) {
         retired_undrained_ -= retired_before;

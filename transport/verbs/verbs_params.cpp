@@ -107,6 +107,19 @@ VerbsParams VerbsParams::from_env() {
     else throw TransportError(std::string("RWIN_IB_GID_TYPE='") + v + "' is not a GID type; expected auto, roce-v2, roce-v1 or ib");
   }
   if (const char* v = knobs::env("RWIN_IB_GID_SUBNET")) p.gid_subnet = parse_gid_subnet("RWIN_IB_GID_SUBNET", v);
+  p.qps_per_peer = int_knob("RWIN_VERBS_QPS_PER_PEER", 1, verbs_const::kMaxQpsPerPeer, 1,
+                            "RC queue pairs to each peer; large Writes/Reads go round-robin over them");
+  if (const char* v = knobs::env("RWIN_VERBS_STRIPE_MIN")) {
+    uint64_t out = 0;
+    std::string why = common::parse_size(v, out);
+    if (why.empty() && (out < 1 || out > (uint64_t{1} << 31))) why = "outside [1, 2 GiB]";
+    if (!why.empty()) {
+      throw TransportError(std::string("RWIN_VERBS_STRIPE_MIN='") + v + "' is not a size in [1, 2 GiB] (" + why +
+                           "); expected " + common::kSizeForm + ": the smallest Write/Read striped over the " +
+                           "RWIN_VERBS_QPS_PER_PEER queue pairs of a peer");
+    }
+    p.stripe_min = static_cast<uint32_t>(out);
+  }
   if (const char* v = knobs::env("RWIN_IB_FORK_SAFE")) {
     const std::string_view s(v);
     if (s == "auto") p.fork_safe = ForkSafe::Auto;
@@ -122,7 +135,8 @@ std::string VerbsParams::text() const {
          std::to_string(hop_limit) + " gid_type " + gid_type_name(gid_type) +
          (gid_subnet.set ? " gid_subnet " + gid_subnet.text : std::string()) + " timeout " +
          std::to_string(ack_timeout) + " retry_cnt " + std::to_string(retry_count) + " fork_safe " +
-         fork_safe_name(fork_safe);
+         fork_safe_name(fork_safe) + " qps_per_peer " + std::to_string(qps_per_peer) + " stripe_min " +
+         std::to_string(stripe_min);
 }
 
 uint8_t rd_atomic_advertised(int device_value) noexcept {

@@ -35,6 +35,11 @@ constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kDefaultHopLimit = 64;
 // Outstanding RDMA READ/atomic requests per QP we ask for; capped by both devices (rd_atomic_limits).
 constexpr int kWantRdAtomic = 16;
+// Striping (RWIN_VERBS_QPS_PER_PEER, RWIN_VERBS_STRIPE_MIN): at most this many RC QPs per peer, and
+// by default Writes/Reads of at least 64 KiB go round-robin over them (ROCm mori's stripe size;
+// NCCL's net_ib splits a message over NCCL_IB_QPS_PER_CONNECTION QPs the same way).
+constexpr int kMaxQpsPerPeer = 16;
+constexpr uint32_t kDefaultStripeMin = 64 << 10;
 }  // namespace verbs_const
 
 // Which GID type to use (RWIN_IB_GID_TYPE). Values are the blob's wire codes (verbs_blob.h).
@@ -66,6 +71,8 @@ struct VerbsParams {
   uint8_t ack_timeout = verbs_const::kDefaultAckTimeout;  // 4.096 us * 2^n (RWIN_IB_TIMEOUT)
   uint8_t retry_count = verbs_const::kDefaultRetryCount;  // RWIN_IB_RETRY_CNT
   ForkSafe fork_safe = ForkSafe::Auto;                    // RWIN_IB_FORK_SAFE
+  uint8_t qps_per_peer = 1;  // RC QPs to each peer of a collective job (RWIN_VERBS_QPS_PER_PEER)
+  uint32_t stripe_min = verbs_const::kDefaultStripeMin;  // Writes/Reads this large are striped (RWIN_VERBS_STRIPE_MIN)
 
   // Reads the knobs (common/knobs.h records their source for rwin-info). Throws TransportError
   // naming the variable, its text and the accepted values.

@@ -105,14 +105,15 @@ class VerbsTransport final : public Transport {
   void quiesce(bool graceful) noexcept override;
 
  private:
-  // One posted (or staged, not yet posted) work request, oldest first per peer.
+  // One posted (or staged, not yet posted) work request, oldest first per lane.
   struct Pending {
-    uint32_t seq = 0;  // per-peer sequence number, low 32 bits of wr_id
+    uint32_t seq = 0;  // per-lane sequence number, low 32 bits of wr_id
     uint64_t cookie = 0;
     Op op = Op::Write;  // the user's op (a Swap step is Op::Swap)
     size_t bytes = 0;
     uint64_t remote_addr = 0;
-    bool early = false;  // an inline Write completed at post(): its payload is in the peer's bounce
+    bool early = false;     // an inline Write completed at post(): its payload is in the lane's bounce
+    bool internal = false;  // a fence read of the transport's own (no cookie, no Completion)
   };
   // A work request built by post() and handed to the device by flush_staged().
   struct Staged {
@@ -136,40 +137,59 @@ class VerbsTransport final : public Transport {
     uint64_t guess = 0;  // what the current CAS expects to find
     unsigned attempts = 0;
   };
-  struct Peer {
+  // One RC queue pair to a peer. Lane 0 carries everything but large Writes/Reads, which go
+  // round-robin over all lanes (RWIN_VERBS_QPS_PER_PEER, verbs_datapath.cpp "Striping").
+  struct Lane {
     QpPtr qp;
-    QpAddress local;         // what the other side needs (our qpn, initial PSN, GID, ...)
+    QpAddress local;          // what the other side needs (our qpn, initial PSN, GID, lane, ...)
     uint64_t flush_addr = 0;  // the other side's flush target (QpAddress::flush_addr, flush_rkey)
     uint32_t flush_rkey = 0;
-    bool connected = false;  // at RTS: post() may hand work to the device
     std::deque<Pending> pending;  // staged + posted, not yet completed; size() <= sq_depth_
     std::vector<Staged> staged;   // built, not yet given to ibv_post_send (capacity kChain)
     uint32_t next_seq = 1;
-    SwapState swap;
-    std::string error;  // sticky failure, empty while healthy
-    // After a failure: posted WRs stay in `pending` until the device returns their completions
-    // (flushed or done): only then is their memory the caller's again. Bounded by drain_deadline,
-    // after which the QP is destroyed (the device is done with it when ibv_destroy_qp returns).
-    bool draining = false;
-    std::chrono::steady_clock::time_point drain_deadline{};
-    bool first_reported = false;  // the failure's own message went out with one completion
     // Inline Writes are copied here at post() (slot = index in `staged`, max_inline_ bytes each)
     // and complete at once: the device copies the payload into the WQE at ibv_post_send.
     std::vector<uint8_t> bounce;
     bool needs_post = false;  // `staged` holds a WR somebody waits for: poll() posts the chain
     bool dirty = false;       // listed in dirty_ (has staged WRs)
+    bool unfenced = false;    // lanes >= 1: a Write went out since this lane's last fence read
+  };
+  struct Peer {
+    std::vector<Lane> lanes;  // 1 (run-time peers) or cfg_.verbs.qps_per_peer
+    bool connected = false;   // at RTS: post() may hand work to the device
+    SwapState swap;
+    uint32_t fencing = 0;     // fence reads in flight: post() waits (Busy) until they complete
+    uint32_t next_lane = 0;   // round-robin cursor of striped Writes/Reads
+    std::string error;  // sticky failure, empty while healthy
+    // After a failure: posted WRs stay in their lane's `pending` until the device returns their
+    // completions (flushed or done): only then is their memory the caller's again. Bounded by
+    // drain_deadline, after which the QPs are destroyed (the device is done with a QP when
+    // ibv_destroy_qp returns).
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_deadline{};
+    bool first_reported = false;  // the failure's own message went out with one completion
+    bool has_pending() const noexcept {
+      for (const Lane& l : lanes) {
+        if (!l.pending.empty()) return true;
+      }
+      return false;
+    }
+  };
+  struct LaneRef {
+    int peer = 0;
+    int lane = 0;
   };
 
   // verbs_connect.cpp: the steps both connect() and the run-time path take.
-  // Creates the peer's QP, moves it to INIT, picks its PSN; returns what the other side needs.
-  QpAddress open_qp(int peer);
-  // Checks the remote side (link layer, MTU, GID), moves the QP to RTR and RTS. `from` names the
+  // Creates the peer's QP of `lane`, moves it to INIT, picks its PSN; returns what the other side needs.
+  QpAddress open_qp(int peer, int lane);
+  // Checks the remote side (link layer, MTU, GID, lanes), moves the lane's QP to RTR and RTS. `from` names the
   // remote in messages ("peer 3", "endpoint of instance 0x.. slot 2").
-  void connect_qp(int peer, const QpAddress& remote, const std::string& from);
+  void connect_qp(int peer, int lane, const QpAddress& remote, const std::string& from);
   QpPtr create_qp(int peer);
   void qp_to_init(ibv_qp* qp, int peer);
   void qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const QpAddress& remote);
-  // Grows the CQ (ibv_resize_cq) so that `live` peers' send queues fit; throws TransportError.
+  // Grows the CQ (ibv_resize_cq) so that `live` QPs' send queues fit; throws TransportError.
   void ensure_cq_room(size_t live);
   // "rank 2 -> peer 1: verbs(rxe0 port 1 gid 1)": the prefix of every per-peer message.
   std::string who(int peer) const;
@@ -177,18 +197,21 @@ class VerbsTransport final : public Transport {
 
   // verbs_datapath.cpp
   std::string check_work(const Work& w, uint32_t& lkey, uint32_t& rkey) const;
-  void stage(int peer, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge);
-  void flush_staged(int peer);
+  void stage(int peer, int lane, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge);
+  void flush_staged(int peer, int lane);
+  // Before an atomic or Flush to `peer` on lane 0: a zero-length READ on every other lane that
+  // carried a Write since its last fence. Returns false when nothing needed fencing.
+  bool start_fence(int peer);
   // Posts the chains of dirty peers that hold a WR somebody waits for; drops clean peers.
   void post_waited_chains();
-  void on_success(int peer, uint32_t seq);
-  void on_error(int peer, const ibv_wc& wc);
+  void on_success(int peer, int lane, uint32_t seq);
+  void on_error(int peer, int lane, const ibv_wc& wc);
   void stage_swap_cas(int peer);
-  std::string op_text(int peer, const Pending& p) const;
+  std::string op_text(int peer, int lane, const Pending& p) const;
   // Completes `p` of a failed peer as failed: the first one carries the failure's message.
-  void report_failed(int peer, const Pending& p);
+  void report_failed(int peer, int lane, const Pending& p);
   // A failed peer's completion arrived: everything up to `seq` is the caller's again.
-  void drained_upto(int peer, uint32_t seq, bool ok);
+  void drained_upto(int peer, int lane, uint32_t seq, bool ok);
   // Peers whose drain passed its deadline: destroy their QP, report what is left.
   void end_overdue_drains();
   void retire_qp(int peer) noexcept;
@@ -211,10 +234,12 @@ class VerbsTransport final : public Transport {
   std::string self_;         // "rank 2" (collective) or "verbs instance 0x..." (run-time peers)
   uint64_t instance_ = 0;    // run-time peers: random id sent in every EndpointBlob
   int cq_cqe_ = 0;           // the CQ's size as created or resized
-  // Run-time peers: a failed peer's QP is destroyed, but up to sq_depth_ of its WCs may still sit
-  // in the CQ until poll() finds it empty; until then they count against the CQ's size.
-  size_t live_peers_ = 0;
+  // QPs that may still produce WCs. A failed peer's QPs are destroyed, but up to sq_depth_ WCs of
+  // each may still sit in the CQ until poll() finds it empty; until then they count against the
+  // CQ's size (retired_undrained_, in QPs).
+  size_t live_qps_ = 0;
   size_t retired_undrained_ = 0;
+  int lanes_ = 1;  // QPs per peer of the collective connect (cfg_.verbs.qps_per_peer); run-time peers 1
   // A deque: add_peer() appends without moving the other peers (no Peer& or staged chain of a
   // peer with work in flight is invalidated). wr_id carries the peer index, never a pointer.
   std::deque<Peer> peers_;
@@ -229,7 +254,7 @@ class VerbsTransport final : public Transport {
   bool async_nonblocking_ = false;  // the context's async_fd was made non-blocking
   uint32_t polls_ = 0;              // poll() calls: async events are read every 256th
   TransportCounters counters_;
-  std::vector<int> dirty_;  // peers with staged WRs: poll() visits only these (O(active))
+  std::vector<LaneRef> dirty_;  // lanes with staged WRs: poll() visits only these (O(active))
   bool connected_ = false;  // collective connect() done (run-time peers: Peer::connected)
   std::vector<Completion> ready_;  // completions produced outside poll() (validation failures)
 };
