@@ -118,6 +118,30 @@ verbs_tests() {
   return $rc
 }
 step "unit + contract + transport tests over verbs" verbs_tests
+# 1a. Striping (issue 23, docs/CONFIG.md RWIN_VERBS_QPS_PER_PEER): the tests again with 4 queue pairs per
+#     peer and every Write/Read from 4 KiB striped, so every notify, put(Add) and flush follows striped
+#     data (the CI tier: the transport tests, put(Add) and the memory model; --full: every verbs test);
+#     then ring shifts of 128 KiB chunks over 4 QPs.
+verbs_striped() {
+  local log=/tmp/verbs-striped.log filter='*/verbs:Verbs*:-VerbsDynamic*:VerbsFork*'
+  [[ $tier == ci ]] && filter='VerbsTransport*:Transports/Accumulate*/verbs:Transports/MemoryModel*/verbs'
+  RWIN_VERBS_QPS_PER_PEER=4 RWIN_VERBS_STRIPE_MIN=4K "$BIN/rwin_mp_tests" --gtest_filter="$filter" --gtest_brief=1 >"$log" 2>&1
+  local rc=$?
+  grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
+  if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
+  [[ $rc -eq 0 ]] || grep -A40 -E ": Failure$|^\[  FAILED  \]" "$log" | cut -c1-2000 | head -200
+  return $rc
+}
+step "striping: transport, put(Add) and memory-model tests over verbs with 4 QPs per peer" verbs_striped
+ring_4qps() (  # ring ARGS... with 4 QPs per peer, which the job's summary line must name
+  export RWIN_VERBS_QPS_PER_PEER=4
+  out=$(ring "$@"); rc=$?
+  echo "$out"
+  [[ $rc -eq 0 ]] && grep -q "4 qps per peer" <<<"$out"
+)
+for mode in put get; do
+  step "ring $mode 4 ranks 1000003 elems, 4 QPs per peer, 128 KiB chunks" ring_4qps 4 $mode 1000003 2 128K
+done
 # Fork (docs/CONFIG.md, "Verbs and fork"): workers forked by a verbs-free parent each make their own
 # Context; a child of a process with registered memory writes its copy and tears down, the parent's QP
 # and MR keep working (kernel copy-on-fork, and ibv_fork_init's MADV_DONTFORK forced by RDMAV_USE_MADVISE).
