@@ -52,6 +52,8 @@ constexpr Knob kTable[] = {
     {"RWIN_IB_RETRY_CNT", K::Int, "6", "0..7", "transport", "verbs: RC retransmissions before a peer fails"},
     {"RWIN_IB_FORK_SAFE", K::Enum, "auto", "auto|1|0", "transport",
      "verbs: ibv_fork_init() before any verbs resource (auto: where the kernel does not copy pinned pages on fork)"},
+    {"RWIN_IB_HCA", K::String, "RWIN_IB_DEVICE, else the first usable device", "NAME[:PORT],... (=exact, ^exclude)",
+     "transport", "verbs: devices to stripe over, as NCCL_IB_HCA (at most 4)"},
     {"RWIN_VERBS_QPS_PER_PEER", K::Int, "1", "1..16", "transport",
      "verbs: RC queue pairs to each peer; Writes/Reads of at least RWIN_VERBS_STRIPE_MIN go round-robin over them"},
     {"RWIN_VERBS_STRIPE_MIN", K::Size, "64K", "1..2147483648", "transport",

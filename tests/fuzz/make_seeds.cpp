@@ -68,6 +68,9 @@ void verbs_seeds() {
   for (size_t i = 0; i < c.gid.size(); ++i) c.gid[i] = static_cast<uint8_t>(i);
   c.flush_addr = 0x7f0000002000;
   c.flush_rkey = 0x43;
+  c.lanes = 2;
+  c.lane = 1;
+  c.rail = 1;
   emit("verbs_blob", "conn", c.pack());
   v::EndpointBlob e;
   static_cast<v::QpAddress&>(e) = c;
@@ -77,7 +80,8 @@ void verbs_seeds() {
   v::KeyBlob k;
   k.addr = 0x7f0000001000;
   k.bytes = 1 << 20;
-  k.rkey = 0x42;
+  k.rails = 2;
+  k.rkeys = {0x42, 0x44, 0, 0};
   emit("verbs_blob", "key", k.pack());
 }
 

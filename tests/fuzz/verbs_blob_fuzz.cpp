@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto k = v::KeyBlob::unpack(in);
     FUZZ_CHECK(k.pack() == input);
     FUZZ_CHECK(k.bytes <= UINT64_MAX - k.addr);
+    FUZZ_CHECK(k.rails >= 1 && k.rails <= v::KeyBlob::kMaxRails);
   } catch (const rwin::transport::TransportError&) {
   }
   return 0;

@@ -153,6 +153,60 @@ verbs_fork() {
 }
 step "fork: verbs-free parent forks workers; a child's copy and teardown leave the parent's QP and MR working" verbs_fork
 
+# 1b. Two devices (suite.sh boots the guest with RWIN_RXE_NICS=2: rxe1 on a second NIC): lanes alternate
+#     between rxe0 and rxe1 (RWIN_IB_HCA=rxe0,rxe1), every region registered on both; the transport tests,
+#     ring shifts, a NIC taken down mid-job (the peers fail naming the QP and the device), and the list's
+#     errors and exclusions.
+if [[ -n ${RWIN_RXE_DEV2:-} ]]; then
+  two_dev_tests() {
+    local log=/tmp/verbs-2dev.log
+    RWIN_IB_HCA=rxe0,rxe1 RWIN_VERBS_STRIPE_MIN=4K "$BIN/rwin_mp_tests" \
+      --gtest_filter='VerbsTransport*:-VerbsTransport.QpsPerPeerMismatch*' --gtest_brief=1 >"$log" 2>&1
+    local rc=$?
+    grep -E "^\[ +(FAILED|SKIPPED|PASSED) +\]|tests? ran" "$log"
+    if grep -q "^\[  SKIPPED \]" "$log"; then echo "verbs tests skipped inside the guest: no device found?"; return 1; fi
+    [[ $rc -eq 0 ]] || grep -A40 -E ": Failure$|^\[  FAILED  \]" "$log" | cut -c1-2000 | head -200
+    return $rc
+  }
+  step "two devices: transport tests with RWIN_IB_HCA=rxe0,rxe1 (lanes alternate devices, 4 KiB stripes)" two_dev_tests
+  ring_2dev() (  # ring ARGS... over rxe0 and rxe1, which the job's summary line must name
+    export RWIN_IB_HCA=rxe0,rxe1
+    out=$(ring "$@"); rc=$?
+    echo "$out"
+    [[ $rc -eq 0 ]] && grep -q "verbs(rxe0 port 1 gid [0-9]* + rxe1 port 1 gid [0-9]*, 2 qps per peer)" <<<"$out"
+  )
+  for mode in put get; do
+    step "two devices: ring $mode 4 ranks 1000003 elems over rxe0 + rxe1" ring_2dev 4 $mode 1000003 2 128K
+  done
+  nic_down() {  # a job over both devices; eth1 (rxe1's NIC) goes down under it
+    local out rc
+    out=$( (sleep 3; ip link set eth1 down) & RWIN_IB_HCA=rxe0,rxe1 RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=128K \
+          "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" --size 1000000 --iters 1000000 2>&1)
+    rc=$?
+    ip link set eth1 up
+    grep -m2 "ring_shift: rwin: peer failed" <<<"$out" | cut -c1-400
+    [[ $rc -ne 0 ]] && [[ $(grep -cE "ring_shift: rwin: peer failed: rank [01]: .*qp 0x[0-9a-f]+ \(lane 1 on rxe1\)" <<<"$out") -ge 1 ]]
+  }
+  step "two devices: rxe1's NIC down mid-job fails the peers naming the QP on rxe1" nic_down
+  hca_list() {  # RWIN_IB_HCA's errors name what is wrong; '^' excludes
+    local out bad
+    for bad in "RWIN_IB_HCA=rxe0,mlx5_9|RWIN_IB_HCA=rxe0,mlx5_9: no device starting with mlx5_9 (devices: rxe0, rxe1)" \
+               "RWIN_IB_HCA==rxe|RWIN_IB_HCA==rxe: no device named rxe" \
+               "RWIN_IB_HCA=rxe0:2|rxe0 cannot be used" \
+               "RWIN_IB_HCA=rxe0,|an empty device name"; do
+      out=$(env RWIN_TRANSPORT=verbs "${bad%%|*}" "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" 2>&1)
+      grep -m1 -F "${bad#*|}" <<<"$out" | cut -c1-300 || { echo "${bad%%|*}: no '${bad#*|}' in:"; echo "$out" | tail -5; return 1; }
+    done
+    out=$(RWIN_TRANSPORT=verbs RWIN_IB_DEVICE=rxe0 RWIN_IB_HCA=rxe1 "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" 2>&1)
+    grep -m1 -F "are both set" <<<"$out" || return 1
+    out=$(RWIN_TRANSPORT=verbs RWIN_IB_HCA='^rxe0' "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" 2>&1) || return 1
+    grep -m1 "over verbs(rxe1 port 1 gid [0-9]*)" <<<"$out"
+  }
+  step "two devices: RWIN_IB_HCA errors name the device; ^ excludes" hca_list
+else
+  echo "guest: one rxe device (RWIN_RXE_NICS=2 not set): two-device steps skipped"
+fi
+
 # gtest_bounded SECONDS LOG CMD...: runs one gtest binary under `timeout`, shows its summary, and
 # fails on a skipped test (here a device exists) or a timeout; on failure shows the failures.
 gtest_bounded() {

@@ -27,6 +27,10 @@ die() { say "$*"; exit 125; }
 CACHE=${RWIN_RXE_CACHE:-/tmp/rwin-rxe}
 TIMEOUT=${RWIN_RXE_TIMEOUT:-900}
 NODES=${RWIN_RXE_NODES:-1}
+# RWIN_RXE_NICS=2: a second NIC per guest (eth1, 10.0.3.15+node/24) with its own Soft-RoCE device rxe1,
+# for multi-device (RWIN_IB_HCA) tests; exported in the guest as RWIN_RXE_DEV2=rxe1.
+NICS=${RWIN_RXE_NICS:-1}
+case $NICS in 1|2) ;; *) die "RWIN_RXE_NICS must be 1 or 2" ;; esac
 GRACE=${RWIN_RXE_GRACE:-30}     # s the other node may still run after one failed
 VERBOSE=${RWIN_RXE_VERBOSE:-0}
 case $NODES in 1|2) ;; *) die "RWIN_RXE_NODES must be 1 or 2" ;; esac
@@ -131,6 +135,16 @@ until read -r st _ < \$N/sys/class/infiniband/rxe0/ports/1/state && [ "\$st" = 4
   i=\$((i + 1)); [ \$i -lt 200 ] || fail "rxe0 never became ACTIVE"; sleep 0.05
 done
 log "rxe0 ACTIVE"
+if [ -e \$N/sys/class/net/eth1 ]; then
+  printf 'link set eth1 up\naddr add 10.0.3.%s/24 dev eth1\n' \$((15 + NODE)) > /run.batch1
+  ip -b /run.batch1 || fail "network set-up of eth1 failed"
+  rdma link add rxe1 type rxe netdev eth1 || fail "rdma link add rxe1 failed"
+  i=0
+  until read -r st _ < \$N/sys/class/infiniband/rxe1/ports/1/state && [ "\$st" = 4: ]; do
+    i=\$((i + 1)); [ \$i -lt 200 ] || fail "rxe1 never became ACTIVE"; sleep 0.05
+  done
+  log "rxe1 ACTIVE"
+fi
 ln -s /proc/self/fd \$N/dev/fd; ln -s fd/0 \$N/dev/stdin; ln -s fd/1 \$N/dev/stdout; ln -s fd/2 \$N/dev/stderr
 # mount --move + chroot: switch_root took ~9 s under TCG with 1 vCPU.
 cd \$N && mount -n --move . / || fail "mount --move failed"
@@ -213,6 +227,7 @@ for i in {0..15} x; do
   read -r g < /sys/class/infiniband/rxe0/ports/1/gids/$i 2>/dev/null && [ "$g" = "$want" ] && break
 done
 export RWIN_IN_GUEST=1 RWIN_RXE_DEV=rxe0 RWIN_RXE_GID_INDEX=$i RWIN_RXE_NODE RWIN_RXE_NODES RWIN_RXE_IP RWIN_RXE_PEER_IP
+[ -e /sys/class/infiniband/rxe1 ] && export RWIN_RXE_DEV2=rxe1
 . $C/cmd.sh || { echo "cd to the working directory failed" > $C/setup-error; off; }
 out=(/dev/vport*p1) err=(/dev/vport*p2)   # the only virtio-serial device
 # Through pipes: a virtio port can be open only once, so a command that opens
@@ -255,9 +270,13 @@ for ((n = 0; n < NODES; n++)); do
   : > "$d/stdout"; : > "$d/stderr"; : > "$d/console.log"
   if [ "$NODES" = 1 ]; then  # slirp that reaches nothing; ipv6=off keeps the GID table fixed
     net=(-netdev user,id=net,restrict=on,ipv6=off)
+    net1=(-netdev user,id=net1,restrict=on,ipv6=off)
   else                       # the two guests' NICs joined by a unix datagram socket pair
     net=(-netdev "dgram,id=net,local.type=unix,local.path=$RUN/s$n,remote.type=unix,remote.path=$RUN/s$((1 - n))")
+    net1=(-netdev "dgram,id=net1,local.type=unix,local.path=$RUN/t$n,remote.type=unix,remote.path=$RUN/t$((1 - n))")
   fi
+  nic1=()  # after eth0's device, so that eth0 keeps the first PCI slot
+  [ "$NICS" = 2 ] && nic1=("${net1[@]}" -device "virtio-net-pci,netdev=net1,mac=52:54:00:12:35:5$((6 + n))")
   args=("${ACC[@]}" -smp "$SMP" -m "${RWIN_RXE_MEM:-2G}" -nodefaults -no-user-config -display none -no-reboot
     -kernel "$VMLINUX" -initrd "$INITRD" -append "$APPEND"
     -chardev "file,id=con,path=$(qesc "$d/console.log")" -serial chardev:con
@@ -266,7 +285,7 @@ for ((n = 0; n < NODES; n++)); do
     -device virtio-serial-pci
     -chardev "file,id=out,path=$(qesc "$d/stdout")" -device virtserialport,chardev=out,nr=1
     -chardev "file,id=err,path=$(qesc "$d/stderr")" -device virtserialport,chardev=err,nr=2
-    "${net[@]}" -device "virtio-net-pci,netdev=net,mac=52:54:00:12:34:5$((6 + n))")
+    "${net[@]}" -device "virtio-net-pci,netdev=net,mac=52:54:00:12:34:5$((6 + n))" "${nic1[@]}")
   for i in "${!MOUNTS[@]}"; do
     args+=(-virtfs "local,path=$(qesc "${MOUNTS[i]}"),mount_tag=share$i,security_model=none,multidevs=remap")
   done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rxe suite, from the host: boots soft-RoCE guests (tests/rxe/run-in-guest.sh) and runs
 #   1. selftest.sh (rxe0 ACTIVE, an RDMA write loopback),
-#   2. guest-suite.sh (contract suite over verbs, ring shifts 1 element .. 64 MiB),
+#   2. guest-suite.sh (contract suite over verbs, ring shifts 1 element .. 64 MiB; two NICs, rxe0 and
+#      rxe1, for the two-device steps),
 #   3. location.sh: from a copy of the checkout under /tmp with spaces in its path, one guest started
 #      in its build/bin and verbs-two-guests.sh (ring shift across two guests' rxe devices, packets on
 #      a real link): guest steps find the build tree wherever the checkout is,
@@ -22,7 +23,7 @@ run() {
 }
 run "selftest" bash tests/rxe/selftest.sh
 run "one guest: verbs contract suite and ring shifts" \
-  env RWIN_RXE_TIMEOUT=${RWIN_RXE_SUITE_TIMEOUT:-2400} tests/rxe/run-in-guest.sh bash tests/rxe/guest-suite.sh "$BIN"
+  env RWIN_RXE_NICS=2 RWIN_RXE_TIMEOUT=${RWIN_RXE_SUITE_TIMEOUT:-2400} tests/rxe/run-in-guest.sh bash tests/rxe/guest-suite.sh "$BIN"
 run "two guests: ring shift across two rxe devices, from a checkout under /tmp with spaces in its path" \
   bash tests/rxe/location.sh "$BIN"
 run "two guests: one counter fed by same-host and other-host ranks at once, UCX and verbs" \

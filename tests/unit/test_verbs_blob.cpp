@@ -31,6 +31,7 @@ ConnBlob sample_conn() {
   b.flush_rkey = 0x11223344;
   b.lane = 2;
   b.lanes = 4;
+  b.rail = 1;
   return b;
 }
 
@@ -38,7 +39,8 @@ KeyBlob sample_key() {
   KeyBlob k;
   k.addr = 0x00007f1234567000ull;
   k.bytes = 8ull << 20;
-  k.rkey = 0xdeadbeef;
+  k.rails = 2;
+  k.rkeys = {0xdeadbeef, 0x0badf00d, 0, 0};
   return k;
 }
 
@@ -56,6 +58,7 @@ void expect_same_qp_address(const rwin::transport::verbs::QpAddress& b, const rw
   EXPECT_EQ(b.flush_rkey, a.flush_rkey);
   EXPECT_EQ(b.lane, a.lane);
   EXPECT_EQ(b.lanes, a.lanes);
+  EXPECT_EQ(b.rail, a.rail);
 }
 
 // Runs `f`, expects TransportError whose message contains `part`.
@@ -107,7 +110,7 @@ TEST(VerbsBlob, ConnEncodingIsPinned) {
                                      0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
                                      3, 16, 8, 2,  // gid type (roce v2), rd_atomic init / resp, lane
                                      0x00, 0xc0, 0xbb, 0xaa, 0x00, 0x7f, 0, 0,           // flush target address
-                                     0x44, 0x33, 0x22, 0x11, 4, 0, 0, 0};                // its rkey, lanes
+                                     0x44, 0x33, 0x22, 0x11, 4, 0, 1, 0};  // its rkey, lanes (u16), rail, reserved
   EXPECT_EQ(sample_conn().pack(), want);
 }
 
@@ -139,7 +142,8 @@ TEST(VerbsBlob, KeyRoundTripKeepsEveryField) {
   const KeyBlob b = KeyBlob::unpack(bytes);
   EXPECT_EQ(b.addr, a.addr);
   EXPECT_EQ(b.bytes, a.bytes);
-  EXPECT_EQ(b.rkey, a.rkey);
+  EXPECT_EQ(b.rails, a.rails);
+  EXPECT_EQ(b.rkeys, a.rkeys);
 }
 
 TEST(VerbsBlob, EveryTruncationIsRejected) {
@@ -204,6 +208,20 @@ TEST(VerbsBlob, WrongLengthFieldIsRejected) {
   auto conn = sample_conn().pack();
   conn[6] = static_cast<uint8_t>(conn[6] + 1);
   expect_rejected([&] { ConnBlob::unpack(conn); }, "length mismatch");
+}
+
+TEST(VerbsBlob, KeyWithoutDevicesOrWithTooManyIsRejected) {
+  for (uint32_t rails : {0u, 5u, 0xffffffffu}) {
+    KeyBlob k = sample_key();
+    k.rails = rails;
+    expect_rejected([&] { KeyBlob::unpack(k.pack()); }, "names " + std::to_string(rails) + " devices");
+  }
+  // Version 1 (one rkey, 28 bytes) is refused by name.
+  auto old = sample_key().pack();
+  old.resize(28);
+  old[4] = 1;
+  old[6] = 28;
+  expect_rejected([&] { KeyBlob::unpack(old); }, "has version 1, this build speaks version 2");
 }
 
 TEST(VerbsBlob, KeyThatWrapsTheAddressSpaceIsRejected) {

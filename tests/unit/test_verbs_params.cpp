@@ -17,7 +17,7 @@ namespace rt = rwin::transport;
 
 constexpr const char* kVars[] = {"RWIN_IB_TC",       "RWIN_IB_SL",        "RWIN_IB_HOP_LIMIT",  "RWIN_IB_TIMEOUT",
                                  "RWIN_IB_RETRY_CNT", "RWIN_IB_GID_TYPE", "RWIN_IB_GID_SUBNET", "RWIN_IB_FORK_SAFE",
-                                 "RWIN_VERBS_QPS_PER_PEER", "RWIN_VERBS_STRIPE_MIN"};
+                                 "RWIN_VERBS_QPS_PER_PEER", "RWIN_VERBS_STRIPE_MIN", "RWIN_IB_HCA"};
 
 class Env : public rwin::test::EnvGuard {
  public:
@@ -107,6 +107,40 @@ TEST(VerbsParams, BadValuesNameTheVariableTextAndRange) {
   EXPECT_EQ(params_error("RWIN_VERBS_STRIPE_MIN", "2GiB"), "");
   EXPECT_EQ(params_error("RWIN_IB_TC", "255"), "");
   EXPECT_EQ(params_error("RWIN_IB_GID_SUBNET", "fe80::/10"), "");
+}
+
+// RWIN_IB_HCA, NCCL_IB_HCA's syntax: names (prefixes unless '='), optional ports, '^' excludes.
+TEST(VerbsParams, HcaListIsParsedAsNcclDoes) {
+  const auto h = rt::parse_hca_list("RWIN_IB_HCA", "mlx5_0:1,mlx5_1");
+  EXPECT_TRUE(h.set);
+  EXPECT_FALSE(h.exclude);
+  EXPECT_FALSE(h.exact);
+  ASSERT_EQ(h.entries.size(), 2u);
+  EXPECT_EQ(h.entries[0].name, "mlx5_0");
+  EXPECT_EQ(h.entries[0].port, 1);
+  EXPECT_EQ(h.entries[1].name, "mlx5_1");
+  EXPECT_EQ(h.entries[1].port, 0);  // RWIN_IB_PORT
+  EXPECT_TRUE(h.matches(h.entries[0], "mlx5_0"));
+  EXPECT_TRUE(h.matches(rt::HcaList::Entry{"mlx5", 0}, "mlx5_10"));  // a prefix
+  const auto exact = rt::parse_hca_list("RWIN_IB_HCA", "=rxe");
+  EXPECT_TRUE(exact.exact);
+  EXPECT_FALSE(exact.matches(exact.entries[0], "rxe0"));
+  EXPECT_TRUE(exact.matches(exact.entries[0], "rxe"));
+  const auto ex = rt::parse_hca_list("RWIN_IB_HCA", "^mlx5_2,mlx5_3:2");
+  EXPECT_TRUE(ex.exclude);
+  ASSERT_EQ(ex.entries.size(), 2u);
+  EXPECT_EQ(ex.entries[1].port, 2);
+  EXPECT_NE(params_error("RWIN_IB_HCA", ",").find("an empty device name"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_IB_HCA", "rxe0,").find("an empty device name"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_IB_HCA", "rxe0:0").find("port of rxe0"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_IB_HCA", "rxe0:x").find("port of rxe0"), std::string::npos);
+  EXPECT_NE(params_error("RWIN_IB_HCA", "a,b,c,d,e").find("5 devices"), std::string::npos);
+  EXPECT_EQ(params_error("RWIN_IB_HCA", "a,b,c,d"), "");
+  Env env;
+  env.set("RWIN_IB_HCA", "rxe0,rxe1:1");
+  EXPECT_EQ(rt::VerbsParams::from_env().text(),
+            "tc 0 sl 0 hop_limit 64 gid_type auto timeout 18 retry_cnt 6 fork_safe auto qps_per_peer 1 stripe_min 65536 "
+            "hca rxe0,rxe1:1");
 }
 
 TEST(VerbsParams, SubnetMatchesGids) {

@@ -98,7 +98,8 @@ B unpack(std::span<const uint8_t> in) {
 // What one side of a queue pair tells the other before both move to RTR: the part both connection
 // blobs carry, in this order.
 // Version 2 added gid_type and the two RDMA read/atomic depths; version 3 the flush target;
-// version 4 the QP's lane and the sender's lane count (striping); older versions are refused by name.
+// version 4 the QP's lane, the sender's lane count and the QP's device (striping, several devices);
+// older versions are refused by name.
 struct QpAddress {
   static constexpr size_t kBytes = 4 + 4 + 2 + 1 + 1 + 16 + 4 + 8 + 4 + 4;
   uint32_t qpn = 0;        // sender's QP number for this pair
@@ -116,8 +117,10 @@ struct QpAddress {
   // retransmitted READ may look its R_Key up again (rxe does: rkey 0 then fails with an R_Key
   // violation and moves the responder's QP to ERR); a real key is valid on every device.
   uint64_t flush_addr = 0;
-  uint32_t flush_rkey = 0;
-  uint32_t lanes = 1;  // QPs the sender has to this peer (RWIN_VERBS_QPS_PER_PEER): both sides must agree
+  uint32_t flush_rkey = 0;  // valid on the sender's device `rail`
+  uint16_t lanes = 1;  // QPs the sender has to this peer (RWIN_VERBS_QPS_PER_PEER x devices): both sides agree
+  uint8_t rail = 0;    // which of the sender's devices (RWIN_IB_HCA order) holds this QP: its KeyBlob rkey index
+  uint8_t reserved = 0;
 
   template <class IO, class Self>
   static void fields(IO& io, Self& s) {
@@ -133,7 +136,9 @@ struct QpAddress {
     io.u8(s.lane);
     io.u64(s.flush_addr);
     io.u32(s.flush_rkey);
-    io.u32(s.lanes);
+    io.u16(s.lanes);
+    io.u8(s.rail);
+    io.u8(s.reserved);
   }
 };
 
@@ -178,21 +183,26 @@ struct EndpointBlob : QpAddress {
   static EndpointBlob unpack(std::span<const uint8_t> in) { return blob_detail::unpack<EndpointBlob>(in); }
 };
 
-// MemoryRegion::packed_key() of the verbs transport.
+// MemoryRegion::packed_key() of the verbs transport: the region's address and length and its rkey
+// on each of the owner's devices (RWIN_IB_HCA order; a peer's QP on the owner's device d uses
+// rkeys[d]). Version 2 added the per-device rkeys.
 struct KeyBlob {
   static constexpr const char* kWhat = "verbs memory key blob";
   static constexpr uint32_t kMagic = 0x4b4d5752;  // "RWMK" little endian
-  static constexpr uint16_t kVersion = 1;
-  static constexpr size_t kBytes = 8 + 8 + 8 + 4;
+  static constexpr uint16_t kVersion = 2;
+  static constexpr size_t kMaxRails = 4;
+  static constexpr size_t kBytes = 8 + 8 + 8 + 4 + 4 * kMaxRails;
   uint64_t addr = 0;   // the owner's virtual address of byte 0 (what RDMA work requests target)
   uint64_t bytes = 0;  // length of the region
-  uint32_t rkey = 0;
+  uint32_t rails = 1;  // devices the region is registered on (1 .. kMaxRails)
+  std::array<uint32_t, kMaxRails> rkeys{};  // [0, rails) valid, the rest zero
 
   template <class IO, class Self>
   static void fields(IO& io, Self& s) {
     io.u64(s.addr);
     io.u64(s.bytes);
-    io.u32(s.rkey);
+    io.u32(s.rails);
+    for (auto& k : s.rkeys) io.u32(k);
   }
   std::vector<uint8_t> pack() const { return blob_detail::pack(*this); }
   static KeyBlob unpack(std::span<const uint8_t> in) {
@@ -200,6 +210,10 @@ struct KeyBlob {
     if (k.bytes > UINT64_MAX - k.addr) {
       throw TransportError("verbs memory key blob describes a region that wraps the address space: addr " +
                            std::to_string(k.addr) + ", " + std::to_string(k.bytes) + " bytes");
+    }
+    if (k.rails < 1 || k.rails > kMaxRails) {
+      throw TransportError("verbs memory key blob names " + std::to_string(k.rails) + " devices, expected 1 .. " +
+                           std::to_string(kMaxRails));
     }
     return k;
   }

@@ -57,13 +57,21 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
   if (!cfg.dynamic_peers && (cfg.nranks < 1 || cfg.rank < 0 || cfg.rank >= cfg.nranks)) {
     throw TransportError("verbs: bad rank " + std::to_string(cfg.rank) + " of " + std::to_string(cfg.nranks));
   }
-  dev_ = std::make_shared<DeviceHandles>();
-  dev_->ctx = open_device(cfg, dev_info_);
-  describe_ = "verbs(" + dev_info_.name + " port " + std::to_string(dev_info_.port) + " gid " +
-              std::to_string(dev_info_.gid_index) +
-              (!cfg.dynamic_peers && cfg.verbs.qps_per_peer > 1 ? ", " + std::to_string(cfg.verbs.qps_per_peer) + " qps per peer"
-                                                                 : std::string()) +
-              ")";
+  for (OpenedDevice& d : open_devices(cfg)) {
+    Rail r;
+    r.info = d.choice;
+    r.dev = std::make_shared<DeviceHandles>();
+    r.dev->ctx = std::move(d.ctx);
+    rails_.push_back(std::move(r));
+  }
+  // Run-time peers (agents) use one QP on the first device; the others stay open but idle.
+  lanes_ = cfg.dynamic_peers ? 1 : cfg.verbs.qps_per_peer * static_cast<int>(rails_.size());
+  std::string devs;
+  for (const Rail& r : rails_) {
+    devs += (devs.empty() ? "" : " + ") + r.info.name + " port " + std::to_string(r.info.port) + " gid " +
+            std::to_string(r.info.gid_index);
+  }
+  describe_ = "verbs(" + devs + (lanes_ > 1 ? ", " + std::to_string(lanes_) + " qps per peer" : std::string()) + ")";
   if (cfg.dynamic_peers) {
     instance_ = random_instance();
     self_ = "verbs instance " + hex64(instance_);
@@ -71,48 +79,58 @@ VerbsTransport::VerbsTransport(const TransportConfig& cfg) : cfg_(cfg) {
     self_ = "rank " + std::to_string(cfg.rank);
   }
   const std::string who = self_ + ": " + describe_;
-  RWIN_LOG(Debug, Verbs, "%s: gid %s (%s); %s; fork safety %s", who.c_str(), gid_text(dev_info_.gid).c_str(),
-           dev_info_.gid_kind.c_str(), cfg.verbs.text().c_str(), fork_status_text());
-  dev_->pd.reset(ibv_alloc_pd(dev_->ctx.get()));
-  if (!dev_->pd) throw TransportError(who + ": ibv_alloc_pd failed: " + std::strerror(errno));
-
-  const auto& da = dev_info_.dev_attr;
-  // Collective: every QP's send queue (lanes_ per rank) must fit the CQ at once. Run-time peers
-  // (one QP each): the CQ starts with room for a few and ensure_cq_room() grows it as peers are added.
-  lanes_ = cfg.dynamic_peers ? 1 : cfg.verbs.qps_per_peer;
   const uint32_t nranks = cfg.dynamic_peers ? 1 : static_cast<uint32_t>(cfg.nranks);
-  const uint32_t n = nranks * static_cast<uint32_t>(lanes_);
-  sq_depth_ = std::min<uint32_t>(kMaxSqDepth, static_cast<uint32_t>(da.max_qp_wr));
-  sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_cqe) / n);
-  if (sq_depth_ < kMinSqDepth) {
-    throw TransportError(who + ": " + std::to_string(nranks) + " ranks x " + std::to_string(lanes_) +
-                         " queue pairs per peer need a completion queue of " + std::to_string(n * kMinSqDepth) +
-                         " entries, device max_cqe is " + std::to_string(da.max_cqe) +
-                         (lanes_ > 1 ? " (lower RWIN_VERBS_QPS_PER_PEER)" : ""));
+  // QPs on each rail's CQ: lanes_ / rails per rank (run-time peers: one, on rail 0).
+  const uint32_t per_rail = nranks * static_cast<uint32_t>(cfg.dynamic_peers ? 1 : cfg.verbs.qps_per_peer);
+  sq_depth_ = kMaxSqDepth;
+  max_msg_ = UINT64_MAX;
+  for (Rail& r : rails_) {
+    RWIN_LOG(Debug, Verbs, "%s: %s gid %s (%s); %s; fork safety %s", who.c_str(), r.info.name.c_str(),
+             gid_text(r.info.gid).c_str(), r.info.gid_kind.c_str(), cfg.verbs.text().c_str(), fork_status_text());
+    r.dev->pd.reset(ibv_alloc_pd(r.dev->ctx.get()));
+    if (!r.dev->pd) throw TransportError(who + ": " + r.info.name + ": ibv_alloc_pd failed: " + std::strerror(errno));
+    devices_.push_back(r.dev);
+    const auto& da = r.info.dev_attr;
+    sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_qp_wr));
+    sq_depth_ = std::min<uint32_t>(sq_depth_, static_cast<uint32_t>(da.max_cqe) / per_rail);
+    if (sq_depth_ < kMinSqDepth) {
+      throw TransportError(who + ": " + std::to_string(nranks) + " ranks x " + std::to_string(lanes_) +
+                           " queue pairs per peer need a completion queue of " + std::to_string(per_rail * kMinSqDepth) +
+                           " entries on " + r.info.name + ", its max_cqe is " + std::to_string(da.max_cqe) +
+                           (lanes_ > 1 ? " (lower RWIN_VERBS_QPS_PER_PEER)" : ""));
+    }
+    max_msg_ = std::min<uint64_t>(max_msg_, r.info.port_attr.max_msg_sz);
   }
-  // One CQ entry per send-queue slot of every peer: every WC (signaled success, error, or flush
-  // after an error) belongs to one outstanding WR, and outstanding WRs never exceed the slots.
-  const uint32_t slots =
-      cfg.dynamic_peers ? std::clamp<uint32_t>(static_cast<uint32_t>(da.max_cqe) / sq_depth_, 1, kInitialDynamicPeers) : n;
-  const int cqe = static_cast<int>(sq_depth_ * slots);
-  cq_.reset(ibv_create_cq(dev_->ctx.get(), cqe, nullptr, nullptr, 0));
-  if (!cq_) {
-    throw TransportError(who + ": ibv_create_cq of " + std::to_string(cqe) +
-                         " entries failed: " + std::strerror(errno));
+  // One CQ entry per send-queue slot of every QP on the rail: every WC (signaled success, error, or
+  // flush after an error) belongs to one outstanding WR, and outstanding WRs never exceed the slots.
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    Rail& r = rails_[i];
+    const auto& da = r.info.dev_attr;
+    const uint32_t slots =
+        cfg.dynamic_peers ? (i == 0 ? std::clamp<uint32_t>(static_cast<uint32_t>(da.max_cqe) / sq_depth_, 1,
+                                                           kInitialDynamicPeers)
+                                    : 1)
+                          : per_rail;
+    const int cqe = static_cast<int>(sq_depth_ * slots);
+    r.cq.reset(ibv_create_cq(r.dev->ctx.get(), cqe, nullptr, nullptr, 0));
+    if (!r.cq) {
+      throw TransportError(who + ": " + r.info.name + ": ibv_create_cq of " + std::to_string(cqe) +
+                           " entries failed: " + std::strerror(errno));
+    }
+    r.cq_cqe = std::max(cqe, r.cq->cqe);
   }
-  cq_cqe_ = std::max(cqe, cq_->cqe);
   if (!cfg.dynamic_peers) {
     peers_.resize(nranks);
     for (Peer& pr : peers_) pr.lanes.resize(static_cast<size_t>(lanes_));
-    live_qps_ = n;
+    live_qps_ = nranks * static_cast<size_t>(lanes_);
   }
-  scratch_ = std::make_unique<VerbsMemoryRegion>(dev_, 8, who);
+  scratch_ = std::make_unique<VerbsMemoryRegion>(devices_, 8, who);
   ensure_result_slots(peers_.size());
 }
 
 void VerbsTransport::ensure_result_slots(size_t peers) {
   while (result_pages_.size() * kSlotsPerPage < peers) {
-    result_pages_.push_back(std::make_unique<VerbsMemoryRegion>(dev_, kSlotsPerPage * 8, self_ + ": " + describe_));
+    result_pages_.push_back(std::make_unique<VerbsMemoryRegion>(devices_, kSlotsPerPage * 8, self_ + ": " + describe_));
   }
 }
 
@@ -128,8 +146,9 @@ std::string VerbsTransport::who(int peer) const {
 
 void VerbsTransport::ensure_cq_room(size_t live) {
   const size_t need = static_cast<size_t>(sq_depth_) * (live + retired_undrained_);  // QPs
-  if (need <= static_cast<size_t>(cq_cqe_)) return;
-  const int max_cqe = dev_info_.dev_attr.max_cqe;
+  Rail& r0 = rails_[0];  // run-time peers live on rail 0
+  if (need <= static_cast<size_t>(r0.cq_cqe)) return;
+  const int max_cqe = r0.info.dev_attr.max_cqe;
   if (need > static_cast<size_t>(max_cqe)) {
     throw TransportError(self_ + ": " + describe_ + ": " + std::to_string(live) + " live peers (plus " +
                          std::to_string(retired_undrained_) + " failed ones not yet drained by poll()) need a " +
@@ -137,23 +156,23 @@ void VerbsTransport::ensure_cq_room(size_t live) {
                          " per peer), device max_cqe is " + std::to_string(max_cqe) + ": end peers with fail_peer()");
   }
   // Doubling: a burst of add_peer() calls resizes a few times, not once per peer.
-  const int want = static_cast<int>(std::min<size_t>(std::max<size_t>(need, 2 * static_cast<size_t>(cq_cqe_)),
+  const int want = static_cast<int>(std::min<size_t>(std::max<size_t>(need, 2 * static_cast<size_t>(r0.cq_cqe)),
                                                      static_cast<size_t>(max_cqe)));
   // Entries already in the CQ survive a resize (ibv_resize_cq(3)), so work in flight is not lost.
-  if (int rc = ibv_resize_cq(cq_.get(), want)) {
-    throw TransportError(self_ + ": " + describe_ + ": ibv_resize_cq from " + std::to_string(cq_cqe_) + " to " +
+  if (int rc = ibv_resize_cq(r0.cq.get(), want)) {
+    throw TransportError(self_ + ": " + describe_ + ": ibv_resize_cq from " + std::to_string(r0.cq_cqe) + " to " +
                          std::to_string(want) + " entries failed: " + std::strerror(rc > 0 ? rc : errno));
   }
-  cq_cqe_ = std::max(want, cq_->cqe);
+  r0.cq_cqe = std::max(want, r0.cq->cqe);
   RWIN_LOG(Debug, Verbs, "%s: %s: completion queue resized to %d entries for %zu live peers", self_.c_str(),
-           describe_.c_str(), cq_cqe_, live);
+           describe_.c_str(), r0.cq_cqe, live);
 }
 
 VerbsTransport::~VerbsTransport() = default;
 
 Capabilities VerbsTransport::capabilities() const {
   Capabilities c;
-  c.max_message_bytes = dev_info_.port_attr.max_msg_sz;
+  c.max_message_bytes = max_msg_;
   // On soft-RoCE, many mid-sized WRITEs in flight beat a few large ones by 2-3x (the requester keeps
   // sending while earlier messages are acknowledged): bench/RESULTS.md, "chunk sweep on rxe".
   c.default_chunk_bytes = 128 << 10;
@@ -173,10 +192,11 @@ Capabilities VerbsTransport::capabilities() const {
   return c;
 }
 
-QpPtr VerbsTransport::create_qp(int peer) {
+QpPtr VerbsTransport::create_qp(int peer, size_t rail) {
+  const Rail& r = rails_[rail];
   ibv_qp_init_attr a{};
-  a.send_cq = cq_.get();
-  a.recv_cq = cq_.get();
+  a.send_cq = r.cq.get();
+  a.recv_cq = r.cq.get();
   a.qp_type = IBV_QPT_RC;
   a.sq_sig_all = 0;  // selective signalling: post() marks only the last WR of each chain
   a.cap.max_send_wr = sq_depth_;
@@ -186,11 +206,11 @@ QpPtr VerbsTransport::create_qp(int peer) {
   QpPtr qp;
   for (uint32_t want : kWantInline) {  // a provider refuses more inline than it has: ask for less
     a.cap.max_inline_data = want;
-    qp.reset(ibv_create_qp(dev_->pd.get(), &a));
+    qp.reset(ibv_create_qp(r.dev->pd.get(), &a));
     if (qp) break;
   }
   if (!qp) {
-    throw TransportError(who(peer) + ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
+    throw TransportError(who(peer) + ": " + r.info.name + ": ibv_create_qp (rc, " + std::to_string(sq_depth_) +
                          " send slots) failed: " + std::strerror(errno));
   }
   max_inline_ = have_qp_ ? std::min(max_inline_, a.cap.max_inline_data) : a.cap.max_inline_data;
@@ -198,11 +218,11 @@ QpPtr VerbsTransport::create_qp(int peer) {
   return qp;
 }
 
-void VerbsTransport::qp_to_init(ibv_qp* qp, int peer) {
+void VerbsTransport::qp_to_init(ibv_qp* qp, int peer, size_t rail) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
-  attr.port_num = static_cast<uint8_t>(dev_info_.port);
+  attr.port_num = static_cast<uint8_t>(rails_[rail].info.port);
   attr.qp_access_flags =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
@@ -210,8 +230,9 @@ void VerbsTransport::qp_to_init(ibv_qp* qp, int peer) {
   }
 }
 
-void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const QpAddress& remote) {
-  const auto& da = dev_info_.dev_attr;
+void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, size_t rail, uint32_t local_psn, const QpAddress& remote) {
+  const DeviceChoice& info = rails_[rail].info;
+  const auto& da = info.dev_attr;
   const std::string who = this->who(peer) + ": qp 0x" + [&] {
         char b[16];
         std::snprintf(b, sizeof b, "%x", qp->qp_num);
@@ -223,12 +244,12 @@ void VerbsTransport::qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, con
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   // Both ends must use the same path MTU; the smaller active MTU is the one both ports carry.
-  attr.path_mtu = static_cast<ibv_mtu>(std::min<int>(dev_info_.port_attr.active_mtu, remote.mtu));
+  attr.path_mtu = static_cast<ibv_mtu>(std::min<int>(info.port_attr.active_mtu, remote.mtu));
   attr.dest_qp_num = remote.qpn;
   attr.rq_psn = remote.psn;
   attr.max_dest_rd_atomic = rd.max_dest_rd_atomic;
   attr.min_rnr_timer = kMinRnrTimer;
-  fill_path(attr.ah_attr, dev_info_, cfg_.verbs, remote.gid.data(), remote.lid);
+  fill_path(attr.ah_attr, info, cfg_.verbs, remote.gid.data(), remote.lid);
   if (int rc = ibv_modify_qp(qp, &attr,
                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
@@ -341,22 +362,26 @@ void VerbsTransport::connect(bootstrap::Bootstrap& bs) {
 
 QpAddress VerbsTransport::open_qp(int peer, int lane) {
   Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
-  ln.qp = create_qp(peer);
-  qp_to_init(ln.qp.get(), peer);
+  const size_t rail = rail_of(lane);
+  const DeviceChoice& info = rails_[rail].info;
+  ln.rail = static_cast<uint8_t>(rail);
+  ln.qp = create_qp(peer, rail);
+  qp_to_init(ln.qp.get(), peer, rail);
   QpAddress& a = ln.local;
   a.qpn = ln.qp->qp_num;
   a.psn = random_psn();
-  a.lid = dev_info_.port_attr.lid;
-  a.mtu = static_cast<uint8_t>(dev_info_.port_attr.active_mtu);
-  a.link_layer = dev_info_.port_attr.link_layer;
-  std::memcpy(a.gid.data(), dev_info_.gid.raw, 16);
-  a.gid_type = static_cast<uint8_t>(dev_info_.gid_type);
-  a.rd_atomic_init = rd_atomic_advertised(dev_info_.dev_attr.max_qp_init_rd_atom);
-  a.rd_atomic_resp = rd_atomic_advertised(dev_info_.dev_attr.max_qp_rd_atom);
+  a.lid = info.port_attr.lid;
+  a.mtu = static_cast<uint8_t>(info.port_attr.active_mtu);
+  a.link_layer = info.port_attr.link_layer;
+  std::memcpy(a.gid.data(), info.gid.raw, 16);
+  a.gid_type = static_cast<uint8_t>(info.gid_type);
+  a.rd_atomic_init = rd_atomic_advertised(info.dev_attr.max_qp_init_rd_atom);
+  a.rd_atomic_resp = rd_atomic_advertised(info.dev_attr.max_qp_rd_atom);
   a.flush_addr = reinterpret_cast<uint64_t>(scratch_->addr());
-  a.flush_rkey = scratch_->rkey();
+  a.flush_rkey = scratch_->rkey(rail);
   a.lane = static_cast<uint8_t>(lane);
-  a.lanes = static_cast<uint32_t>(peers_[peer].lanes.size());
+  a.lanes = static_cast<uint16_t>(peers_[peer].lanes.size());
+  a.rail = static_cast<uint8_t>(rail);
   return a;
 }
 
@@ -364,30 +389,35 @@ void VerbsTransport::connect_qp(int peer, int lane, const QpAddress& remote, con
   // Checked before any ibv_modify_qp: a rejected blob leaves the QP in INIT, so the caller may
   // retry with a correct one.
   Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
+  const DeviceChoice& info = rails_[ln.rail].info;
+  if (remote.rail >= KeyBlob::kMaxRails) {
+    throw TransportError(who(peer) + ": " + from + " puts its queue pair on device " + std::to_string(remote.rail) +
+                         ", expected 0 .. " + std::to_string(KeyBlob::kMaxRails - 1));
+  }
   if (remote.lanes != ln.local.lanes || remote.lane != lane) {
     throw TransportError(who(peer) + ": " + from + " sent the blob of its queue pair " + std::to_string(remote.lane) +
                          " of " + std::to_string(remote.lanes) + " for this side's queue pair " + std::to_string(lane) +
                          " of " + std::to_string(ln.local.lanes) +
                          (remote.lanes != ln.local.lanes
-                              ? " (RWIN_VERBS_QPS_PER_PEER differs between the two: set it alike on every rank; "
-                                "run-time peers always use one)"
+                              ? " (RWIN_VERBS_QPS_PER_PEER x the number of RWIN_IB_HCA devices differs between "
+                                "the two: make it alike on every rank; run-time peers always use one)"
                               : std::string()));
   }
-  if (remote.link_layer != dev_info_.port_attr.link_layer) {
+  if (remote.link_layer != info.port_attr.link_layer) {
     throw TransportError(who(peer) + ": " + from + " is on link layer " + std::to_string(remote.link_layer) +
-                         ", this port on " + std::to_string(dev_info_.port_attr.link_layer) + " (1 = ib, 2 = ethernet)");
+                         ", this port on " + std::to_string(info.port_attr.link_layer) + " (1 = ib, 2 = ethernet)");
   }
   if (remote.mtu < IBV_MTU_256 || remote.mtu > IBV_MTU_4096) {
     throw TransportError(who(peer) + ": " + from + " has MTU code " + std::to_string(remote.mtu) +
                          ", expected 1 (256 bytes) .. 5 (4096 bytes), enum ibv_mtu");
   }
-  if ((dev_info_.roce || remote.lid == 0) && all_zero(remote.gid)) {
+  if ((info.roce || remote.lid == 0) && all_zero(remote.gid)) {
     throw TransportError(who(peer) + ": " + from + " has an all-zero GID and " +
-                         (dev_info_.roce ? "RoCE addresses every packet by GID" : "no LID either"));
+                         (info.roce ? "RoCE addresses every packet by GID" : "no LID either"));
   }
   // Both ends must speak the same GID type: a RoCE v2 packet (UDP/IP) never reaches a RoCE v1 GID
   // (raw Ethernet), and the QP would only time out. 0 = a kernel that does not report types.
-  const auto mine = dev_info_.gid_type;
+  const auto mine = info.gid_type;
   if (remote.gid_type > static_cast<uint8_t>(GidType::RoceV2)) {
     throw TransportError(who(peer) + ": " + from + " has GID type code " + std::to_string(remote.gid_type) +
                          ", expected 0 (unknown) .. 3 (roce-v2)");
@@ -397,12 +427,12 @@ void VerbsTransport::connect_qp(int peer, int lane, const QpAddress& remote, con
     ibv_gid g;
     std::memcpy(g.raw, remote.gid.data(), 16);
     throw TransportError(who(peer) + ": " + from + " uses a " + gid_type_name(theirs) + " GID (" + gid_text(g) +
-                         "), this side a " + gid_type_name(mine) + " GID (index " + std::to_string(dev_info_.gid_index) +
-                         ", " + gid_text(dev_info_.gid) + "): both ends need the same type; set RWIN_IB_GID_TYPE or "
+                         "), this side a " + gid_type_name(mine) + " GID (index " + std::to_string(info.gid_index) +
+                         ", " + gid_text(info.gid) + "): both ends need the same type; set RWIN_IB_GID_TYPE or "
                          "RWIN_GID_INDEX alike on every rank");
   }
   RdAtomic rd;
-  const auto& da = dev_info_.dev_attr;
+  const auto& da = info.dev_attr;
   if (std::string why = rd_atomic_limits(da.max_qp_init_rd_atom, da.max_qp_rd_atom, remote.rd_atomic_init,
                                          remote.rd_atomic_resp, rd);
       !why.empty()) {
@@ -410,7 +440,8 @@ void VerbsTransport::connect_qp(int peer, int lane, const QpAddress& remote, con
   }
   ln.flush_addr = remote.flush_addr;
   ln.flush_rkey = remote.flush_rkey;
-  qp_to_rtr_rts(ln.qp.get(), peer, ln.local.psn, remote);
+  ln.remote_rail = remote.rail;
+  qp_to_rtr_rts(ln.qp.get(), peer, ln.rail, ln.local.psn, remote);
   if (log::enabled(log::Level::Debug, log::Subsys::Verbs)) {
     // What the device took, read back (ibv_query_qp): the knobs' values as the QP holds them.
     ibv_qp_attr q{};

@@ -137,23 +137,28 @@ std::string VerbsTransport::op_text(int peer, int lane, const Pending& p) const 
   std::string s = who(peer);
   const Lane& ln = peers_[peer].lanes[static_cast<size_t>(lane)];
   if (ln.qp) s += " qp " + hex(ln.qp->qp_num);
-  if (peers_[peer].lanes.size() > 1) s += " (lane " + std::to_string(lane) + ")";
+  if (peers_[peer].lanes.size() > 1) {
+    s += " (lane " + std::to_string(lane) + (rails_.size() > 1 ? " on " + rails_[ln.rail].info.name : std::string()) + ")";
+  }
   s += ": ";
   s += p.internal ? "fence (zero-length rdma read)" : verb_name(p.op);
   if (p.op != Op::Flush) s += " of " + std::to_string(p.bytes) + " bytes at remote " + hex(p.remote_addr);
   return s;
 }
 
-std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& rkey) const {
+std::string VerbsTransport::check_work(const Work& w, const Lane& ln, uint32_t& lkey, uint32_t& rkey) const {
   if (w.op == Op::Flush) return {};
   if (static_cast<unsigned>(w.op) > static_cast<unsigned>(Op::Flush)) return "invalid op value";
   const auto* key = dynamic_cast<const VerbsRemoteKey*>(w.rkey);
   if (!key) return w.rkey ? "remote key is not a verbs key" : "no remote key";
   if (key->peer() != w.peer) return "remote key belongs to peer " + std::to_string(key->peer());
-  rkey = key->rkey();
+  if (!key->rkey(ln.remote_rail, rkey)) {
+    return "the peer's key has no rkey for its device " + std::to_string(ln.remote_rail) +
+           " (a key packed by a transport with fewer devices than this queue pair's peer end)";
+  }
   const size_t n = is_atomic(w.op) ? 8 : w.bytes;
-  if (!is_atomic(w.op) && n > dev_info_.port_attr.max_msg_sz) {
-    return "length exceeds the port's max message size " + std::to_string(dev_info_.port_attr.max_msg_sz);
+  if (!is_atomic(w.op) && n > max_msg_) {
+    return "length exceeds the port's max message size " + std::to_string(max_msg_);
   }
   // An atomic may act on the 8-byte word holding the region's last bytes even when the length is
   // not a multiple of 8 (the core updates a 32-bit lane through the word around it): regions are
@@ -166,7 +171,7 @@ std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& 
   // request and kills the QP), and write their result to an aligned local word.
   if (is_atomic(w.op) && w.remote_addr % 8 != 0) return "remote address not 8-byte aligned";
   if (w.op == Op::AtomicAdd) {
-    lkey = scratch_->lkey();
+    lkey = scratch_->lkey(ln.rail);
     return {};
   }
   if (n == 0) return {};
@@ -174,7 +179,8 @@ std::string VerbsTransport::check_work(const Work& w, uint32_t& lkey, uint32_t& 
   if (!mr) return w.local_mr ? "local region is not a verbs region" : "no local region (verbs needs its lkey)";
   if (!mr->contains(w.local, n)) return "local buffer outside its region";
   if (is_atomic(w.op) && reinterpret_cast<uintptr_t>(w.local) % 8 != 0) return "local result slot not 8-byte aligned";
-  lkey = mr->lkey();
+  if (mr->rails() != rails_.size()) return "local region registered on another transport's devices";
+  lkey = mr->lkey(ln.rail);
   return {};
 }
 
@@ -308,7 +314,7 @@ PostResult VerbsTransport::post(const Work& w) {
   p.bytes = is_atomic(w.op) ? 8 : (w.op == Op::Flush ? 0 : w.bytes);
   p.remote_addr = w.remote_addr;
   uint32_t lkey = 0, rkey = 0;
-  if (const std::string bad = check_work(w, lkey, rkey); !bad.empty()) {
+  if (const std::string bad = check_work(w, ln, lkey, rkey); !bad.empty()) {
     // Accepted, so it yields a Completion: a failed one. A device would turn most of these into a
     // local or remote access error that moves the QP to ERR anyway; failing here names the cause.
     const std::string msg = op_text(w.peer, lane, p) + ": invalid work request: " + bad;
@@ -586,11 +592,16 @@ void VerbsTransport::end_overdue_drains() {
 }
 
 void VerbsTransport::read_async_events() noexcept {
-  ibv_context* ctx = dev_->ctx.get();
-  if (!async_nonblocking_) {
+  for (size_t r = 0; r < rails_.size(); ++r) read_async_events(r);
+}
+
+void VerbsTransport::read_async_events(size_t rail) noexcept {
+  Rail& rl = rails_[rail];
+  ibv_context* ctx = rl.dev->ctx.get();
+  if (!rl.async_nonblocking) {
     const int fl = fcntl(ctx->async_fd, F_GETFL);
     if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) != 0) return;  // never block in poll()
-    async_nonblocking_ = true;
+    rl.async_nonblocking = true;
   }
   ibv_async_event ev{};
   while (ibv_get_async_event(ctx, &ev) == 0) {
@@ -625,15 +636,18 @@ void VerbsTransport::read_async_events() noexcept {
                            what + " (the queue pair is in the error state; outstanding work is flushed)");
         }
       }
-    } else if ((type == IBV_EVENT_PORT_ERR && port == dev_info_.port) || type == IBV_EVENT_CQ_ERR ||
+    } else if ((type == IBV_EVENT_PORT_ERR && port == rl.info.port) || type == IBV_EVENT_CQ_ERR ||
                type == IBV_EVENT_DEVICE_FATAL) {
-      const std::string why = type == IBV_EVENT_PORT_ERR ? what + ": port " + std::to_string(port) + " went down"
-                                                         : what + " (every queue pair stops)";
+      // Every peer has a queue pair on every device (lane l on device l % devices): all of them fail.
+      const std::string why = type == IBV_EVENT_PORT_ERR
+                                  ? what + ": " + rl.info.name + " port " + std::to_string(port) + " went down"
+                                  : what + " on " + rl.info.name + " (every queue pair of it stops)";
       for (int p = 0; p < npeers(); ++p) {
         if (peers_[p].error.empty()) fail_peer(p, who(p) + ": " + why);
       }
     } else {
-      RWIN_LOG(Info, Verbs, "%s: %s: %s (port %d)", self_.c_str(), describe_.c_str(), what.c_str(), port);
+      RWIN_LOG(Info, Verbs, "%s: %s: %s: %s (port %d)", self_.c_str(), describe_.c_str(), rl.info.name.c_str(),
+               what.c_str(), port);
     }
   }
 }
@@ -680,19 +694,22 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
   if ((++polls_ & 255) == 0) read_async_events();  // rare events; a syscall per call would cost
   if (draining_peers_ > 0) end_overdue_drains();
   post_waited_chains();
-  if (live_qps_ > 0 || retired_undrained_ > 0) {
+  // Run-time peers live on rail 0 only: the other rails' CQs have nothing to give.
+  const size_t rails = cfg_.dynamic_peers ? 1 : rails_.size();
+  for (size_t rail = 0; rail < rails && (live_qps_ > 0 || retired_undrained_ > 0); ++rail) {
+    Rail& rl = rails_[rail];
     ibv_wc wc[kPollBatch];
     // Bounded: at most one pass over everything the CQ can hold, so poll() never spins.
-    const int max_rounds = cq_cqe_ / kPollBatch + 1;
+    const int max_rounds = rl.cq_cqe / kPollBatch + 1;
     for (int round = 0; round < max_rounds; ++round) {
       // QPs destroyed before this ibv_poll_cq call add no WCs any more: once it finds the CQ
       // empty, theirs are all consumed (a peer failed while handling this batch is not).
       const size_t retired_before = retired_undrained_;
-      const int n = ibv_poll_cq(cq_.get(), kPollBatch, wc);
+      const int n = ibv_poll_cq(rl.cq.get(), kPollBatch, wc);
       if (n < 0) {
         for (int p = 0; p < npeers(); ++p) {
           if (peers_[p].error.empty()) {
-            fail_peer(p, who(p) + ": ibv_poll_cq failed (returned " + std::to_string(n) + ")");
+            fail_peer(p, who(p) + ": " + rl.info.name + ": ibv_poll_cq failed (returned " + std::to_string(n) + ")");
           }
         }
         break;
@@ -708,12 +725,12 @@ void VerbsTransport::poll(std::vector<Completion>& out) {
           on_error(peer, lane, wc[i]);
       }
       if (n < kPollBatch) {
-        retired_undrained_ -= retired_before;
+        if (rail + 1 == rails) retired_undrained_ -= retired_before;  // every CQ was found empty
         break;
       }
     }
-    post_waited_chains();  // Swap retries staged by on_success()
   }
+  post_waited_chains();  // Swap retries staged by on_success()
   out.insert(out.end(), std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
   ready_.clear();
 }

@@ -2,6 +2,9 @@
 #include "transport/verbs/verbs_device.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -319,6 +322,106 @@ ContextPtr open_device(const TransportConfig& cfg, DeviceChoice& choice) {
   throw TransportError("verbs: no usable rdma device (wanted " +
                        (cfg.ib_device.empty() ? std::string("any device") : cfg.ib_device) + " with port " +
                        std::to_string(port) + " active and atomics); found: " + seen);
+}
+
+int device_numa_node(const std::string& name) {
+  std::ifstream f("/sys/class/infiniband/" + name + "/device/numa_node");
+  int node = -1;
+  if (!(f >> node)) return -1;
+  return node;
+}
+
+std::vector<OpenedDevice> open_devices(const TransportConfig& cfg) {
+  const HcaList& hca = cfg.verbs.hca;
+  std::vector<OpenedDevice> out;
+  auto open_named = [&cfg](const std::string& name, int port) {
+    TransportConfig one = cfg;
+    one.ib_device = name;
+    if (port > 0) one.ib_port = port;
+    OpenedDevice d;
+    d.ctx = open_device(one, d.choice);
+    return d;
+  };
+  std::vector<std::string> names;
+  {
+    int n = 0;
+    DeviceListPtr list(ibv_get_device_list(&n));
+    for (int i = 0; list && i < n; ++i) names.emplace_back(ibv_get_device_name(list.get()[i]));
+  }
+  if (!hca.set) {
+    if (!cfg.ib_device.empty() || names.size() < 2) {
+      out.push_back(open_named(cfg.ib_device, 0));
+      return out;
+    }
+    // NUMA locality: a device on this thread's node first, then the others in the kernel's order.
+    unsigned cpu = 0, node = 0;
+    const int here = getcpu(&cpu, &node) == 0 ? static_cast<int>(node) : -1;
+    std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+      return (here >= 0 && device_numa_node(a) == here) > (here >= 0 && device_numa_node(b) == here);
+    });
+    for (const std::string& name : names) {
+      try {
+        out.push_back(open_named(name, 0));
+        if (device_numa_node(name) >= 0) {
+          RWIN_LOG(Debug, Verbs, "verbs: %s is on NUMA node %d, this thread on %d", name.c_str(),
+                   device_numa_node(name), here);
+        }
+        return out;
+      } catch (const TransportError&) {  // not usable: the next one
+      }
+    }
+    out.push_back(open_named("", 0));  // throws the full list of what was seen
+    return out;
+  }
+  if (!cfg.ib_device.empty()) {
+    throw TransportError("verbs: RWIN_IB_DEVICE=" + cfg.ib_device + " and RWIN_IB_HCA=" + hca.text +
+                         " are both set: RWIN_IB_HCA lists the devices, unset one of them");
+  }
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  if (hca.exclude) {
+    for (const std::string& name : names) {
+      bool excluded = false;
+      for (const auto& e : hca.entries) excluded = excluded || hca.matches(e, name);
+      if (excluded) continue;
+      try {
+        out.push_back(open_named(name, 0));
+      } catch (const TransportError& e) {
+        RWIN_LOG(Info, Verbs, "verbs: RWIN_IB_HCA=%s: %s not used: %s", hca.text.c_str(), name.c_str(), e.what());
+      }
+      if (out.size() == static_cast<size_t>(verbs_const::kMaxRails)) break;
+    }
+    if (out.empty()) {
+      throw TransportError("verbs: RWIN_IB_HCA=" + hca.text + " leaves no usable device (devices: " +
+                           (all.empty() ? "none" : all) + ")");
+    }
+    return out;
+  }
+  for (const auto& e : hca.entries) {
+    bool found = false;
+    for (const std::string& name : names) {
+      if (!hca.matches(e, name)) continue;
+      const bool taken = std::any_of(out.begin(), out.end(), [&](const OpenedDevice& d) {
+        return d.choice.name == name && d.choice.port == (e.port > 0 ? e.port : cfg.ib_port);
+      });
+      if (taken) continue;
+      found = true;
+      if (out.size() == static_cast<size_t>(verbs_const::kMaxRails)) {
+        throw TransportError("verbs: RWIN_IB_HCA=" + hca.text + " matches more than " +
+                             std::to_string(verbs_const::kMaxRails) + " devices (devices: " + all + ")");
+      }
+      try {
+        out.push_back(open_named(name, e.port));
+      } catch (const TransportError& err) {
+        throw TransportError("verbs: RWIN_IB_HCA=" + hca.text + ": " + name + " cannot be used: " + err.what());
+      }
+    }
+    if (!found) {
+      throw TransportError("verbs: RWIN_IB_HCA=" + hca.text + ": no device " + (hca.exact ? "named " : "starting with ") +
+                           e.name + " (devices: " + (all.empty() ? "none" : all) + ")");
+    }
+  }
+  return out;
 }
 
 }  // namespace rwin::transport::verbs

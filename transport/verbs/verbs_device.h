@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <string>
+#include <vector>
 
 #include "transport/transport.h"
 #include "transport/verbs/verbs_handles.h"
@@ -27,6 +28,20 @@ struct DeviceChoice {
 // Throws TransportError listing every device seen (name, port state) when none fits, or every GID
 // seen when none passes the filters.
 ContextPtr open_device(const TransportConfig& cfg, DeviceChoice& choice);
+
+// The devices a transport drives (its rails), in lane order. RWIN_IB_HCA (cfg.verbs.hca) set: the
+// listed devices in list order (each name matching by prefix unless '=', each with its port or
+// cfg.ib_port), or with '^' every usable device not listed; a listed device that cannot be used is
+// an error naming it. Unset: one device, cfg.ib_device or else the first usable one, preferring a
+// device on the NUMA node of the calling thread's CPU (sysfs numa_node; devices without one, like
+// rxe, keep the kernel's order). Both set: an error. Throws TransportError.
+struct OpenedDevice {
+  ContextPtr ctx;
+  DeviceChoice choice;
+};
+std::vector<OpenedDevice> open_devices(const TransportConfig& cfg);
+// The NUMA node sysfs gives the device's PCI function, -1 when none (virtual devices such as rxe).
+int device_numa_node(const std::string& name);
 
 // Fork safety (RWIN_IB_FORK_SAFE), before this process opens a device: Auto and On call
 // ibv_fork_init() unless the kernel copies DMA-pinned pages into a child at fork (Linux >= 5.13

@@ -27,8 +27,16 @@
 
 namespace rwin::transport::verbs {
 
-VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who)
-    : dev_(std::move(dev)) {
+template <class Fail>
+void VerbsMemoryRegion::register_all(void* p, size_t n, int access, const Fail& fail) {
+  for (const auto& d : devs_) {
+    MrPtr mr(ibv_reg_mr(d->pd.get(), p, n, access));
+    if (!mr) throw fail(errno);
+    mrs_.push_back(std::move(mr));
+  }
+}
+
+VerbsMemoryRegion::VerbsMemoryRegion(Devices devs, size_t bytes, const std::string& who) : devs_(std::move(devs)) {
   // Whole pages: registration pins pages anyway, and a region never shares a page with unrelated
   // heap data that a later fork() could copy-on-write away from the pinned frame. Large windows on
   // 2 MiB pages (RWIN_HUGEPAGES): ibv_reg_mr pins 512x fewer pages (bench/RESULTS.md).
@@ -48,20 +56,17 @@ VerbsMemoryRegion::VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t 
   // and lets the device write Read and atomic results into it.
   const int access =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  mr_.reset(ibv_reg_mr(dev_->pd.get(), p, alloc, access));
-  if (!mr_) {
-    const int err = errno;
-    throw TransportError(
+  register_all(p, alloc, access, [&](int err) {
+    return TransportError(
         who + ": ibv_reg_mr of " + std::to_string(alloc) + " bytes failed: " + std::strerror(err) +
         (err == ENOMEM || err == EPERM || err == EFAULT ? " (locked-memory limit? check `ulimit -l`)" : ""));
-  }
+  });
   addr_ = p;
   bytes_ = bytes;
 }
 
-VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory kind, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
-                                     const std::string& who)
-    : dev_(std::move(dev)), who_(who), remote_(kind.remote) {
+VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory kind, Devices devs, void* addr, size_t bytes, const std::string& who)
+    : devs_(std::move(devs)), who_(who), remote_(kind.remote) {
   char where[64];
   std::snprintf(where, sizeof where, "%p", addr);
   const std::string range = std::string("caller memory at ") + where + ", " + std::to_string(bytes) + " bytes";
@@ -74,15 +79,13 @@ VerbsMemoryRegion::VerbsMemoryRegion(CallerMemory kind, std::shared_ptr<DeviceHa
   const int access = kind.remote ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                        IBV_ACCESS_REMOTE_ATOMIC
                                  : IBV_ACCESS_LOCAL_WRITE;
-  mr_.reset(ibv_reg_mr(dev_->pd.get(), addr, bytes, access));
-  if (!mr_) {
-    const int err = errno;
-    throw TransportError(who + ": ibv_reg_mr of " + range + " failed: " + std::strerror(err) + " (errno " +
-                         std::to_string(err) + ")" +
-                         (err == ENOMEM || err == EPERM ? " (locked-memory limit? check `ulimit -l`)"
-                          : err == EFAULT           ? " (not mapped, or not readable and writable?)"
-                                                    : ""));
-  }
+  register_all(addr, bytes, access, [&](int err) {
+    return TransportError(who + ": ibv_reg_mr of " + range + " failed: " + std::strerror(err) + " (errno " +
+                          std::to_string(err) + ")" +
+                          (err == ENOMEM || err == EPERM ? " (locked-memory limit? check `ulimit -l`)"
+                           : err == EFAULT           ? " (not mapped, or not readable and writable?)"
+                                                     : ""));
+  });
   addr_ = addr;
   bytes_ = bytes;
 }
@@ -95,7 +98,8 @@ std::vector<uint8_t> VerbsMemoryRegion::packed_key() const {
   KeyBlob k;
   k.addr = reinterpret_cast<uint64_t>(addr_);
   k.bytes = bytes_;
-  k.rkey = mr_->rkey;
+  k.rails = static_cast<uint32_t>(mrs_.size());
+  for (size_t r = 0; r < mrs_.size(); ++r) k.rkeys[r] = mrs_[r]->rkey;
   return k.pack();
 }
 
@@ -106,18 +110,18 @@ bool VerbsMemoryRegion::contains(const void* p, size_t n) const noexcept {
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
-  return std::make_unique<VerbsMemoryRegion>(dev_, bytes, self_ + ": " + describe_);
+  return std::make_unique<VerbsMemoryRegion>(devices_, bytes, self_ + ": " + describe_);
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::register_memory(void* addr, size_t bytes) {
-  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{}, dev_, addr, bytes,
+  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{}, devices_, addr, bytes,
                                              self_ + ": " + describe_);
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::expose_memory(void* addr, size_t bytes) {
   // Destroying the region deregisters the MR: the rkey is invalid from then on, so a peer's
   // later access with it fails at the peer (IBV_WC_REM_ACCESS_ERR) and never reaches the memory.
-  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{.remote = true}, dev_, addr, bytes,
+  return std::make_unique<VerbsMemoryRegion>(VerbsMemoryRegion::CallerMemory{.remote = true}, devices_, addr, bytes,
                                              self_ + ": " + describe_);
 }
 
@@ -130,7 +134,7 @@ std::unique_ptr<RemoteKey> VerbsTransport::unpack_key(int peer, std::span<const 
   }
   try {
     const KeyBlob k = KeyBlob::unpack(packed);
-    return std::make_unique<VerbsRemoteKey>(peer, k.addr, k.bytes, k.rkey);
+    return std::make_unique<VerbsRemoteKey>(peer, k.addr, k.bytes, k);
   } catch (const TransportError& e) {
     throw TransportError(who + ": key from peer " + std::to_string(peer) + ": " + e.what());
   }

@@ -90,6 +90,40 @@ GidSubnet parse_gid_subnet(const char* name, std::string_view text) {
   return s;
 }
 
+HcaList parse_hca_list(const char* name, std::string_view text) {
+  HcaList h;
+  h.set = true;
+  h.text = std::string(text);
+  auto bad = [&](const std::string& why) {
+    return TransportError(std::string(name) + "='" + h.text + "' is not a device list (" + why +
+                          "); expected NAME[:PORT][,NAME[:PORT]...] as NCCL_IB_HCA: a leading '=' for exact names, "
+                          "'^' to exclude, e.g. mlx5_0:1,mlx5_1:1 or =rxe0 or ^mlx5_2; at most " +
+                          std::to_string(verbs_const::kMaxRails) + " devices");
+  };
+  std::string_view t = text;
+  if (!t.empty() && t[0] == '^') h.exclude = true, t.remove_prefix(1);
+  if (!t.empty() && t[0] == '=') h.exact = true, t.remove_prefix(1);
+  while (true) {
+    const size_t comma = t.find(',');
+    std::string_view item = t.substr(0, comma);
+    HcaList::Entry e;
+    const size_t colon = item.find(':');
+    e.name = std::string(item.substr(0, colon));
+    if (e.name.empty()) throw bad("an empty device name");
+    if (colon != std::string_view::npos) {
+      const std::string why = common::parse_int_in(item.substr(colon + 1), 1, 255, e.port);
+      if (!why.empty()) throw bad("port of " + e.name + ": " + why);
+    }
+    h.entries.push_back(e);
+    if (comma == std::string_view::npos) break;
+    t.remove_prefix(comma + 1);
+  }
+  if (!h.exclude && h.entries.size() > static_cast<size_t>(verbs_const::kMaxRails)) {
+    throw bad(std::to_string(h.entries.size()) + " devices");
+  }
+  return h;
+}
+
 VerbsParams VerbsParams::from_env() {
   VerbsParams p;
   p.traffic_class = int_knob("RWIN_IB_TC", 0, 255, 0, "the GRH traffic class (RoCE v2: DSCP << 2 | ECN, e.g. 106)");
@@ -120,6 +154,7 @@ VerbsParams VerbsParams::from_env() {
     }
     p.stripe_min = static_cast<uint32_t>(out);
   }
+  if (const char* v = knobs::env("RWIN_IB_HCA")) p.hca = parse_hca_list("RWIN_IB_HCA", v);
   if (const char* v = knobs::env("RWIN_IB_FORK_SAFE")) {
     const std::string_view s(v);
     if (s == "auto") p.fork_safe = ForkSafe::Auto;
@@ -136,7 +171,7 @@ std::string VerbsParams::text() const {
          (gid_subnet.set ? " gid_subnet " + gid_subnet.text : std::string()) + " timeout " +
          std::to_string(ack_timeout) + " retry_cnt " + std::to_string(retry_count) + " fork_safe " +
          fork_safe_name(fork_safe) + " qps_per_peer " + std::to_string(qps_per_peer) + " stripe_min " +
-         std::to_string(stripe_min);
+         std::to_string(stripe_min) + (hca.set ? " hca " + hca.text : std::string());
 }
 
 uint8_t rd_atomic_advertised(int device_value) noexcept {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rwin::transport {
 
@@ -40,6 +41,8 @@ constexpr int kWantRdAtomic = 16;
 // NCCL's net_ib splits a message over NCCL_IB_QPS_PER_CONNECTION QPs the same way).
 constexpr int kMaxQpsPerPeer = 16;
 constexpr uint32_t kDefaultStripeMin = 64 << 10;
+// Devices one transport drives at once (RWIN_IB_HCA); KeyBlob carries an rkey for each.
+constexpr int kMaxRails = 4;
 }  // namespace verbs_const
 
 // Which GID type to use (RWIN_IB_GID_TYPE). Values are the blob's wire codes (verbs_blob.h).
@@ -62,6 +65,26 @@ struct GidSubnet {
 // Throws TransportError naming `name`, the text and the accepted form.
 GidSubnet parse_gid_subnet(const char* name, std::string_view text);
 
+// The devices to use (RWIN_IB_HCA, NCCL_IB_HCA's syntax): "mlx5_0:1,mlx5_1:1" lists devices (with
+// an optional port) in the order their queue pairs take the lanes; a name matches every device it
+// prefixes unless the list starts with '=' (exact names); a list starting with '^' excludes.
+struct HcaList {
+  struct Entry {
+    std::string name;
+    int port = 0;  // 0: RWIN_IB_PORT
+  };
+  bool set = false;
+  bool exclude = false;
+  bool exact = false;
+  std::vector<Entry> entries;
+  std::string text;  // as given, for messages
+  bool matches(const Entry& e, const std::string& device) const {
+    return exact ? device == e.name : device.compare(0, e.name.size(), e.name) == 0;
+  }
+};
+// Throws TransportError naming `name`, the text and the accepted form.
+HcaList parse_hca_list(const char* name, std::string_view text);
+
 struct VerbsParams {
   uint8_t traffic_class = 0;  // GRH traffic class: RoCE v2 DSCP << 2 | ECN (RWIN_IB_TC)
   uint8_t service_level = 0;  // IB SL; on RoCE the priority (PCP) (RWIN_IB_SL)
@@ -73,6 +96,7 @@ struct VerbsParams {
   ForkSafe fork_safe = ForkSafe::Auto;                    // RWIN_IB_FORK_SAFE
   uint8_t qps_per_peer = 1;  // RC QPs to each peer of a collective job (RWIN_VERBS_QPS_PER_PEER)
   uint32_t stripe_min = verbs_const::kDefaultStripeMin;  // Writes/Reads this large are striped (RWIN_VERBS_STRIPE_MIN)
+  HcaList hca;  // RWIN_IB_HCA: several devices (rails); unset = RWIN_IB_DEVICE or the first usable one
 
   // Reads the knobs (common/knobs.h records their source for rwin-info). Throws TransportError
   // naming the variable, its text and the accepted values.

@@ -22,10 +22,14 @@
 
 namespace rwin::transport::verbs {
 
+// The transport's devices (RWIN_IB_HCA order): every region is registered on each of them.
+using Devices = std::vector<std::shared_ptr<DeviceHandles>>;
+
 class VerbsMemoryRegion final : public MemoryRegion {
  public:
-  // Registers `bytes` (rounded up to whole pages) of fresh, zeroed, page-aligned memory.
-  VerbsMemoryRegion(std::shared_ptr<DeviceHandles> dev, size_t bytes, const std::string& who);
+  // Registers `bytes` (rounded up to whole pages) of fresh, zeroed, page-aligned memory on every
+  // device of `devs`.
+  VerbsMemoryRegion(Devices devs, size_t bytes, const std::string& who);
   // Registers the caller's [addr, addr + bytes). For local use only (register_memory): the device
   // may read it (Write source) and write it (Read destination, atomic results). With `remote`
   // (expose_memory) peers may also write, read and update it atomically through packed_key().
@@ -33,31 +37,40 @@ class VerbsMemoryRegion final : public MemoryRegion {
   struct CallerMemory {
     bool remote = false;
   };
-  VerbsMemoryRegion(CallerMemory, std::shared_ptr<DeviceHandles> dev, void* addr, size_t bytes,
-                    const std::string& who);
+  VerbsMemoryRegion(CallerMemory, Devices devs, void* addr, size_t bytes, const std::string& who);
   std::vector<uint8_t> packed_key() const override;  // throws for local-only caller memory
-  uint32_t lkey() const noexcept { return mr_->lkey; }
-  uint32_t rkey() const noexcept { return mr_->rkey; }
+  // The keys on device `rail` (an index into the transport's devices).
+  uint32_t lkey(size_t rail = 0) const noexcept { return mrs_[rail]->lkey; }
+  uint32_t rkey(size_t rail = 0) const noexcept { return mrs_[rail]->rkey; }
+  size_t rails() const noexcept { return mrs_.size(); }
   // True when [p, p + n) lies inside this region.
   bool contains(const void* p, size_t n) const noexcept;
 
  private:
-  // Declaration order is teardown order reversed: MR first, then the memory, then the PD/context.
-  std::shared_ptr<DeviceHandles> dev_;
+  // Registers [p, p + n) on every device; throws TransportError built by `fail(errno)`.
+  template <class Fail>
+  void register_all(void* p, size_t n, int access, const Fail& fail);
+  // Declaration order is teardown order reversed: MRs first, then the memory, then the PDs/contexts.
+  Devices devs_;
   pages::PageBuffer buf_;  // empty for caller memory
-  MrPtr mr_;
+  std::vector<MrPtr> mrs_;  // one per device, in devs_ order
   std::string who_;    // caller memory: names the device in packed_key()'s error
   bool remote_ = true;  // false: register_memory() (local only, no key)
 };
 
 class VerbsRemoteKey final : public RemoteKey {
  public:
-  VerbsRemoteKey(int peer, uint64_t base, uint64_t bytes, uint32_t rkey) : peer_(peer), rkey_(rkey) {
+  VerbsRemoteKey(int peer, uint64_t base, uint64_t bytes, const KeyBlob& k) : peer_(peer), rails_(k.rails), rkeys_(k.rkeys) {
     base_ = base;
     bytes_ = bytes;
   }
   int peer() const noexcept { return peer_; }
-  uint32_t rkey() const noexcept { return rkey_; }
+  // The rkey on the owner's device `rail`; false when the owner has no such device.
+  bool rkey(size_t rail, uint32_t& out) const noexcept {
+    if (rail >= rails_) return false;
+    out = rkeys_[rail];
+    return true;
+  }
   bool contains(uint64_t addr, size_t n) const noexcept {
     return addr >= base_ && n <= bytes_ && addr - base_ <= bytes_ - n;
   }
@@ -70,7 +83,8 @@ class VerbsRemoteKey final : public RemoteKey {
 
  private:
   int peer_;
-  uint32_t rkey_;
+  uint32_t rails_;
+  std::array<uint32_t, KeyBlob::kMaxRails> rkeys_;
 };
 
 class VerbsTransport final : public Transport {
@@ -153,6 +167,8 @@ class VerbsTransport final : public Transport {
     bool needs_post = false;  // `staged` holds a WR somebody waits for: poll() posts the chain
     bool dirty = false;       // listed in dirty_ (has staged WRs)
     bool unfenced = false;    // lanes >= 1: a Write went out since this lane's last fence read
+    uint8_t rail = 0;         // our device of this QP (rail_of(lane))
+    uint8_t remote_rail = 0;  // the peer's device of its end (QpAddress::rail): the rkey index
   };
   struct Peer {
     std::vector<Lane> lanes;  // 1 (run-time peers) or cfg_.verbs.qps_per_peer
@@ -186,9 +202,9 @@ class VerbsTransport final : public Transport {
   // Checks the remote side (link layer, MTU, GID, lanes), moves the lane's QP to RTR and RTS. `from` names the
   // remote in messages ("peer 3", "endpoint of instance 0x.. slot 2").
   void connect_qp(int peer, int lane, const QpAddress& remote, const std::string& from);
-  QpPtr create_qp(int peer);
-  void qp_to_init(ibv_qp* qp, int peer);
-  void qp_to_rtr_rts(ibv_qp* qp, int peer, uint32_t local_psn, const QpAddress& remote);
+  QpPtr create_qp(int peer, size_t rail);
+  void qp_to_init(ibv_qp* qp, int peer, size_t rail);
+  void qp_to_rtr_rts(ibv_qp* qp, int peer, size_t rail, uint32_t local_psn, const QpAddress& remote);
   // Grows the CQ (ibv_resize_cq) so that `live` QPs' send queues fit; throws TransportError.
   void ensure_cq_room(size_t live);
   // "rank 2 -> peer 1: verbs(rxe0 port 1 gid 1)": the prefix of every per-peer message.
@@ -196,7 +212,7 @@ class VerbsTransport final : public Transport {
   int npeers() const noexcept { return static_cast<int>(peers_.size()); }
 
   // verbs_datapath.cpp
-  std::string check_work(const Work& w, uint32_t& lkey, uint32_t& rkey) const;
+  std::string check_work(const Work& w, const Lane& ln, uint32_t& lkey, uint32_t& rkey) const;
   void stage(int peer, int lane, const Pending& p, const ibv_send_wr& wr, const ibv_sge* sge);
   void flush_staged(int peer, int lane);
   // Before an atomic or Flush to `peer` on lane 0: a zero-length READ on every other lane that
@@ -218,28 +234,40 @@ class VerbsTransport final : public Transport {
   // Reads the device's asynchronous events (port down, QP fatal, CQ error) without blocking and
   // turns them into named peer failures.
   void read_async_events() noexcept;
+  void read_async_events(size_t rail) noexcept;
   // This peer's 8-byte CAS result slot (one per peer, never shared) and its lkey.
   uint64_t* result_slot(int peer, uint32_t& lkey) const;
   void ensure_result_slots(size_t peers);
 
-  // Members in set-up order; destruction runs in reverse: MRs, QPs, CQ, then PD and context.
+  // One device the transport drives (RWIN_IB_HCA): lane l of a peer lives on rail l % rails_.size().
+  // Declaration order: the CQ is destroyed before the PD and context it belongs to.
+  struct Rail {
+    DeviceChoice info;
+    std::shared_ptr<DeviceHandles> dev;
+    CqPtr cq;
+    int cq_cqe = 0;                   // the CQ's size as created or resized
+    bool async_nonblocking = false;   // the context's async_fd was made non-blocking
+  };
+  size_t rail_of(int lane) const noexcept { return static_cast<size_t>(lane) % rails_.size(); }
+
+  // Members in set-up order; destruction runs in reverse: MRs, QPs, CQs, then PDs and contexts.
   TransportConfig cfg_;
-  DeviceChoice dev_info_;
+  std::vector<Rail> rails_;  // at least one; rail 0 carries lane 0 (atomics, Flush, run-time peers)
+  Devices devices_;          // rails_[r].dev, in order: every region is registered on each
+  uint64_t max_msg_ = 0;     // the smallest max_msg_sz of the rails' ports
   std::string describe_;
-  std::shared_ptr<DeviceHandles> dev_;
-  CqPtr cq_;
   uint32_t sq_depth_ = 0;    // send queue slots per peer
   uint32_t max_inline_ = 0;  // from the created QPs: Writes up to this many bytes go inline
   bool have_qp_ = false;     // max_inline_ is set
   std::string self_;         // "rank 2" (collective) or "verbs instance 0x..." (run-time peers)
   uint64_t instance_ = 0;    // run-time peers: random id sent in every EndpointBlob
-  int cq_cqe_ = 0;           // the CQ's size as created or resized
   // QPs that may still produce WCs. A failed peer's QPs are destroyed, but up to sq_depth_ WCs of
   // each may still sit in the CQ until poll() finds it empty; until then they count against the
-  // CQ's size (retired_undrained_, in QPs).
+  // CQ's size (retired_undrained_, in QPs; what ensure_cq_room() of rail 0 needs: run-time peers
+  // live on rail 0 only).
   size_t live_qps_ = 0;
   size_t retired_undrained_ = 0;
-  int lanes_ = 1;  // QPs per peer of the collective connect (cfg_.verbs.qps_per_peer); run-time peers 1
+  int lanes_ = 1;  // QPs per peer of the collective connect (qps_per_peer x rails); run-time peers 1
   // A deque: add_peer() appends without moving the other peers (no Peer& or staged chain of a
   // peer with work in flight is invalidated). wr_id carries the peer index, never a pointer.
   std::deque<Peer> peers_;
@@ -251,7 +279,6 @@ class VerbsTransport final : public Transport {
   static constexpr size_t kSlotsPerPage = 512;
   std::vector<std::unique_ptr<VerbsMemoryRegion>> result_pages_;
   size_t draining_peers_ = 0;      // peers with draining set
-  bool async_nonblocking_ = false;  // the context's async_fd was made non-blocking
   uint32_t polls_ = 0;              // poll() calls: async events are read every 256th
   TransportCounters counters_;
   std::vector<LaneRef> dirty_;  // lanes with staged WRs: poll() visits only these (O(active))
