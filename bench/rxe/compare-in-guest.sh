@@ -22,7 +22,7 @@ perftest() {  # perftest TOOL ARGS...: server and client on the same device (loo
 rwin() {  # rwin TRANSPORT TESTS [FLAGS]: two ranks, sizes 8 B (latency) and 1 MiB (bandwidth)
   local transport=$1 tests=$2 flags=${3:-}
   RWIN_TRANSPORT=$transport "$BIN/rwinrun" -n 2 --timeout 600 -- "$BIN/rwin-perf" -t "$tests" -s 8,$size -n 300 -w 20 \
-    --batches 5 $flags 2>/dev/null | sed "s/^/rwin $transport${flags:+ $flags}: /" | grep -vE "\] *\[1\]|: \[1\]"
+    --batches 5 $flags 2>/dev/null | sed "s/^/rwin $transport${flags:+ $flags}${RWIN_LABEL:-}: /" | grep -vE "\] *\[1\]|: \[1\]"
 }
 
 # Issue 23's goals, small messages: rwin's 8 B put + notify one way (put_lat) against ib_write_lat's
@@ -45,4 +45,9 @@ for round in $(seq 1 "$ROUNDS"); do
   rwin verbs put_bw,get_bw,notify_lat
   rwin verbs put_bw,get_bw --nbi
   UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=$dev:1 rwin ucx put_bw,get_bw,notify_lat
+  # Striping (issue 23, item 3): 4 QPs per peer against perftest's 4 QPs (-q 4), and both devices when
+  # the guest has rxe1 (bench/rxe/compare.sh boots it with RWIN_RXE_NICS=2).
+  perftest ib_write_bw -s $size -n 300 -q 4
+  RWIN_LABEL=" 4 qps" RWIN_VERBS_QPS_PER_PEER=4 rwin verbs put_bw,get_bw
+  [[ -n ${RWIN_RXE_DEV2:-} ]] && RWIN_LABEL=" rxe0+rxe1" RWIN_IB_HCA=$dev,$RWIN_RXE_DEV2 rwin verbs put_bw,get_bw
 done
