@@ -33,7 +33,7 @@ small() {
   perftest ib_write_lat -s 8 -n 2000
   perftest ib_write_bw -s 8 -n 20000 -l 16 -Q 16
   RWIN_TRANSPORT=verbs "$BIN/rwinrun" -n 2 --timeout 600 -- "$BIN/rwin-perf" -t put_lat,put_bw,notify_lat -s 8 -n 2000 \
-    -w 100 --batches 5 --counters 2>&1 | grep -E "^ *(put_lat|put_bw|notify_lat)|counters" | sed "s/^/rwin verbs: /"
+    -w 100 --batches 5 --counters 2>&1 | grep -E "(put_lat|put_bw|notify_lat) |counters" | sed "s/^/rwin verbs: /"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
