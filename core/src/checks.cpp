@@ -112,16 +112,22 @@ SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, cons
   return t;
 }
 
-SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, const Slice& sig) {
+namespace {
+// Signals (wait/test/notify) are int32/int64; fetching atomics also take the unsigned types.
+SignalTarget check_element_slice(ContextImpl& c, const char* op, int peer, const Slice& sig, bool atomic) {
   auto where = [&] {
-    return c.who() + ": " + op + (peer >= 0 ? " peer " + std::to_string(peer) : std::string()) + ": signal";
+    return c.who() + ": " + op + (peer >= 0 ? " peer " + std::to_string(peer) : std::string()) +
+           (atomic ? ": target" : ": signal");
   };
   if (!sig.window) throw Error(ErrorCode::InvalidArgument, where() + " slice has no window");
   const WindowState& w = *sig.window;
   if (!w.ctx()) throw Error(ErrorCode::UseAfterFree, where() + " window " + w.describe() + " was freed");
   if (w.ctx() != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
-  if (w.dtype != DType::I32 && w.dtype != DType::I64) {
-    throw Error(ErrorCode::DtypeMismatch, where() + " window " + w.describe() + " is not int32 or int64 (signals are)");
+  const bool signed_int = w.dtype == DType::I32 || w.dtype == DType::I64;
+  if (!signed_int && !(atomic && (w.dtype == DType::U32 || w.dtype == DType::U64))) {
+    throw Error(ErrorCode::DtypeMismatch, where() + " window " + w.describe() +
+                                              (atomic ? " is not int32, int64, uint32 or uint64 (fetching atomics act on those)"
+                                                      : " is not int32 or int64 (signals are)"));
   }
   if (!slice_in_bounds(sig.offsets.data(), sig.shape.data(), w.shape.data())) {
     throw Error(ErrorCode::OutOfBounds, where() + " offsets " + shape_str(sig.offsets) + " shape " +
@@ -135,6 +141,21 @@ SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, cons
   t.width = dtype_size(w.dtype);
   t.offsets = sig.offsets;
   t.shape = sig.shape;
+  return t;
+}
+}  // namespace
+
+SignalTarget detail::check_signal(ContextImpl& c, const char* op, int peer, const Slice& sig) {
+  return check_element_slice(c, op, peer, sig, false);
+}
+
+SignalTarget detail::check_atomic_target(ContextImpl& c, const char* op, int peer, const Slice& target) {
+  SignalTarget t = check_element_slice(c, op, peer, target, true);
+  if (t.elements() != 1) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": " + op + " peer " + std::to_string(peer) + ": target slice of " +
+                                                std::to_string(t.elements()) + " elements of " + t.w->describe() +
+                                                "; a fetching atomic acts on exactly one");
+  }
   return t;
 }
 

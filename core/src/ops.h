@@ -16,7 +16,8 @@
 namespace rwin::detail {
 
 constexpr size_t kScratchWords = 8;  // atomic result slots; word 0 is the sink for notify(Set),
-                                     // word 1 the result of an int32 notify's CAS
+                                     // word 1 the result of an int32 notify's CAS, word 2 the old
+                                     // value of a fetching atomic (atomics.cpp)
 
 // How a bootstrap failure reaches the user: a peer that died is PeerFailed, as on the data path.
 ErrorCode error_code(const bootstrap::BootstrapError& e);
@@ -85,6 +86,8 @@ uint64_t check_local(ContextImpl& c, const char* op, int peer, const char* side,
 // `peer` < 0: a local operation (wait, test).
 SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const SignalSlice& sig);
 SignalTarget check_signal(ContextImpl& c, const char* op, int peer, const Slice& sig);
+// The same for a fetching atomic (atomics.cpp): one int32/int64/uint32/uint64 element.
+SignalTarget check_atomic_target(ContextImpl& c, const char* op, int peer, const Slice& target);
 
 // One put/get-style transfer after its checks: a rectangle of `shape` elements of `esz` bytes
 // between a local 2-D array and the same-shaped rectangle of the peer's window. Row lengths

@@ -1,5 +1,6 @@
-// rwin._rwin point-to-point calls: Context.put/put_nbi/get/get_nbi/notify/wait/test, their enums
-// (rwin.AtomicType, rwin.NotifyOp, rwin.WaitCmp) and the C++ loops bench/python_overhead.py compares with.
+// rwin._rwin point-to-point calls: Context.put/put_nbi/get/get_nbi/notify/wait/test, the fetching atomics,
+// their enums (rwin.AtomicType, rwin.NotifyOp, rwin.WaitCmp) and the C++ loops bench/python_overhead.py
+// compares with.
 // Operands are window views (views.cpp) or numpy arrays; every call releases the GIL and takes the
 // context's mutex (RwContext::run).
 #include <cmath>
@@ -327,6 +328,47 @@ void bind_p2p(py::module_& m, py::class_<RwContext>& context) {
       Py_DECREF(d);
     }
   }
+
+  // Fetching atomics (issue 25): target = a window (element `offsets`, default [0, 0]) or a
+  // one-element slice, as notify takes it. Each returns the element's old value (an int).
+  auto element = [](py::handle target, py::handle offsets, const char* what) {
+    View& v = need_view(target, what);
+    if (!offsets.is_none() && !v.is_window()) {
+      fail(ErrorCode::InvalidArgument, std::string(what) + ": offsets given with a slice (pass the window, or the one-element slice alone)");
+    }
+    return v.is_window() ? v.w.slice(to_offsets(offsets), {1, 1}) : v.s;
+  };
+  context
+      .def("fetch_add",
+           [element](RwContext& pc, py::handle target, int peer, int64_t value, py::handle offsets) {
+             const rwin::Slice e = element(target, offsets, "fetch_add: target");
+             return pc.run("fetch_add", [&](rwin::Context& c) { return c.fetch_add(e, peer, value); });
+           },
+           py::arg("target"), py::arg("peer"), py::arg("value"), py::arg("offsets") = py::none(),
+           "fetch_add(target, peer, value, offsets=None) -> int: add to peer's int32/int64/uint32/uint64 element "
+           "atomically (wrapping like its type) and return its old value; ordered after earlier puts to peer.")
+      .def("compare_swap",
+           [element](RwContext& pc, py::handle target, int peer, int64_t expected, int64_t desired, py::handle offsets) {
+             const rwin::Slice e = element(target, offsets, "compare_swap: target");
+             return pc.run("compare_swap", [&](rwin::Context& c) { return c.compare_swap(e, peer, expected, desired); });
+           },
+           py::arg("target"), py::arg("peer"), py::arg("expected"), py::arg("desired"), py::arg("offsets") = py::none(),
+           "compare_swap(target, peer, expected, desired, offsets=None) -> int: store desired if the element holds "
+           "expected; return the old value either way.")
+      .def("swap",
+           [element](RwContext& pc, py::handle target, int peer, int64_t value, py::handle offsets) {
+             const rwin::Slice e = element(target, offsets, "swap: target");
+             return pc.run("swap", [&](rwin::Context& c) { return c.swap(e, peer, value); });
+           },
+           py::arg("target"), py::arg("peer"), py::arg("value"), py::arg("offsets") = py::none(),
+           "swap(target, peer, value, offsets=None) -> int: store value, return the old one.")
+      .def("atomic_fetch",
+           [element](RwContext& pc, py::handle target, int peer, py::handle offsets) {
+             const rwin::Slice e = element(target, offsets, "atomic_fetch: target");
+             return pc.run("atomic_fetch", [&](rwin::Context& c) { return c.atomic_fetch(e, peer); });
+           },
+           py::arg("target"), py::arg("peer"), py::arg("offsets") = py::none(),
+           "atomic_fetch(target, peer, offsets=None) -> int: the element's value, read atomically.");
 
   // bench/python_overhead.py: the same loops as the Python side, run in C++ on the same Context and
   // windows, so "Python vs C++" is measured in one process with one set of buffers. Seconds elapsed.

@@ -420,3 +420,39 @@ def test_torch_from_dlpack_if_installed(ctx, win):
     t = torch.from_dlpack(x)
     t[0, 0] = 3.0
     assert x.numpy()[0, 0] == 3.0
+
+
+def test_fetching_atomics_ticket_dispenser_and_every_type(ctx, win):
+    """Issue 25: fetch_add tickets from rank 0 (each handed out once), and every op on every integer type."""
+    counter = win([1, 1], rwin.int64)
+    owner = win([1, 20 * ctx.nranks], rwin.int64)  # rank 0's slot t: rank + 1 of who got ticket t
+    me = np.array([[ctx.rank + 1]], np.int64)
+    ctx.barrier()
+    for _ in range(20):
+        t = ctx.fetch_add(counter, peer=0, value=1)
+        assert 0 <= t < 20 * ctx.nranks
+        ctx.put(owner[0:1, t:t + 1], 0, me)
+    ctx.quiet()
+    ctx.barrier()
+    if ctx.rank == 0:
+        assert counter.numpy()[0, 0] == 20 * ctx.nranks
+        # A ticket handed out twice would leave another slot empty.
+        assert sorted(np.bincount(owner.numpy()[0], minlength=ctx.nranks + 1)[1:]) == [20] * ctx.nranks, owner.numpy()
+    right = (ctx.rank + 1) % ctx.nranks
+    for dt, edge, add, wrapped in [(rwin.int32, -2**31, -1, 2**31 - 1), (rwin.int64, -2**63, -1, 2**63 - 1),
+                                   (rwin.uint32, 2**32 - 1, 1, 0), (rwin.uint64, -1, 1, 0)]:
+        w = win([1, 2], dt)
+        ctx.barrier()
+        assert ctx.swap(w, peer=right, value=edge, offsets=[0, 1]) == 0
+        assert ctx.atomic_fetch(w[0:1, 1:2], peer=right) == edge
+        assert ctx.fetch_add(w, peer=right, value=add, offsets=[0, 1]) == edge
+        assert ctx.compare_swap(w, peer=right, expected=123, desired=7, offsets=[0, 1]) == wrapped
+        assert ctx.compare_swap(w[0:1, 1:2], peer=right, expected=wrapped, desired=42) == wrapped
+        ctx.barrier()
+        assert int(w.numpy()[0, 1]) == 42 and int(w.numpy()[0, 0]) == 0
+    f = win([1, 1], rwin.float32)
+    with pytest.raises(rwin.DtypeMismatchError):
+        ctx.fetch_add(f, peer=right, value=1)
+    i = win([1, 2], rwin.int32)
+    with pytest.raises(rwin.InvalidArgumentError):
+        ctx.swap(i, peer=right, value=2**31, offsets=[0, 0])

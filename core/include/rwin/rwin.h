@@ -354,6 +354,23 @@ class Context {
   // for the round trip (docs/CONTRACT.md).
   void notify(const Window& signal, int peer, Shape2 offsets, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
   void notify(const Slice& signal, int peer, int64_t value, NotifyOp op = NotifyOp::AtomicAdd);
+  // Fetching atomics on one element of `peer`'s copy of a window (a slice of exactly one element
+  // of an int32, int64, uint32 or uint64 window; a signal array's word with the SignalSlice forms).
+  // Blocking: each returns the element's value just before the operation, as the element's type
+  // holds it (int32 sign-extended, uint32 zero-extended, uint64 as its bits). Atomic against every
+  // other fetching atomic and notify on the element from any rank (not against plain puts or
+  // put(Add) into it: docs/CONTRACT.md),
+  // and ordered after every earlier put to that peer, as notify is. Values outside the element's
+  // type are InvalidArgument. fetch_add wraps like the type; atomic_fetch reads without changing.
+  // int32/uint32 elements: a compare-and-swap loop on their 8-byte word (one round trip per try).
+  int64_t fetch_add(const Slice& target, int peer, int64_t value);
+  int64_t compare_swap(const Slice& target, int peer, int64_t expected, int64_t desired);
+  int64_t swap(const Slice& target, int peer, int64_t value);
+  int64_t atomic_fetch(const Slice& target, int peer);
+  int64_t fetch_add(const SignalSlice& target, int peer, int64_t value);
+  int64_t compare_swap(const SignalSlice& target, int peer, int64_t expected, int64_t desired);
+  int64_t swap(const SignalSlice& target, int peer, int64_t value);
+  int64_t atomic_fetch(const SignalSlice& target, int peer);
   // Blocks until every word of the local `signal` satisfies `cmp` against `expected`, driving
   // transport progress meanwhile. Deadline: `timeout`, else Options::op_timeout; a negative
   // timeout is InvalidArgument.
