@@ -1,7 +1,9 @@
-// Construction and connection: PD, CQ, one RC queue pair per peer (self included), and the
+// Construction and connection: a PD and CQ per device (RWIN_IB_HCA), RWIN_VERBS_QPS_PER_PEER RC queue
+// pairs per peer and device (self included; lane l on device l mod devices), and the
 // INIT -> RTR -> RTS sequence of rdma-core's rc_pingpong. Two ways to meet a peer, one set of
 // steps (open_qp: create + INIT; connect_qp: checks + RTR + RTS):
-//   connect()       collective, every rank at once: a ConnBlob per pair through Bootstrap::send/recv
+//   connect()       collective, every rank at once: a ConnBlob per QP of a pair, one message per
+//                   pair through Bootstrap::send/recv
 //   add_peer() ...  run-time peers (TransportConfig::dynamic_peers): an EndpointBlob per peer that
 //                   the caller carries (transport.h, "Peers met at run time")
 #include <algorithm>

@@ -8,9 +8,11 @@
 
 namespace rwin::transport {
 
-// Opens the device named by cfg.ib_device (or the first one whose port cfg.ib_port is ACTIVE),
-// picks the GID (cfg.gid_index, -1 = auto) and creates the protection domain and completion
-// queue. Queue pairs are created by connect(), or one per add_peer() with cfg.dynamic_peers.
+// Opens the devices of cfg.verbs.hca (RWIN_IB_HCA), else the one named by cfg.ib_device (or the
+// first whose port cfg.ib_port is ACTIVE), picks each one's GID (cfg.gid_index, -1 = auto) and
+// creates a protection domain and completion queue per device. Queue pairs are created by
+// connect() (cfg.verbs.qps_per_peer per peer and device), or one per add_peer() with
+// cfg.dynamic_peers.
 // Throws TransportError naming every device it saw when none fits.
 std::unique_ptr<Transport> make_verbs_transport(const TransportConfig& cfg);
 
