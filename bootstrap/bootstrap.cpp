@@ -8,7 +8,7 @@
 // Liveness is not a key: each rank's lease (StoreLease) says goodbye in ~Bootstrap, and rank 0
 // keeps serving until every other rank left or failed (TcpStoreServer::wait_until_ranks_left).
 // Keys are never deleted: a bootstrap moves kilobytes per rank, and keeping them means a late
-// reader can never miss a value.
+// reader can never miss a value. On a caller's store the same keys live under "rwin/<n>/".
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 
@@ -30,23 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The job's store client plus the address it talks to, so collective errors can name it.
-class JobStore final : public Store {
- public:
-  JobStore(const HostPort& root, Millis connect_timeout, const StoreClientConfig& cfg)
-      : root_(root), store_(root, connect_timeout, cfg) {}
-  void set(const std::string& key, std::span<const uint8_t> value) override { store_.set(key, value); }
-  Bytes get(const std::string& key, Millis timeout) override { return store_.get(key, timeout); }
-  int64_t add(const std::string& key, int64_t delta) override { return store_.add(key, delta); }
-  std::vector<bool> check(const std::vector<std::string>& keys) override { return store_.check(keys); }
-  void wait(const std::vector<std::string>& keys, Millis timeout) override { store_.wait(keys, timeout); }
-  const HostPort& root() const { return root_; }
-
- private:
-  HostPort root_;
-  TcpStore store_;
-};
-
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   const size_t shown = std::min<size_t>(ranks.size(), 16);
@@ -65,13 +48,13 @@ std::vector<std::string> rank_keys(const std::string& prefix, int nranks) {
 // Waits for `prefix<r>` for every rank r. On timeout, asks the store (over a fresh connection,
 // the timed-out one is closed) which ranks are missing and throws a message naming them; if by
 // then none is missing the wait simply succeeded at its deadline.
-void wait_for_ranks(JobStore& store, int rank, int nranks, const std::string& prefix, const std::string& what,
-                    Millis budget, Millis reported, const char* missing_note) {
+void wait_for_ranks(Store& store, const std::string& where, int rank, int nranks, const std::string& prefix,
+                    const std::string& what, Millis budget, Millis reported, const char* missing_note) {
   const auto keys = rank_keys(prefix, nranks);
   try {
     store.wait(keys, budget);
   } catch (const BootstrapError& e) {
-    const std::string head = "rank " + std::to_string(rank) + ": " + what + " at " + store.root().str();
+    const std::string head = "rank " + std::to_string(rank) + ": " + what + " at " + where;
     if (e.kind() != BootstrapError::Kind::Timeout) throw BootstrapError(e.kind(), head + " failed: " + e.what());
     std::string missing;
     try {
@@ -90,6 +73,57 @@ void wait_for_ranks(JobStore& store, int rank, int nranks, const std::string& pr
                          head + " timed out after " + std::to_string(reported.count()) + " ms waiting for " + missing);
   }
 }
+
+// The caller's store as the bootstrap uses it: every key under this job's prefix, and blocking
+// calls cut into slices so that a failure reported meanwhile (Bootstrap::report_failure) ends a wait
+// for a rank that will never write. The caller's own store keeps no failure news of rwin's.
+class CallerStore final : public Store {
+ public:
+  static constexpr Millis kSlice{100};
+  CallerStore(std::shared_ptr<Store> inner, std::string prefix, std::function<bool()> failed)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)), failed_(std::move(failed)) {}
+  void set(const std::string& key, std::span<const uint8_t> value) override { inner_->set(prefix_ + key, value); }
+  int64_t add(const std::string& key, int64_t delta) override { return inner_->add(prefix_ + key, delta); }
+  std::vector<bool> check(const std::vector<std::string>& keys) override { return inner_->check(prefixed(keys)); }
+  Bytes get(const std::string& key, Millis timeout) override {
+    return sliced(timeout, [&](Millis slice) { return inner_->get(prefix_ + key, slice); });
+  }
+  void wait(const std::vector<std::string>& keys, Millis timeout) override {
+    const auto full = prefixed(keys);
+    sliced(timeout, [&](Millis slice) {
+      inner_->wait(full, slice);
+      return 0;
+    });
+  }
+
+ private:
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
+  template <class F>
+  auto sliced(Millis timeout, F&& call) -> decltype(call(Millis{})) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+      try {
+        return call(std::min(left, kSlice));
+      } catch (const BootstrapError& e) {
+        if (e.kind() != BootstrapError::Kind::Timeout) throw;
+        if (failed_()) throw BootstrapError(BootstrapError::Kind::PeerFailed, "a rank failed while waiting");
+        if (left <= kSlice) {
+          throw BootstrapError(BootstrapError::Kind::Timeout, "timed out after " + std::to_string(timeout.count()) + " ms");
+        }
+      }
+    }
+  }
+
+  std::shared_ptr<Store> inner_;
+  std::string prefix_;
+  std::function<bool()> failed_;
+};
 
 // True when every address `host` resolves to is a loopback address (127.0.0.0/8, ::1).
 bool is_loopback_host(const std::string& host) {
@@ -175,15 +209,16 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
       throw BootstrapError(e.kind(), head + ": cannot serve the store: " + e.what());
     }
   }
-  JobStore* job = nullptr;
+  Store* job = nullptr;
   HostPort connect_to = root;
   if (connect_to.port == 0) connect_to.port = server_->port();  // a job of one: our own server
+  where_ = connect_to.str();
   const StoreClientConfig ccfg{cfg.job_key, rank, nranks, timeout_};
   try {
     // The lease first: a second process claiming this rank is refused here, before it can
     // touch any key.
     lease_ = std::make_unique<StoreLease>(connect_to, left(deadline), ccfg);
-    auto s = std::make_unique<JobStore>(connect_to, left(deadline), ccfg);
+    auto s = std::make_unique<TcpStore>(connect_to, left(deadline), ccfg);
     job = s.get();
     store_ = std::move(s);
     const uint8_t none = 0;
@@ -201,7 +236,8 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
   // The budget is what connecting left of the start-up timeout, but the message reports the
   // whole timeout: that is the number the user configured.
   try {
-    wait_for_ranks(*job, rank, nranks, "arrive/", "bootstrap", left(deadline), startup_timeout_, " (never arrived)");
+    wait_for_ranks(*job, where_, rank, nranks, "arrive/", "bootstrap", left(deadline), startup_timeout_,
+                   " (never arrived)");
   } catch (const BootstrapError& e) {
     if (e.kind() == BootstrapError::Kind::PeerFailed) await_failure_event();
     leave_after_failed_start(lease_.get(), server_.get(), rank, timeout_);
@@ -209,6 +245,43 @@ Bootstrap::Bootstrap(int rank, int nranks, const HostPort& root, const Bootstrap
       throw BootstrapError(BootstrapError::Kind::PeerFailed, head + ": " + failure_summary());
     }
     throw;
+  }
+}
+
+Bootstrap::Bootstrap(int rank, int nranks, std::shared_ptr<Store> caller_store, const BootstrapConfig& cfg,
+                     const std::string& where)
+    : rank_(rank),
+      nranks_(nranks),
+      caller_store_(true),
+      where_(where),
+      timeout_(std::max(Millis(0), cfg.op_timeout)),
+      startup_timeout_(std::max(Millis(0), cfg.startup_timeout)),
+      uncaught_at_start_(std::uncaught_exceptions()) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    throw BootstrapError(BootstrapError::Kind::Config,
+                         "bootstrap: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(nranks) + ")");
+  }
+  const std::string head = "rank " + std::to_string(rank) + ": bootstrap on " + where;
+  if (!caller_store) throw BootstrapError(BootstrapError::Kind::Config, head + ": no store given (a null pointer)");
+  const auto deadline = Clock::now() + startup_timeout_;
+  try {
+    // Which of this rank's jobs on the store this is: the n-th Context of every rank meets the others'
+    // n-th, and never reads keys an earlier job left.
+    const int64_t n = caller_store->add("rwin/contexts/" + std::to_string(rank), 1);
+    store_ = std::make_unique<CallerStore>(caller_store, "rwin/" + std::to_string(n) + "/", [this] {
+      poll_failures();
+      return !failures_.empty();
+    });
+    const uint8_t none = 0;
+    store_->set("arrive/" + std::to_string(rank), std::span<const uint8_t>(&none, 0));
+    wait_for_ranks(*store_, where_, rank, nranks, "arrive/", "bootstrap", left(deadline), startup_timeout_,
+                   " (never arrived)");
+  } catch (const BootstrapError& e) {
+    if (e.kind() == BootstrapError::Kind::PeerFailed && !failures_.empty()) {
+      throw BootstrapError(BootstrapError::Kind::PeerFailed, head + ": " + failure_summary());
+    }
+    const std::string msg = e.what();
+    throw BootstrapError(e.kind(), msg.rfind("rank ", 0) == 0 ? msg : head + ": " + msg);
   }
 }
 
@@ -259,8 +332,26 @@ void Bootstrap::abandon_lease(const std::string& reason) noexcept {
 }
 
 std::vector<PeerFailure> Bootstrap::poll_failures() {
-  if (!lease_) return {};
-  return learn(lease_->poll());
+  std::vector<PeerFailure> news;
+  if (lease_) news = lease_->poll();
+  if (has_reported_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(reported_mu_);
+    for (auto& f : reported_) news.push_back(std::move(f));
+    reported_.clear();
+    has_reported_.store(false, std::memory_order_relaxed);
+  }
+  if (news.empty()) return {};
+  return learn(std::move(news));
+}
+
+void Bootstrap::report_failure(int rank, const std::string& how) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(reported_mu_);
+    reported_.push_back(PeerFailure{rank, how, Clock::now()});
+    has_reported_.store(true, std::memory_order_release);
+  } catch (...) {
+    // Out of memory: the failure is still found by the transport or at a deadline.
+  }
 }
 
 std::string Bootstrap::failure_summary() const {
@@ -293,8 +384,16 @@ void Bootstrap::rethrow(const BootstrapError& e, const std::string& head) {
 }
 
 void Bootstrap::wait_ranks(const std::string& prefix, const char* what) {
+  if (while_waiting_) {
+    // Keep the caller's transport moving while the others come: a rank whose last send is still
+    // queued in it (UCX over tcp sends only while progressed) would otherwise stall a peer that waits
+    // for that send and so never arrives here.
+    await_keys(rank_keys(prefix, nranks_), "rank " + std::to_string(rank_) + ": " + what + " at " + where_, timeout_,
+               while_waiting_, false);
+    return;
+  }
   try {
-    wait_for_ranks(static_cast<JobStore&>(*store_), rank_, nranks_, prefix, what, timeout_, timeout_, "");
+    wait_for_ranks(*store_, where_, rank_, nranks_, prefix, what, timeout_, timeout_, "");
   } catch (const BootstrapError& e) {
     // wait_for_ranks already named this rank, the collective and the store.
     if (e.kind() != BootstrapError::Kind::PeerFailed || !await_failure_event()) throw;
@@ -305,7 +404,6 @@ void Bootstrap::wait_ranks(const std::string& prefix, const char* what) {
 std::vector<Bytes> Bootstrap::allgather(std::span<const uint8_t> mine) {
   const std::string prefix = "ag/" + std::to_string(seq_++) + "/";
   const std::string what = "allgather (" + prefix + ")";
-  auto& job = static_cast<JobStore&>(*store_);
   try {
     store_->set(prefix + std::to_string(rank_), mine);
   } catch (const BootstrapError& e) {
@@ -321,7 +419,7 @@ std::vector<Bytes> Bootstrap::allgather(std::span<const uint8_t> mine) {
     try {
       all[static_cast<size_t>(r)] = store_->get(prefix + std::to_string(r), timeout_);
     } catch (const BootstrapError& e) {
-      rethrow(e, "rank " + std::to_string(rank_) + ": " + what + " at " + job.root().str() + " reading rank " +
+      rethrow(e, "rank " + std::to_string(rank_) + ": " + what + " at " + where_ + " reading rank " +
                      std::to_string(r));
     }
   }
@@ -343,7 +441,6 @@ void Bootstrap::barrier() {
 void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiting, bool survivors_only) {
   const std::string prefix = "pbar/" + std::to_string(seq_++) + "/";
   const std::string who = "rank " + std::to_string(rank_) + ": barrier (" + prefix + ")";
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> keys;
   for (int r = 0; r < nranks_; ++r) keys.push_back(prefix + std::to_string(r));
   auto store_call = [&](auto&& call) {  // store failures name this barrier
@@ -355,6 +452,19 @@ void Bootstrap::barrier(Millis timeout, const std::function<void()>& while_waiti
   };
   const uint8_t none = 0;
   store_call([&] { store_->set(keys[static_cast<size_t>(rank_)], std::span<const uint8_t>(&none, 0)); });
+  await_keys(keys, who, timeout, while_waiting, survivors_only);
+}
+
+void Bootstrap::await_keys(const std::vector<std::string>& keys, const std::string& who, Millis timeout,
+                           const std::function<void()>& while_waiting, bool survivors_only) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto store_call = [&](auto&& call) {  // store failures name the collective
+    try {
+      return call();
+    } catch (const BootstrapError& e) {
+      rethrow(e, who);
+    }
+  };
   auto known_failed = [&](int r) {
     return std::any_of(failures_.begin(), failures_.end(), [r](const PeerFailure& f) { return f.rank == r; });
   };
@@ -427,7 +537,7 @@ Bytes Bootstrap::recv(int peer, const std::string& tag) {
     return store_->get(key, timeout_);
   } catch (const BootstrapError& e) {
     const std::string head = "rank " + std::to_string(rank_) + ": recv from rank " + std::to_string(peer) + " tag '" +
-                             tag + "' at " + static_cast<JobStore&>(*store_).root().str();
+                             tag + "' at " + where_;
     if (e.kind() == BootstrapError::Kind::Timeout) {
       throw BootstrapError(e.kind(), head + " timed out after " + std::to_string(timeout_.count()) + " ms (rank " +
                                          std::to_string(peer) + " never sent)");

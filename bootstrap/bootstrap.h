@@ -8,10 +8,12 @@
 // TcpStoreServer runs its own thread and is safe to construct/destroy from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -194,7 +196,8 @@ struct BootstrapConfig {
 // default: rwinrun/mpirun jobs); otherwise the store at `root` is run by someone else. Each rank
 // holds a liveness lease (StoreLease): a rank whose lease closes without a goodbye is reported
 // failed to the others within a socket close (no timers), and collectives waiting for it end
-// with Kind::PeerFailed.
+// with Kind::PeerFailed. Or, on a store the caller brings (rwin/store.h), with no server and no
+// lease: failures then come only from report_failure().
 class Bootstrap {
  public:
   // Collective. Returns when all `nranks` ranks have arrived; throws BootstrapError naming
@@ -206,6 +209,12 @@ class Bootstrap {
   // whose address reached the other ranks some other way: PMIx, pmix.h). Ignored on other ranks.
   Bootstrap(int rank, int nranks, const HostPort& root, const BootstrapConfig& cfg,
             std::unique_ptr<TcpStoreServer> served);
+  // On a store the caller runs (rwin/store.h; the core adapts it): no server, no lease, no socket of
+  // the bootstrap's own. Keys go under "rwin/<n>/" (n from the counter "rwin/contexts/<rank>", so a
+  // second job on the same store never reads the first one's keys); waits are cut into slices of at
+  // most 100 ms so that a failure reported meanwhile ends them. `where` names the store in messages.
+  Bootstrap(int rank, int nranks, std::shared_ptr<Store> caller_store, const BootstrapConfig& cfg,
+            const std::string& where);
   // The same with startup_timeout = op_timeout = `timeout` and no key (loopback jobs, tests).
   Bootstrap(int rank, int nranks, const HostPort& root, Millis timeout, bool serve = true);
   // Says goodbye (unless unwinding from an exception: then this rank counts as failed); rank 0
@@ -227,6 +236,17 @@ class Bootstrap {
   // waiting on us ends now instead of at its deadline, and names the first failure. Closes the
   // lease; rank 0 keeps serving the store until ~Bootstrap. Bounded (<= 1 s), never throws.
   void abandon_lease(const std::string& reason) noexcept;
+  // Thread-safe, never blocks, never throws: someone outside the bootstrap (the core's transport, the
+  // caller's health lane through Context::fail_peer) learned that `rank` failed; the next
+  // poll_failures() on the owning thread learns it (as a lease report) and a collective waiting for
+  // it ends with PeerFailed. A rank already known failed keeps its first reason.
+  void report_failure(int rank, const std::string& how) noexcept;
+  // Called between polls of the store while allgather() and barrier() wait for the other ranks
+  // (then they poll, every 50 us at first, then every 1 ms, instead of blocking in the store): the
+  // core's transport progress, set once the transport is up and cleared before it goes. Empty: block.
+  void set_while_waiting(std::function<void()> f) { while_waiting_ = std::move(f); }
+  // Whether this bootstrap runs on a store the caller brought (no lease, no server).
+  bool caller_store() const noexcept { return caller_store_; }
   // Every failure learned so far (also those already returned by poll_failures()).
   const std::vector<PeerFailure>& failures() const noexcept { return failures_; }
 
@@ -252,6 +272,9 @@ class Bootstrap {
  private:
   // Waits for one key per rank under `prefix`; on timeout names the ranks that are missing.
   void wait_ranks(const std::string& prefix, const char* what);
+  // The polling wait of barrier(timeout, while_waiting, ...) for `keys` (one per rank), messages under `who`.
+  void await_keys(const std::vector<std::string>& keys, const std::string& who, Millis timeout,
+                  const std::function<void()>& while_waiting, bool survivors_only);
   // Adds failures not known yet to failures_ and returns them.
   std::vector<PeerFailure> learn(std::vector<PeerFailure> news);
   // "peer 2 failed (its bootstrap connection closed, learned 0.3 s ago)" for every known failure.
@@ -263,14 +286,21 @@ class Bootstrap {
 
   int rank_;
   int nranks_;
+  bool caller_store_ = false;
+  std::string where_;  // the store in messages: "host:port" or "the caller's store"
   Millis timeout_;
   Millis startup_timeout_;
   int uncaught_at_start_ = 0;  // std::uncaught_exceptions() at construction
   std::vector<PeerFailure> failures_;
   std::unique_ptr<StoreLease> lease_;
+  std::function<void()> while_waiting_;
   uint64_t seq_ = 0;  // collective sequence number: keys of one collective never collide with another's
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> store_;
+  // report_failure()'s mailbox: written from any thread, drained by poll_failures().
+  std::mutex reported_mu_;
+  std::vector<PeerFailure> reported_;
+  std::atomic<bool> has_reported_{false};
 };
 
 }  // namespace rwin::bootstrap

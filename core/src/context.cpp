@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "bootstrap/pmix.h"
 #include "collectives/team_state.h"
+#include "caller_store.h"
 #include "context_impl.h"
 #include "ops.h"
 #include "startup.h"
@@ -37,6 +38,7 @@ ErrorCode detail::error_code(const bootstrap::BootstrapError& e) {
 // ContextImpl: data path
 
 ContextImpl::~ContextImpl() {
+  if (bs) bs->set_while_waiting(nullptr);  // the transport goes before the bootstrap
   // First make sure nothing can write into our memory any more (a dead or late peer's data
   // still in a socket, a rendezvous receive, a queue pair), then release it.
   // Team handles may outlive the context: they only ever see a null context from now on.
@@ -178,6 +180,9 @@ void pmix_start(ContextImpl& c, const bootstrap::BootstrapConfig& bc) {
   c.opt.root = root;
 }
 
+// The rest of start-up, after the rendezvous (both constructors).
+void start_data_path(ContextImpl& c);
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -206,6 +211,50 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
              e.what());
     throw Error(error_code(e), e.what());
   }
+  start_data_path(c);
+}
+
+Context::Context(std::shared_ptr<Store> store, int rank, int nranks, const Options& options)
+    : impl_(std::make_unique<ContextImpl>()) {
+  ContextImpl& c = *impl_;
+  c.uncaught_at_start = std::uncaught_exceptions();
+  log::configure();
+  knobs::warn_unknown_once();
+  const std::string head = "rwin::Context(store, rank " + std::to_string(rank) + ", nranks " + std::to_string(nranks) + ")";
+  if (!store) throw Error(ErrorCode::InvalidArgument, head + ": the store is a null pointer");
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    throw Error(ErrorCode::InvalidArgument, head + ": rank " + std::to_string(rank) + " is outside a job of " +
+                                                std::to_string(nranks) + " ranks");
+  }
+  auto disagree = [&](const char* field, int given) {
+    throw Error(ErrorCode::InvalidArgument, head + ": Options::" + field + " is " + std::to_string(given) +
+                                                ", which disagrees with the rank and size given with the store");
+  };
+  if (options.rank >= 0 && options.rank != rank) disagree("rank", options.rank);
+  if (options.nranks >= 0 && options.nranks != nranks) disagree("nranks", options.nranks);
+  if (!options.root.empty() || !options.bootstrap.empty()) {
+    throw Error(ErrorCode::InvalidArgument, head + ": Options::" + (options.root.empty() ? "bootstrap" : "root") +
+                                                " is set, but the store given is the rendezvous (leave it empty)");
+  }
+  Options base = options;
+  base.rank = rank;
+  base.nranks = nranks;
+  c.opt = detail::options_from_env(base, &c.launch, /*caller_store=*/true);
+  try {
+    bootstrap::BootstrapConfig bc;
+    bc.startup_timeout = c.opt.startup_timeout;
+    bc.op_timeout = c.opt.op_timeout;
+    c.bs = std::make_unique<bootstrap::Bootstrap>(rank, nranks, adapt_store(std::move(store)), bc, "the caller's store");
+  } catch (const bootstrap::BootstrapError& e) {
+    RWIN_LOG(Debug, Bootstrap, "rank %d of %d: bootstrap on the caller's store failed: %s", rank, nranks, e.what());
+    throw Error(error_code(e), e.what());
+  }
+  start_data_path(c);
+}
+
+namespace {
+// Transport, connect, sizes.
+void start_data_path(ContextImpl& c) {
   c.rank = c.opt.rank;
   c.nranks = c.opt.nranks;
   c.peers.resize(static_cast<size_t>(c.nranks));
@@ -222,8 +271,13 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
   if (tc.name == "ucx") {
     // The interface that reaches the root carries UCX's tcp traffic too. Asked for by name
     // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.
+    // On a caller's store there is no root to route to: RWIN_IFNAME or UCX's own choice.
     try {
-      tc.ifname = bootstrap::choose_interface(bootstrap::HostPort::parse(c.opt.root).host);
+      if (!c.opt.root.empty()) {
+        tc.ifname = bootstrap::choose_interface(bootstrap::HostPort::parse(c.opt.root).host);
+      } else if (knobs::env("RWIN_IFNAME")) {
+        tc.ifname = bootstrap::choose_interface("127.0.0.1");  // RWIN_IFNAME wins over the host
+      }
     } catch (const bootstrap::BootstrapError& e) {
       if (knobs::env("RWIN_IFNAME")) throw Error(ErrorCode::Bootstrap, c.who() + ": " + e.what());
     }
@@ -257,8 +311,15 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
     ps.direct = c.tp->rma_mode(p) == "direct";
   }
   c.all_direct = std::all_of(c.peers.begin(), c.peers.end(), [](const PeerState& ps) { return ps.direct; });
+  // From now on the bootstrap's collectives (window allocation, allgather) keep the transport moving
+  // while they wait: a send of ours still queued in it may be what a late peer is waiting for.
+  c.bs->set_while_waiting([&c] {
+    c.progress();
+    sched_yield();
+  });
   log_startup(c, same_host);
 }
+}  // namespace
 
 Context::~Context() {
   if (!impl_) return;

@@ -21,6 +21,15 @@ void ContextImpl::watch() {
 
 void ContextImpl::watch_now() {
   if (!bs) return;
+  if (bs->caller_store() && tp) {
+    // No lease tells us of a death: a peer whose connection the transport saw fail (UCX's error
+    // callback on a closed socket, a verbs completion error) is a failed rank, named by that error.
+    for (int p = 0; p < nranks; ++p) {
+      if (p == rank || !peers[static_cast<size_t>(p)].failed.empty()) continue;
+      std::string err = tp->peer_error(p);
+      if (!err.empty()) bs->report_failure(p, std::move(err));
+    }
+  }
   bs->poll_failures();
   // Every failure the bootstrap knows, also those its own collectives learned (Bootstrap::barrier
   // polls the lease too): each peer enters known_failures once.
@@ -77,6 +86,18 @@ void ContextImpl::raise_new_failure(const std::string& what) {
   const KnownFailure& f = known_failures[failures_reported];
   failures_reported = known_failures.size();  // a wait reports each failure once (as ULFM does)
   throw Error(ErrorCode::PeerFailed, who() + ": " + failure_text(f.rank) + what);
+}
+
+void Context::fail_peer(int peer, const std::string& reason) {
+  // Any thread: only immutable fields and the bootstrap's mailbox are touched here; the owning
+  // thread's next watch() (every 2 ms in a wait) makes it a failure like a lease report.
+  ContextImpl& c = *impl_;
+  if (peer < 0 || peer >= c.nranks || peer == c.rank) {
+    throw Error(ErrorCode::InvalidArgument, c.who() + ": fail_peer: peer " + std::to_string(peer) +
+                                                " is not another rank of this job (0.." + std::to_string(c.nranks - 1) +
+                                                ", not " + std::to_string(c.rank) + ")");
+  }
+  if (c.bs) c.bs->report_failure(peer, "fail_peer: " + (reason.empty() ? std::string("no reason given") : reason));
 }
 
 }  // namespace rwin

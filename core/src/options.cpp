@@ -119,7 +119,7 @@ Options Options::from_env() { return from_env(Options()); }
 
 Options Options::from_env(Options o) { return detail::options_from_env(std::move(o), nullptr); }
 
-Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
+Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bool caller_store) {
   bootstrap::LaunchEnv launch;
   in_code("RWIN_RANK", o.rank >= 0, std::to_string(o.rank));
   in_code("RWIN_NRANKS", o.nranks >= 0, std::to_string(o.nranks));
@@ -138,22 +138,30 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
   in_code("RWIN_JOB_KEY", !o.job_key.empty(), "(set)");  // a secret: never printed
   in_code("RWIN_BOOTSTRAP", !o.bootstrap.empty(), o.bootstrap);
   const bool root_in_code = !o.root.empty();
-  bootstrap::BootstrapMethod method;
-  try {
-    method = bootstrap::bootstrap_method(o.bootstrap);
-  } catch (const bootstrap::BootstrapError& e) {
-    throw Error(ErrorCode::InvalidArgument, e.what());
+  if (caller_store) {
+    // The caller's store is the rendezvous: no root, no launcher, no PMIx (Context(store, ...)).
+    o.bootstrap = "store";
+    launch.source = "store";
+    launch.how = "rank and size given with the caller's store";
   }
-  if (method == bootstrap::BootstrapMethod::Auto) {
-    // A root someone named, or a rank and size the program set, is the tcp bootstrap as before;
-    // otherwise a PMIx server, when this build can talk to one.
-    const bool named = !o.root.empty() || env("RWIN_ROOT") != nullptr || (o.rank >= 0 && o.nranks >= 0);
-    method = (!named && bootstrap::pmix_built_in() && bootstrap::pmix_server_advertised())
-                 ? bootstrap::BootstrapMethod::Pmix
-                 : bootstrap::BootstrapMethod::Tcp;
+  bootstrap::BootstrapMethod method = bootstrap::BootstrapMethod::Tcp;
+  if (!caller_store) {
+    try {
+      method = bootstrap::bootstrap_method(o.bootstrap);
+    } catch (const bootstrap::BootstrapError& e) {
+      throw Error(ErrorCode::InvalidArgument, e.what());
+    }
+    if (method == bootstrap::BootstrapMethod::Auto) {
+      // A root someone named, or a rank and size the program set, is the tcp bootstrap as before;
+      // otherwise a PMIx server, when this build can talk to one.
+      const bool named = !o.root.empty() || env("RWIN_ROOT") != nullptr || (o.rank >= 0 && o.nranks >= 0);
+      method = (!named && bootstrap::pmix_built_in() && bootstrap::pmix_server_advertised())
+                   ? bootstrap::BootstrapMethod::Pmix
+                   : bootstrap::BootstrapMethod::Tcp;
+    }
+    o.bootstrap = bootstrap::bootstrap_method_name(method);
   }
-  o.bootstrap = bootstrap::bootstrap_method_name(method);
-  const bool pmix = method == bootstrap::BootstrapMethod::Pmix;
+  const bool pmix = !caller_store && method == bootstrap::BootstrapMethod::Pmix;
   if (pmix) {
     if (!bootstrap::pmix_built_in()) {
       throw Error(ErrorCode::InvalidArgument,
@@ -171,13 +179,18 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
     }
     launch.source = "pmix";
     launch.how = "from the PMIx server (at start-up)";
+  } else if (caller_store) {
+    if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks) {
+      throw Error(ErrorCode::InvalidArgument, "rank " + std::to_string(o.rank) + " is outside a job of " +
+                                                  std::to_string(o.nranks) + " ranks");
+    }
   } else if (o.rank < 0 || o.nranks < 0) {
     tcp_launch(o, launch);
   } else {
     launch.source = "options";
     launch.how = "rank and size set by the program";
   }
-  if (!pmix) {
+  if (!pmix && !caller_store) {
     if (o.root.empty()) {
       if (const char* v = env("RWIN_ROOT")) o.root = v;
     }
@@ -257,7 +270,10 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out) {
   if (o.job_key.empty() && !pmix) {
     if (const char* v = env("RWIN_JOB_KEY")) o.job_key = v;  // any non-empty string; "" = no key
   }
-  if (!pmix) {  // (under PMIx the Context says it once the PMIx server has spoken)
+  if (caller_store) {
+    log::set_rank(o.rank);
+    RWIN_LOG(Info, Bootstrap, "rank %d of %d on the caller's store (no root, no lease)", o.rank, o.nranks);
+  } else if (!pmix) {  // (under PMIx the Context says it once the PMIx server has spoken)
     log::set_rank(o.rank);
     const std::string ranks_from = launch.source == "options" ? "Options"
                                    : launch.source.empty()    ? "no launcher (a job of one)"

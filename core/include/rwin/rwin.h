@@ -4,8 +4,11 @@
 // rank; put/get move slices of them; notify/wait synchronise through 64-bit signal words.
 // The promises each call makes are in docs/CONTRACT.md.
 //
-// Thread safety: a Context and everything allocated from it are used by one thread at a time.
-// Handles (Window, SignalArray, Slice, SignalSlice) are cheap values that share state.
+// Thread safety: a Context and everything allocated from it are used by one thread at a time,
+// with one exception: Context::fail_peer may be called from any thread at any time (a runtime's
+// health lane), also while the owning thread is blocked in a wait. Handles (Window, SignalArray,
+// Slice, SignalSlice) are cheap values that share state. Contexts are independent of each other.
+// fork(): a child may make a Context of its own only if none was open when it forked.
 #pragma once
 
 #include <array>
@@ -18,6 +21,7 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+#include "rwin/store.h"
 #include "rwin/version.h"
 
 namespace rwin {
@@ -290,6 +294,13 @@ class Context {
   // rank that never arrives makes every other rank throw Error(Timeout) naming it (Error(Bootstrap):
   // the rendezvous itself failed, e.g. the root refused or a job key did not match).
   explicit Context(const Options& options = Options());
+  // Collective start-up on a store the caller brings (rwin/store.h, docs/EMBEDDING.md): this rank is
+  // `rank` of `nranks`. No store server, no listening port of the bootstrap's own, no lease
+  // connection; RWIN_ROOT, RWIN_BOOTSTRAP and the launchers' variables are not read (the other
+  // RWIN_* knobs and `options` still are; options.rank/nranks, if set, must agree and options.root
+  // must be empty, else Error(InvalidArgument)). A dead peer is then found by the transport when an
+  // operation to it fails, or told by the caller through fail_peer.
+  Context(std::shared_ptr<Store> store, int rank, int nranks, const Options& options = Options());
   // Best effort: quiet and a bounded barrier, then release every resource. Never throws.
   ~Context();
   Context(const Context&) = delete;
@@ -385,6 +396,15 @@ class Context {
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   bool test(const Window& signal, Shape2 offsets, int64_t expected, WaitCmp cmp = WaitCmp::GE);
   bool test(const Slice& signals, int64_t expected, WaitCmp cmp = WaitCmp::GE);
+
+  // The caller learned that `peer` is gone (its own heartbeat, a process monitor): from now on every
+  // operation to `peer` throws Error(PeerFailed) naming it and `reason`, a wait or test in progress
+  // or to come raises it once (as for a failure rwin found itself), collectives that need `peer`
+  // end with PeerFailed, and shutdown does not wait for it. Thread-safe: callable from any thread
+  // while the owning thread is inside any call (it is seen there within a few milliseconds); never
+  // blocks. `peer` must be another rank of the job (else Error(InvalidArgument), thrown here).
+  // A rank already known failed keeps its first reason.
+  void fail_peer(int peer, const std::string& reason);
 
   void fence(int peer);  // later ops to `peer` are delivered after earlier ones
   void quiet();          // every op this rank issued is complete at its target
