@@ -64,6 +64,9 @@ std::string shape_text(Shape2 s);  // "[rows x columns]" (views.cpp)
 
 struct RwContext {
   std::unique_ptr<rwin::Context> ctx;
+  // Guards `ctx` the pointer (not the Context) for fail_peer, the one call made without `mu`, from any
+  // thread: close() takes the Context out under it, then destroys it outside it.
+  std::mutex fail_mu;
   uint64_t gen = 0;
   pid_t pid = 0;
   std::mutex mu;
@@ -109,7 +112,12 @@ struct RwContext {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lk(mu);
     if (ctx) g_live.fetch_sub(1, std::memory_order_relaxed);
-    ctx.reset();
+    std::unique_ptr<rwin::Context> going;
+    {
+      std::lock_guard<std::mutex> fl(fail_mu);
+      going = std::move(ctx);
+    }
+    going.reset();
   }
   ~RwContext() {
     if (forked()) {
@@ -192,5 +200,9 @@ void bind_collectives(py::module_& m, py::class_<RwContext>& context);
 
 // Binds rwin.Agent, rwin.Region and rwin.RemoteRegion (agent.cpp; issue 15).
 void bind_agent(py::module_& m);
+
+// rwin.Context(store=obj): `obj` (torch.distributed.Store's methods) as an rwin::Store (store.cpp).
+// Throws InvalidArgument naming a missing method.
+std::shared_ptr<rwin::Store> make_py_store(py::object obj);
 
 }  // namespace rwin_py

@@ -37,7 +37,7 @@ PYBIND11_MODULE(_rwin, m) {
 
   py::class_<RwContext> context(m, "Context");
   context.def(py::init([](py::object rank, py::object nranks, py::object root, py::object transport, py::object timeout,
-                       py::object startup_timeout, py::object ib_device) {
+                       py::object startup_timeout, py::object ib_device, py::object store) {
              rwin::Options o;
              if (!rank.is_none()) o.rank = rank.cast<int>();
              if (!nranks.is_none()) o.nranks = nranks.cast<int>();
@@ -63,7 +63,17 @@ PYBIND11_MODULE(_rwin, m) {
              auto pc = std::make_unique<RwContext>();
              pc->gen = g_fork_gen.load(std::memory_order_relaxed);
              pc->pid = getpid();
-             {
+             if (!store.is_none()) {
+               if (rank.is_none() || nranks.is_none()) {
+                 fail(ErrorCode::InvalidArgument, "rwin.Context(store=...): give rank= and nranks= with the store");
+               }
+               auto s = make_py_store(store);
+               o.rank = -1;  // given to the constructor, not as options
+               o.nranks = -1;
+               const int r = rank.cast<int>(), n = nranks.cast<int>();
+               py::gil_scoped_release nogil;  // the store's calls take it back one at a time
+               pc->ctx = std::make_unique<rwin::Context>(std::move(s), r, n, o);
+             } else {
                py::gil_scoped_release nogil;
                pc->ctx = std::make_unique<rwin::Context>(o);
              }
@@ -75,7 +85,23 @@ PYBIND11_MODULE(_rwin, m) {
            }),
            py::kw_only(), py::arg("rank") = py::none(), py::arg("nranks") = py::none(), py::arg("root") = py::none(),
            py::arg("transport") = py::none(), py::arg("timeout") = py::none(), py::arg("startup_timeout") = py::none(),
-           py::arg("ib_device") = py::none())
+           py::arg("ib_device") = py::none(), py::arg("store") = py::none(),
+           "Context(*, rank=None, nranks=None, root=None, transport=None, timeout=None, startup_timeout=None, "
+           "ib_device=None, store=None): start this rank of the job (collective). store: an object with "
+           "torch.distributed.Store's set/get/add/check/wait (a torch store as it is) used as the rendezvous, "
+           "with rank and nranks given: no rwin store server, no listening port, no RWIN_ROOT (docs/EMBEDDING.md).")
+      .def("fail_peer",
+           [](RwContext& pc, int peer, const std::string& reason) {
+             // Not through run(): no context mutex, so a health-lane thread can call it while another
+             // thread is blocked in a wait (rwin::Context::fail_peer is thread-safe).
+             pc.check_fork("fail_peer");
+             std::lock_guard<std::mutex> fl(pc.fail_mu);
+             pc.live("fail_peer").fail_peer(peer, reason);
+           },
+           py::arg("peer"), py::arg("reason"),
+           "fail_peer(peer, reason): tell rwin that rank peer is gone (your own heartbeat saw it die). From any "
+           "thread, also while another is blocked in wait(); every later call involving peer raises "
+           "rwin.PeerFailedError naming it and reason, a wait in progress raises it once.")
       .def_readonly("rank", &RwContext::rank)
       .def_readonly("nranks", &RwContext::nranks)
       .def_readonly("transport", &RwContext::transport)

@@ -16,9 +16,10 @@ import rwin
 ALL_DTYPES = list(rwin.dtypes)
 TIMEOUT = float(os.environ.get("RWIN_PYTEST_TIMEOUT", "30"))
 
-# test_agent.py (rwin.Agent, issue 15) makes its own processes and is not collective: it is run on its
-# own (tests/scripts/python_agent.sh), never by every rank of an rwinrun job.
-collect_ignore = ["test_agent.py"] if "RWIN_RANK" in os.environ else []
+# test_agent.py (rwin.Agent, issue 15) and test_store.py (rwin.Context(store=...), issue 25) make their
+# own processes and are not collective: they run on their own (tests/scripts/python_agent.sh), never by
+# every rank of an rwinrun job.
+collect_ignore = ["test_agent.py", "test_store.py"] if "RWIN_RANK" in os.environ else []
 
 
 @pytest.fixture(scope="session")
