@@ -9,6 +9,8 @@
 // ends in Error(CollectiveMismatch) on every member, never in a hang, and every call has a
 // deadline (Options::op_timeout). docs/CONTRACT.md ("Collectives") has the semantics, the
 // algorithms, and how the internal scratch and signal windows are sized and reused.
+//
+// Thread safety: a Team belongs to its Context and is used from the thread that uses the Context.
 #pragma once
 
 #include <chrono>
