@@ -4,6 +4,7 @@
 #include "caller_store.h"
 
 #include <exception>
+#include <unordered_set>
 
 namespace rwin::detail {
 
@@ -31,13 +32,22 @@ class AdaptedStore final : public bootstrap::Store {
     return guard("add", key, [&] { return s_->add(key, delta); });
   }
   std::vector<bool> check(const std::vector<std::string>& keys) override {
-    // The caller's check answers for a whole list (torch's shape); ask per key only when some is missing.
-    if (guard("check", keys.empty() ? std::string() : keys.front(), [&] { return s_->check(keys); })) {
-      return std::vector<bool>(keys.size(), true);
+    // rwin writes each key once and never deletes one, so a key seen is remembered and not asked for
+    // again: a barrier polling for late ranks asks only about those. The caller's check answers for a
+    // whole list (torch's shape): ask per key only when some of the unseen ones is missing.
+    std::vector<bool> out(keys.size(), false);
+    std::vector<std::string> unseen;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      out[i] = seen_.count(keys[i]) > 0;
+      if (!out[i]) unseen.push_back(keys[i]);
     }
-    std::vector<bool> out;
-    out.reserve(keys.size());
-    for (const auto& k : keys) out.push_back(guard("check", k, [&] { return s_->check({k}); }));
+    if (unseen.empty()) return out;
+    const bool all = guard("check", unseen.front(), [&] { return s_->check(unseen); });
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (out[i]) continue;
+      out[i] = all || guard("check", keys[i], [&] { return s_->check({keys[i]}); });
+      if (out[i]) seen_.insert(keys[i]);
+    }
     return out;
   }
   void wait(const std::vector<std::string>& keys, bootstrap::Millis timeout) override {
@@ -67,6 +77,7 @@ class AdaptedStore final : public bootstrap::Store {
     }
   }
   std::shared_ptr<rwin::Store> s_;
+  std::unordered_set<std::string> seen_;  // keys known to exist (check)
 };
 
 }  // namespace
