@@ -36,6 +36,11 @@ except ImportError:
         os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
     raise
 
+def say(msg):
+    """One write per line: the workers share the parent's stdout, and print() may split a line in two."""
+    os.write(1, (msg + "\n").encode())
+
+
 HEARTBEAT_S = 0.1  # each worker rewrites its beat this often
 SILENT_S = 1.5     # a beat unchanged this long is a dead worker
 
@@ -170,7 +175,7 @@ def worker(port, rank, n, kill, transport):
         app.wait([f"tickets/{p}" for p in range(n)])
         all_tickets = sorted(t for p in range(n) for t in json.loads(app.get(f"tickets/{p}")))
         assert all_tickets == list(range(10 * n)), all_tickets
-        print(f"worker {rank}: ring shift, allreduce and {10 * n} tickets OK", flush=True)
+        say(f"worker {rank}: ring shift, allreduce and {10 * n} tickets OK")
         if kill is None:
             return 0
         if rank == kill:
@@ -179,9 +184,9 @@ def worker(port, rank, n, kill, transport):
             ctx.wait(sig, offsets=[0, 1], expected=1, timeout=25)
         except rwin.PeerFailedError as e:
             assert f"peer {kill} failed" in str(e), e
-            print(f"worker {rank}: named the dead worker: {e}", flush=True)
+            say(f"worker {rank}: named the dead worker: {e}")
             return 0
-        print(f"worker {rank}: the wait for worker {kill} ended without an error", flush=True)
+        say(f"worker {rank}: the wait for worker {kill} ended without an error")
         return 1
     finally:
         stop.set()
@@ -209,7 +214,7 @@ def main():
             try:
                 code = worker(port, r, args.n, args.kill, args.transport)
             except Exception as e:  # noqa: BLE001 - report whatever failed, then exit non-zero
-                print(f"worker {r}: {type(e).__name__}: {e}", flush=True)
+                say(f"worker {r}: {type(e).__name__}: {e}")
             finally:
                 sys.stdout.flush()
                 os._exit(code)
@@ -226,7 +231,7 @@ def main():
         else:
             ok &= os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     stop.set()
-    print("store_job: OK" if ok else "store_job: FAILED", flush=True)
+    say("store_job: OK" if ok else "store_job: FAILED")
     return 0 if ok else 1
 
 
