@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 
@@ -82,20 +83,48 @@ std::string host_identity() {
 }
 
 // Collective: sets the process-wide spin window (backoff.h) from Options::spin_us, or by comparing
-// the ranks on this host with the CPUs this process may use.
+// the ranks on this host with the CPUs they may use together: the union of their affinity masks,
+// not this process's own. A launcher that binds each rank to a core (Open MPI does for small jobs,
+// rwin-perf pins rank r to CPU r) leaves every rank one CPU; counted alone, that looked
+// oversubscribed, the spin fell to 0, and every wait that met a busy CPU handed its time slice away:
+// 8 B put_lat beside one CPU hog per core averaged 0.8-2.5 ms instead of 1-7 us (bench/RESULTS.md
+// "Waiting when the CPUs are shared").
 // Returns which ranks share this host (for the start-up log line).
 std::vector<bool> choose_spin(ContextImpl& c) {
   const std::string me = host_identity();
-  const auto all = c.bs->allgather(std::vector<uint8_t>(me.begin(), me.end()));
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  const bool have_mask = sched_getaffinity(0, sizeof mine, &mine) == 0;
+  // "<host identity>\n<affinity mask bytes>" (no mask when the kernel would not say).
+  std::vector<uint8_t> blob(me.begin(), me.end());
+  blob.push_back('\n');
+  if (have_mask) {
+    const auto* m = reinterpret_cast<const uint8_t*>(&mine);
+    blob.insert(blob.end(), m, m + sizeof mine);
+  }
+  const auto all = c.bs->allgather(blob);
   std::vector<bool> same_host;
-  for (const auto& h : all) same_host.push_back(std::string(h.begin(), h.end()) == me);
-  const auto here = std::count_if(all.begin(), all.end(), [&](const std::vector<uint8_t>& h) {
-    return std::string(h.begin(), h.end()) == me;
-  });
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  c.ranks_here = static_cast<int>(here);
+  cpu_set_t here_cpus;
+  CPU_ZERO(&here_cpus);
+  bool masks_known = true;
+  int here = 0;
+  for (const auto& h : all) {
+    const auto nl = std::find(h.begin(), h.end(), uint8_t('\n'));
+    const bool same = std::string(h.begin(), nl) == me;
+    same_host.push_back(same);
+    if (!same) continue;
+    ++here;
+    if (nl == h.end() || static_cast<size_t>(h.end() - (nl + 1)) != sizeof(cpu_set_t)) {
+      masks_known = false;
+      continue;
+    }
+    cpu_set_t theirs;
+    std::memcpy(&theirs, &*(nl + 1), sizeof theirs);
+    CPU_OR(&here_cpus, &here_cpus, &theirs);
+  }
+  const int cpus = masks_known ? CPU_COUNT(&here_cpus) : 0;
+  c.ranks_here = here;
+  c.cpus_here = cpus;
   const bool oversubscribed = cpus > 0 && here > cpus;
   g_spin_us.store(c.opt.spin_us >= 0 ? static_cast<uint32_t>(c.opt.spin_us) : oversubscribed ? 0u : 200u,
                   std::memory_order_relaxed);
@@ -129,8 +158,9 @@ void log_startup(const ContextImpl& c, const std::vector<bool>& same_host) {
   kinds += "; same host (" + std::to_string(local.size()) + " peers): " + (local.empty() ? "-" : modes_text(local));
   kinds += "; other hosts (" + std::to_string(remote.size()) + " peers): " + (remote.empty() ? "-" : modes_text(remote));
   RWIN_LOG(Info, Core, "rank %d of %d: transport %s; %s", c.rank, c.nranks, c.tp->describe().c_str(), kinds.c_str());
-  RWIN_LOG(Info, Core, "rank %d: chunk %zu bytes (%s), pipeline depth %d (%s), spin %u us", c.rank, c.opt.chunk_bytes,
-           c.chunk_from.c_str(), c.opt.pipeline_depth, c.depth_from.c_str(), g_spin_us.load(std::memory_order_relaxed));
+  RWIN_LOG(Info, Core, "rank %d: chunk %zu bytes (%s), pipeline depth %d (%s), spin %u us (%d ranks on %d CPUs here)",
+           c.rank, c.opt.chunk_bytes, c.chunk_from.c_str(), c.opt.pipeline_depth, c.depth_from.c_str(),
+           g_spin_us.load(std::memory_order_relaxed), c.ranks_here, c.cpus_here);
 }
 
 // The PMIx bootstrap (bootstrap/pmix.h): rank and size from the launcher's PMIx server, the store's
