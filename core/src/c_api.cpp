@@ -1,7 +1,5 @@
 // rwin's C ABI (rwin/rwin_c.h): each entry point checks its pointers and enum values, calls the C++ API
 // and turns whatever it throws into a status and this thread's last error. Nothing is thrown out.
-#include "rwin/rwin_c.h"
-
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -14,6 +12,7 @@
 
 #include "rwin/collectives.h"
 #include "rwin/rwin.h"
+#include "rwin/rwin_c.h"
 #include "rwin/store.h"
 #include "rwin/version.h"
 
@@ -103,7 +102,9 @@ rwin::AtomicType atomic(rwin_atomic_t a, const char* fn) {
 rwin::NotifyOp notify_op(rwin_notify_op_t o, const char* fn) {
   return checked_enum<rwin::NotifyOp>(o, RWIN_NOTIFY_SET, fn, "rwin_notify_op_t");
 }
-rwin::WaitCmp cmp(rwin_cmp_t c, const char* fn) { return checked_enum<rwin::WaitCmp>(c, RWIN_CMP_LE, fn, "rwin_cmp_t"); }
+rwin::WaitCmp cmp(rwin_cmp_t c, const char* fn) {
+  return checked_enum<rwin::WaitCmp>(c, RWIN_CMP_LE, fn, "rwin_cmp_t");
+}
 rwin::ReduceOp reduce_op(rwin_reduce_op_t o, const char* fn) {
   return checked_enum<rwin::ReduceOp>(o, RWIN_REDUCE_PROD, fn, "rwin_reduce_op_t");
 }
@@ -128,7 +129,9 @@ std::optional<std::chrono::milliseconds> timeout(int64_t ms) {
   if (ms < 0) return std::nullopt;
   return std::chrono::milliseconds(ms);
 }
-std::string text(const char* s) { return s ? s : ""; }
+std::string text(const char* s) {
+  return s ? s : "";
+}
 
 rwin::Options options(const rwin_options_t* o, const char* fn) {
   rwin::Options r;
@@ -183,7 +186,8 @@ class CStore final : public rwin::Store {
       rc = ops_.get(user_, key.c_str(), timeout.count(), buf.data(), buf.size(), &len);
       if (rc == RWIN_STORE_TIMEOUT) throw std::runtime_error("get timed out on its second call, for a key it found");
       check("get", rc);
-      if (len != want) throw std::runtime_error("get gave " + std::to_string(want) + " bytes, then " + std::to_string(len));
+      if (len != want)
+        throw std::runtime_error("get gave " + std::to_string(want) + " bytes, then " + std::to_string(len));
     }
     buf.resize(len);
     return buf;
@@ -209,7 +213,8 @@ class CStore final : public rwin::Store {
 
  private:
   static void check(const char* call, int rc) {
-    if (rc != RWIN_STORE_OK) throw std::runtime_error(std::string("the C store's ") + call + " returned " + std::to_string(rc));
+    if (rc != RWIN_STORE_OK)
+      throw std::runtime_error(std::string("the C store's ") + call + " returned " + std::to_string(rc));
   }
   static std::vector<const char*> pointers(const std::vector<std::string>& keys) {
     std::vector<const char*> p;
@@ -236,29 +241,50 @@ extern "C" {
 
 const char* rwin_status_name(rwin_status_t status) {
   switch (status) {
-    case RWIN_OK: return "RWIN_OK";
-    case RWIN_ERR_INVALID_ARGUMENT: return "RWIN_ERR_INVALID_ARGUMENT";
-    case RWIN_ERR_PEER_OUT_OF_RANGE: return "RWIN_ERR_PEER_OUT_OF_RANGE";
-    case RWIN_ERR_OUT_OF_BOUNDS: return "RWIN_ERR_OUT_OF_BOUNDS";
-    case RWIN_ERR_SHAPE_MISMATCH: return "RWIN_ERR_SHAPE_MISMATCH";
-    case RWIN_ERR_DTYPE_MISMATCH: return "RWIN_ERR_DTYPE_MISMATCH";
-    case RWIN_ERR_MISALIGNED: return "RWIN_ERR_MISALIGNED";
-    case RWIN_ERR_WINDOW_MISMATCH: return "RWIN_ERR_WINDOW_MISMATCH";
-    case RWIN_ERR_USE_AFTER_FREE: return "RWIN_ERR_USE_AFTER_FREE";
-    case RWIN_ERR_TIMEOUT: return "RWIN_ERR_TIMEOUT";
-    case RWIN_ERR_PEER_FAILED: return "RWIN_ERR_PEER_FAILED";
-    case RWIN_ERR_TRANSPORT: return "RWIN_ERR_TRANSPORT";
-    case RWIN_ERR_BOOTSTRAP: return "RWIN_ERR_BOOTSTRAP";
-    case RWIN_ERR_UNSUPPORTED: return "RWIN_ERR_UNSUPPORTED";
-    case RWIN_ERR_COLLECTIVE_MISMATCH: return "RWIN_ERR_COLLECTIVE_MISMATCH";
-    case RWIN_ERR_NO_MEMORY: return "RWIN_ERR_NO_MEMORY";
-    case RWIN_ERR_INTERNAL: return "RWIN_ERR_INTERNAL";
+    case RWIN_OK:
+      return "RWIN_OK";
+    case RWIN_ERR_INVALID_ARGUMENT:
+      return "RWIN_ERR_INVALID_ARGUMENT";
+    case RWIN_ERR_PEER_OUT_OF_RANGE:
+      return "RWIN_ERR_PEER_OUT_OF_RANGE";
+    case RWIN_ERR_OUT_OF_BOUNDS:
+      return "RWIN_ERR_OUT_OF_BOUNDS";
+    case RWIN_ERR_SHAPE_MISMATCH:
+      return "RWIN_ERR_SHAPE_MISMATCH";
+    case RWIN_ERR_DTYPE_MISMATCH:
+      return "RWIN_ERR_DTYPE_MISMATCH";
+    case RWIN_ERR_MISALIGNED:
+      return "RWIN_ERR_MISALIGNED";
+    case RWIN_ERR_WINDOW_MISMATCH:
+      return "RWIN_ERR_WINDOW_MISMATCH";
+    case RWIN_ERR_USE_AFTER_FREE:
+      return "RWIN_ERR_USE_AFTER_FREE";
+    case RWIN_ERR_TIMEOUT:
+      return "RWIN_ERR_TIMEOUT";
+    case RWIN_ERR_PEER_FAILED:
+      return "RWIN_ERR_PEER_FAILED";
+    case RWIN_ERR_TRANSPORT:
+      return "RWIN_ERR_TRANSPORT";
+    case RWIN_ERR_BOOTSTRAP:
+      return "RWIN_ERR_BOOTSTRAP";
+    case RWIN_ERR_UNSUPPORTED:
+      return "RWIN_ERR_UNSUPPORTED";
+    case RWIN_ERR_COLLECTIVE_MISMATCH:
+      return "RWIN_ERR_COLLECTIVE_MISMATCH";
+    case RWIN_ERR_NO_MEMORY:
+      return "RWIN_ERR_NO_MEMORY";
+    case RWIN_ERR_INTERNAL:
+      return "RWIN_ERR_INTERNAL";
   }
   return "RWIN_ERR_UNKNOWN";
 }
 
-const char* rwin_last_error(void) { return last_error.c_str(); }
-const char* rwin_version(void) { return rwin::version(); }
+const char* rwin_last_error(void) {
+  return last_error.c_str();
+}
+const char* rwin_version(void) {
+  return rwin::version();
+}
 
 size_t rwin_dtype_size(rwin_dtype_t d) {
   if (static_cast<int>(d) < 0 || static_cast<int>(d) > static_cast<int>(RWIN_U16)) return 0;
@@ -308,7 +334,9 @@ rwin_status_t rwin_context_create_with_store(const rwin_store_ops_t* ops, void* 
   });
 }
 
-void rwin_context_destroy(rwin_context_t* ctx) { delete ctx; }  // ~Context never throws
+void rwin_context_destroy(rwin_context_t* ctx) {
+  delete ctx;
+}  // ~Context never throws
 
 rwin_status_t rwin_context_rank(const rwin_context_t* ctx, int* out) {
   return guard("rwin_context_rank", [&] {
@@ -328,20 +356,20 @@ rwin_status_t rwin_fail_peer(rwin_context_t* ctx, int peer, const char* reason) 
 
 rwin_status_t rwin_alloc_window_buffer(rwin_context_t* ctx, const char* name, size_t bytes, rwin_buffer_t** out) {
   const char* fn = "rwin_alloc_window_buffer";
-  return make_handle<rwin_buffer>(fn, out, [&] {
-    return context(ctx, fn).alloc_window_buffer(need(name, fn, "name"), bytes);
-  });
+  return make_handle<rwin_buffer>(fn, out,
+                                  [&] { return context(ctx, fn).alloc_window_buffer(need(name, fn, "name"), bytes); });
 }
 rwin_status_t rwin_buffer_free(rwin_context_t* ctx, rwin_buffer_t* buffer) {
   const std::unique_ptr<rwin_buffer> h(buffer);
   if (ctx == nullptr || buffer == nullptr) return RWIN_OK;
   return guard("rwin_buffer_free", [&] { context(ctx, "rwin_buffer_free").free(h->b); });
 }
-void rwin_buffer_release(rwin_buffer_t* buffer) { delete buffer; }
+void rwin_buffer_release(rwin_buffer_t* buffer) {
+  delete buffer;
+}
 rwin_status_t rwin_buffer_data(const rwin_buffer_t* buffer, void** out) {
-  return guard("rwin_buffer_data", [&] {
-    *need(out, "rwin_buffer_data", "out") = need(buffer, "rwin_buffer_data", "buffer")->b.data();
-  });
+  return guard("rwin_buffer_data",
+               [&] { *need(out, "rwin_buffer_data", "out") = need(buffer, "rwin_buffer_data", "buffer")->b.data(); });
 }
 rwin_status_t rwin_buffer_bytes(const rwin_buffer_t* buffer, size_t* out) {
   return guard("rwin_buffer_bytes", [&] {
@@ -368,11 +396,12 @@ rwin_status_t rwin_window_free(rwin_context_t* ctx, rwin_window_t* window) {
   if (ctx == nullptr || window == nullptr) return RWIN_OK;
   return guard("rwin_window_free", [&] { context(ctx, "rwin_window_free").free(h->w); });
 }
-void rwin_window_release(rwin_window_t* window) { delete window; }
+void rwin_window_release(rwin_window_t* window) {
+  delete window;
+}
 rwin_status_t rwin_window_data(const rwin_window_t* w, void** out) {
-  return guard("rwin_window_data", [&] {
-    *need(out, "rwin_window_data", "out") = window(w, "rwin_window_data", "window").data();
-  });
+  return guard("rwin_window_data",
+               [&] { *need(out, "rwin_window_data", "out") = window(w, "rwin_window_data", "window").data(); });
 }
 rwin_status_t rwin_window_shape(const rwin_window_t* w, int64_t* rows, int64_t* cols) {
   return guard("rwin_window_shape", [&] {
@@ -385,24 +414,27 @@ rwin_status_t rwin_window_shape(const rwin_window_t* w, int64_t* rows, int64_t* 
 }
 rwin_status_t rwin_window_dtype(const rwin_window_t* w, rwin_dtype_t* out) {
   return guard("rwin_window_dtype", [&] {
-    *need(out, "rwin_window_dtype", "out") = static_cast<rwin_dtype_t>(window(w, "rwin_window_dtype", "window").dtype());
+    *need(out, "rwin_window_dtype", "out") =
+        static_cast<rwin_dtype_t>(window(w, "rwin_window_dtype", "window").dtype());
   });
 }
 
 rwin_status_t rwin_alloc_signals(rwin_context_t* ctx, const char* name, int64_t count, rwin_signals_t** out) {
   const char* fn = "rwin_alloc_signals";
-  return make_handle<rwin_signals>(fn, out, [&] { return context(ctx, fn).alloc_signals(need(name, fn, "name"), count); });
+  return make_handle<rwin_signals>(fn, out,
+                                   [&] { return context(ctx, fn).alloc_signals(need(name, fn, "name"), count); });
 }
 rwin_status_t rwin_signals_free(rwin_context_t* ctx, rwin_signals_t* signals) {
   const std::unique_ptr<rwin_signals> h(signals);
   if (ctx == nullptr || signals == nullptr) return RWIN_OK;
   return guard("rwin_signals_free", [&] { context(ctx, "rwin_signals_free").free(h->s); });
 }
-void rwin_signals_release(rwin_signals_t* signals) { delete signals; }
+void rwin_signals_release(rwin_signals_t* signals) {
+  delete signals;
+}
 rwin_status_t rwin_signals_size(const rwin_signals_t* s, int64_t* out) {
-  return guard("rwin_signals_size", [&] {
-    *need(out, "rwin_signals_size", "out") = need(s, "rwin_signals_size", "signals")->s.size();
-  });
+  return guard("rwin_signals_size",
+               [&] { *need(out, "rwin_signals_size", "out") = need(s, "rwin_signals_size", "signals")->s.size(); });
 }
 rwin_status_t rwin_signals_load(const rwin_signals_t* s, int64_t index, int64_t* out) {
   return guard("rwin_signals_load", [&] {
@@ -468,7 +500,8 @@ rwin_status_t rwin_barrier(rwin_context_t* ctx) {
 rwin_status_t rwin_notify(rwin_context_t* ctx, const rwin_signal_slice_t* signal, int peer, int64_t value,
                           rwin_notify_op_t op) {
   const char* fn = "rwin_notify";
-  return guard(fn, [&] { context(ctx, fn).notify(signal_slice(signal, fn, "signal"), peer, value, notify_op(op, fn)); });
+  return guard(fn,
+               [&] { context(ctx, fn).notify(signal_slice(signal, fn, "signal"), peer, value, notify_op(op, fn)); });
 }
 rwin_status_t rwin_notify_window(rwin_context_t* ctx, const rwin_slice_t* signal, int peer, int64_t value,
                                  rwin_notify_op_t op) {
@@ -485,7 +518,8 @@ rwin_status_t rwin_wait(rwin_context_t* ctx, const rwin_signal_slice_t* signal, 
 rwin_status_t rwin_wait_window(rwin_context_t* ctx, const rwin_slice_t* signal, int64_t expected, rwin_cmp_t c,
                                int64_t timeout_ms) {
   const char* fn = "rwin_wait_window";
-  return guard(fn, [&] { context(ctx, fn).wait(slice(signal, fn, "signal"), expected, cmp(c, fn), timeout(timeout_ms)); });
+  return guard(fn,
+               [&] { context(ctx, fn).wait(slice(signal, fn, "signal"), expected, cmp(c, fn), timeout(timeout_ms)); });
 }
 rwin_status_t rwin_test(rwin_context_t* ctx, const rwin_signal_slice_t* signal, int64_t expected, rwin_cmp_t c,
                         int* satisfied) {
@@ -559,8 +593,7 @@ rwin_status_t rwin_signal_swap(rwin_context_t* ctx, const rwin_signal_slice_t* t
     *old = context(ctx, fn).swap(signal_slice(target, fn, "target"), peer, value);
   });
 }
-rwin_status_t rwin_signal_atomic_fetch(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
-                                       int64_t* old) {
+rwin_status_t rwin_signal_atomic_fetch(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer, int64_t* old) {
   const char* fn = "rwin_signal_atomic_fetch";
   return guard(fn, [&] {
     need(old, fn, "old");

@@ -25,7 +25,9 @@ struct MemStore {
   int fail_with = 0;  // nonzero: every callback returns it
   int released = 0;
 };
-MemStore* ms(void* u) { return static_cast<MemStore*>(u); }
+MemStore* ms(void* u) {
+  return static_cast<MemStore*>(u);
+}
 int m_set(void* u, const char* key, const void* value, size_t len) {
   if (ms(u)->fail_with) return ms(u)->fail_with;
   const auto* p = static_cast<const unsigned char*>(value);
@@ -62,13 +64,16 @@ int m_wait(void* u, const char* const* keys, size_t n, int64_t) {
   const int rc = m_check(u, keys, n, &all);
   return rc ? rc : all ? RWIN_STORE_OK : RWIN_STORE_TIMEOUT;
 }
-void m_release(void* u) { ++ms(u)->released; }
+void m_release(void* u) {
+  ++ms(u)->released;
+}
 const rwin_store_ops_t mem_ops = {m_set, m_get, m_add, m_check, m_wait, m_release};
 
 // Expects `status` with a last error containing every `parts` string.
 void expect_fail(rwin_status_t got, rwin_status_t want, std::initializer_list<const char*> parts) {
   EXPECT_EQ(got, want) << rwin_status_name(got) << " (wanted " << rwin_status_name(want) << "): " << rwin_last_error();
-  for (const char* p : parts) EXPECT_NE(std::strstr(rwin_last_error(), p), nullptr) << "'" << p << "' not in: " << rwin_last_error();
+  for (const char* p : parts)
+    EXPECT_NE(std::strstr(rwin_last_error(), p), nullptr) << "'" << p << "' not in: " << rwin_last_error();
 }
 
 class CApi : public ::testing::Test {
@@ -166,14 +171,23 @@ TEST(CApiNoContext, NullContextEverywhere) {
       {"rwin_barrier_collective", [&] { return rwin_barrier_collective(nullptr); }},
       // Handle-only calls: NULL handle.
       {"rwin_buffer_data", [&] { return rwin_buffer_data(nullptr, &p); }},
-      {"rwin_buffer_bytes", [&] { size_t n; return rwin_buffer_bytes(nullptr, &n); }},
+      {"rwin_buffer_bytes",
+       [&] {
+         size_t n;
+         return rwin_buffer_bytes(nullptr, &n);
+       }},
       {"rwin_window_data", [&] { return rwin_window_data(nullptr, &p); }},
       {"rwin_window_shape", [&] { return rwin_window_shape(nullptr, &v, &v); }},
-      {"rwin_window_dtype", [&] { rwin_dtype_t d; return rwin_window_dtype(nullptr, &d); }},
+      {"rwin_window_dtype",
+       [&] {
+         rwin_dtype_t d;
+         return rwin_window_dtype(nullptr, &d);
+       }},
       {"rwin_signals_size", [&] { return rwin_signals_size(nullptr, &v); }},
       {"rwin_signals_load", [&] { return rwin_signals_load(nullptr, 0, &v); }},
       {"rwin_signals_store", [&] { return rwin_signals_store(nullptr, 0, 1); }},
-      {"rwin_context_create_with_store", [&] {
+      {"rwin_context_create_with_store",
+       [&] {
          rwin_context_t* c = nullptr;
          return rwin_context_create_with_store(nullptr, nullptr, 0, 1, nullptr, &c);
        }},
@@ -268,7 +282,8 @@ TEST_F(CApi, BadEnums) {
   rwin_signal_slice_t ss = rwin_signal_at(sig, 0);
   expect_fail(rwin_wait(ctx, &ss, 0, static_cast<rwin_cmp_t>(6), 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
   int sat = 0;
-  expect_fail(rwin_test_window(ctx, &s, 0, static_cast<rwin_cmp_t>(7), &sat), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_test_window(ctx, &s, 0, static_cast<rwin_cmp_t>(7), &sat), RWIN_ERR_INVALID_ARGUMENT,
+              {"rwin_cmp_t"});
 }
 
 TEST_F(CApi, PeersBoundsAndFreedHandles) {

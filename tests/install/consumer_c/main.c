@@ -19,23 +19,23 @@
 
 static int rank = -1;
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    rwin_status_t st_ = (call);                                                                      \
-    if (st_ != RWIN_OK) {                                                                            \
+#define CHECK(call)                                                                                        \
+  do {                                                                                                     \
+    rwin_status_t st_ = (call);                                                                            \
+    if (st_ != RWIN_OK) {                                                                                  \
       printf("FAIL rank %d: %s:%d: %s: %s (%s)\n", rank, __FILE__, __LINE__, #call, rwin_status_name(st_), \
-             rwin_last_error());                                                                     \
-      exit(1);                                                                                       \
-    }                                                                                                \
+             rwin_last_error());                                                                           \
+      exit(1);                                                                                             \
+    }                                                                                                      \
   } while (0)
-#define EXPECT(cond, ...)                                                                            \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      printf("FAIL rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);                          \
-      printf(__VA_ARGS__);                                                                           \
-      printf("\n");                                                                                  \
-      exit(1);                                                                                       \
-    }                                                                                                \
+#define EXPECT(cond, ...)                                                   \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      printf("FAIL rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
+      printf(__VA_ARGS__);                                                  \
+      printf("\n");                                                         \
+      exit(1);                                                              \
+    }                                                                       \
   } while (0)
 
 enum { N = 1000, TICKETS = 50 };
@@ -138,9 +138,14 @@ typedef struct {
   char dir[512];
 } file_store;
 
-static void key_path(const file_store* fs, const char* key, char* out, size_t cap) {
+/* 0, or -1 when the path would not fit (a cut path could name another key's file). */
+static int key_path(const file_store* fs, const char* key, char* out, size_t cap) {
   size_t n = (size_t)snprintf(out, cap, "%s/", fs->dir);
-  for (const unsigned char* k = (const unsigned char*)key; *k && n + 3 < cap; ++k) n += (size_t)snprintf(out + n, cap - n, "%02x", *k);
+  for (const unsigned char* k = (const unsigned char*)key; *k; ++k) {
+    if (n + 3 > cap) return -1;
+    n += (size_t)snprintf(out + n, cap - n, "%02x", *k);
+  }
+  return n < cap ? 0 : -1;
 }
 static void nap(void) {
   struct timespec t = {0, 1000000};
@@ -162,14 +167,13 @@ static int write_file(const char* path, const void* data, size_t len) {
 }
 static int fs_set(void* user, const char* key, const void* value, size_t len) {
   char p[600];
-  key_path(user, key, p, sizeof p);
+  if (key_path(user, key, p, sizeof p) != 0) return 3;
   return write_file(p, value, len);
 }
 static int exists(const file_store* fs, const char* key) {
   char p[600];
   struct stat st;
-  key_path(fs, key, p, sizeof p);
-  return stat(p, &st) == 0;
+  return key_path(fs, key, p, sizeof p) == 0 && stat(p, &st) == 0;
 }
 static int fs_check(void* user, const char* const* keys, size_t n, int* all) {
   *all = 1;
@@ -188,7 +192,7 @@ static int fs_get(void* user, const char* key, int64_t timeout_ms, void* buf, si
   int rc = fs_wait(user, &key, 1, timeout_ms);
   if (rc != RWIN_STORE_OK) return rc;
   char p[600];
-  key_path(user, key, p, sizeof p);
+  if (key_path(user, key, p, sizeof p) != 0) return 3;
   FILE* f = fopen(p, "rb");
   if (!f) return 2;
   fseek(f, 0, SEEK_END);
@@ -202,7 +206,7 @@ static int fs_get(void* user, const char* key, int64_t timeout_ms, void* buf, si
 }
 static int fs_add(void* user, const char* key, int64_t delta, int64_t* result) {
   char p[600], lock[620], text[32];
-  key_path(user, key, p, sizeof p);
+  if (key_path(user, key, p, sizeof p) != 0) return 3;
   snprintf(lock, sizeof lock, "%s.lock", p);
   int fd = open(lock, O_CREAT | O_RDWR, 0600);
   struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
