@@ -105,9 +105,9 @@ TEST(CApiNoContext, NamesAndInit) {
   EXPECT_STREQ(rwin_status_name(RWIN_OK), "RWIN_OK");
   EXPECT_STREQ(rwin_status_name(RWIN_ERR_OUT_OF_BOUNDS), "RWIN_ERR_OUT_OF_BOUNDS");
   EXPECT_STREQ(rwin_status_name(RWIN_ERR_INTERNAL), "RWIN_ERR_INTERNAL");
-  EXPECT_STREQ(rwin_status_name(static_cast<rwin_status_t>(17)), "RWIN_ERR_UNKNOWN");
+  EXPECT_STREQ(rwin_status_name(17), "RWIN_ERR_UNKNOWN");
   EXPECT_EQ(rwin_dtype_size(RWIN_BF16), 2u);
-  EXPECT_EQ(rwin_dtype_size(static_cast<rwin_dtype_t>(12)), 0u);
+  EXPECT_EQ(rwin_dtype_size(12), 0u);
   EXPECT_NE(rwin_version(), nullptr);
   rwin_options_init(nullptr);  // no-op
   rwin_options_t o;
@@ -268,22 +268,36 @@ TEST_F(CApi, NullOutPointersAndArguments) {
   expect_fail(rwin_allgather(ctx, w, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"data is NULL"});
 }
 
-// Enum values outside their type (the C side can pass any int; values still inside the C++ enum's
-// range of representation are used here, the C consumer passes dtype 99).
+// Values outside each enumerated type (int32_t in the ABI, so any int may arrive): InvalidArgument.
 TEST_F(CApi, BadEnums) {
   rwin_window_t* none = nullptr;
-  expect_fail(rwin_alloc_window(ctx, "x", static_cast<rwin_dtype_t>(12), 1, 1, &none), RWIN_ERR_INVALID_ARGUMENT,
-              {"dtype 12"});
+  expect_fail(rwin_alloc_window(ctx, "x", 12, 1, 1, &none), RWIN_ERR_INVALID_ARGUMENT, {"dtype 12"});
   EXPECT_EQ(none, nullptr);
+  rwin_buffer_t* b = nullptr;
+  ASSERT_EQ(rwin_alloc_window_buffer(ctx, "eb", 4096, &b), RWIN_OK) << rwin_last_error();
+  expect_fail(rwin_window_view(ctx, b, 99, 1, 1, 0, &none), RWIN_ERR_INVALID_ARGUMENT, {"dtype 99"});
+  EXPECT_EQ(rwin_buffer_free(ctx, b), RWIN_OK) << rwin_last_error();
   int64_t buf[4] = {};
-  rwin_local_t l = {buf, static_cast<rwin_dtype_t>(15), 1, 4, 0};
-  rwin_slice_t s = rwin_window_slice(w, 0, 0, 1, 4);
-  expect_fail(rwin_put_local(ctx, &s, 0, &l, RWIN_ATOMIC_NONE), RWIN_ERR_INVALID_ARGUMENT, {"dtype 15"});
+  rwin_local_t l = {buf, -1, 1, 4, 0};
+  rwin_slice_t s = rwin_window_slice(w, 0, 0, 1, 4), one = rwin_window_slice(w, 0, 0, 1, 1);
+  expect_fail(rwin_put_local(ctx, &s, 0, &l, RWIN_ATOMIC_NONE), RWIN_ERR_INVALID_ARGUMENT, {"dtype -1"});
+  expect_fail(rwin_put(ctx, &s, 0, &s, 2), RWIN_ERR_INVALID_ARGUMENT, {"rwin_atomic_t"});
+  l.dtype = RWIN_I64;
+  expect_fail(rwin_put_local(ctx, &s, 0, &l, -5), RWIN_ERR_INVALID_ARGUMENT, {"rwin_atomic_t"});
   rwin_signal_slice_t ss = rwin_signal_at(sig, 0);
-  expect_fail(rwin_wait(ctx, &ss, 0, static_cast<rwin_cmp_t>(6), 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_notify(ctx, &ss, 0, 1, 2), RWIN_ERR_INVALID_ARGUMENT, {"rwin_notify_op_t"});
+  expect_fail(rwin_notify_window(ctx, &one, 0, 1, 99), RWIN_ERR_INVALID_ARGUMENT, {"rwin_notify_op_t"});
+  expect_fail(rwin_wait(ctx, &ss, 0, 6, 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_wait_window(ctx, &one, 0, -1, 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
   int sat = 0;
-  expect_fail(rwin_test_window(ctx, &s, 0, static_cast<rwin_cmp_t>(7), &sat), RWIN_ERR_INVALID_ARGUMENT,
-              {"rwin_cmp_t"});
+  expect_fail(rwin_test(ctx, &ss, 0, 1 << 30, &sat), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_test_window(ctx, &s, 0, 6, &sat), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_allreduce(ctx, w, 4), RWIN_ERR_INVALID_ARGUMENT, {"rwin_reduce_op_t"});
+  expect_fail(rwin_allreduce_to(ctx, w, w, -1), RWIN_ERR_INVALID_ARGUMENT, {"rwin_reduce_op_t"});
+  expect_fail(rwin_reduce_scatter(ctx, w, 99), RWIN_ERR_INVALID_ARGUMENT, {"rwin_reduce_op_t"});
+  expect_fail(rwin_reduce_scatter_to(ctx, w, w, 99), RWIN_ERR_INVALID_ARGUMENT, {"rwin_reduce_op_t"});
+  EXPECT_EQ(rwin_dtype_size(99), 0u);
+  EXPECT_STREQ(rwin_status_name(-3), "RWIN_ERR_UNKNOWN");
 }
 
 TEST_F(CApi, PeersBoundsAndFreedHandles) {

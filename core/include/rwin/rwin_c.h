@@ -11,7 +11,7 @@
  * (rwin_last_error, rwin_status_name, rwin_dtype_size, rwin_version, rwin_options_init).
  *
  * The exported names are listed in core/rwin_c.symbols; tests/scripts/c_abi_symbols.sh fails when one
- * of them disappears from librwin. Enum values never change; new ones are appended. */
+ * of them disappears from librwin. Named values never change; new ones are appended. */
 #ifndef RWIN_RWIN_C_H
 #define RWIN_RWIN_C_H
 
@@ -23,8 +23,12 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------------------------------
+ * The enumerated types below are int32_t with named values, not C enums: a caller may pass any int, and
+ * a value outside the list is RWIN_ERR_INVALID_ARGUMENT, never undefined behaviour on the C++ side.
+ *
  * Status codes: RWIN_OK, rwin::ErrorCode in its order, then the failures that are not rwin::Errors. */
-typedef enum rwin_status {
+typedef int32_t rwin_status_t;
+enum {
   RWIN_OK = 0,
   RWIN_ERR_INVALID_ARGUMENT = 1,    /* also a NULL handle or out pointer, an enum value out of range */
   RWIN_ERR_PEER_OUT_OF_RANGE = 2,
@@ -42,7 +46,7 @@ typedef enum rwin_status {
   RWIN_ERR_COLLECTIVE_MISMATCH = 14,
   RWIN_ERR_NO_MEMORY = 15, /* std::bad_alloc */
   RWIN_ERR_INTERNAL = 16   /* any other exception: a bug in rwin; the message says what it was */
-} rwin_status_t;
+};
 
 /* "RWIN_OK", "RWIN_ERR_OUT_OF_BOUNDS", ...; "RWIN_ERR_UNKNOWN" for a value not listed above. */
 const char* rwin_status_name(rwin_status_t status);
@@ -53,21 +57,22 @@ const char* rwin_last_error(void);
 const char* rwin_version(void);
 
 /* ------------------------------------------------------------------------------------------------
- * Enums (the numeric values are rwin::DType's, the ones window descriptors carry) */
-typedef enum rwin_dtype {
+ * Element types (the numeric values are rwin::DType's, the ones window descriptors carry) and operations */
+typedef int32_t rwin_dtype_t;
+enum {
   RWIN_I32 = 0, RWIN_I64 = 1, RWIN_U32 = 2, RWIN_U64 = 3, RWIN_F32 = 4, RWIN_F64 = 5,
   RWIN_F16 = 6, RWIN_BF16 = 7, RWIN_I8 = 8, RWIN_I16 = 9, RWIN_U8 = 10, RWIN_U16 = 11
-} rwin_dtype_t;
+};
 size_t rwin_dtype_size(rwin_dtype_t dtype); /* bytes per element; 0 for a value not listed above */
 
-typedef enum rwin_atomic { RWIN_ATOMIC_NONE = 0, RWIN_ATOMIC_ADD = 1 } rwin_atomic_t; /* put: copy or add */
-typedef enum rwin_notify_op { RWIN_NOTIFY_ADD = 0, RWIN_NOTIFY_SET = 1 } rwin_notify_op_t;
-typedef enum rwin_cmp {
-  RWIN_CMP_EQ = 0, RWIN_CMP_NE = 1, RWIN_CMP_GT = 2, RWIN_CMP_GE = 3, RWIN_CMP_LT = 4, RWIN_CMP_LE = 5
-} rwin_cmp_t;
-typedef enum rwin_reduce_op {
-  RWIN_REDUCE_SUM = 0, RWIN_REDUCE_MAX = 1, RWIN_REDUCE_MIN = 2, RWIN_REDUCE_PROD = 3
-} rwin_reduce_op_t;
+typedef int32_t rwin_atomic_t; /* put: copy or add */
+enum { RWIN_ATOMIC_NONE = 0, RWIN_ATOMIC_ADD = 1 };
+typedef int32_t rwin_notify_op_t;
+enum { RWIN_NOTIFY_ADD = 0, RWIN_NOTIFY_SET = 1 };
+typedef int32_t rwin_cmp_t;
+enum { RWIN_CMP_EQ = 0, RWIN_CMP_NE = 1, RWIN_CMP_GT = 2, RWIN_CMP_GE = 3, RWIN_CMP_LT = 4, RWIN_CMP_LE = 5 };
+typedef int32_t rwin_reduce_op_t;
+enum { RWIN_REDUCE_SUM = 0, RWIN_REDUCE_MAX = 1, RWIN_REDUCE_MIN = 2, RWIN_REDUCE_PROD = 3 };
 
 /* ------------------------------------------------------------------------------------------------
  * Options (rwin::Options; docs/CONFIG.md). rwin_options_init fills the defaults: every field unset, so
@@ -106,7 +111,7 @@ void rwin_options_init(rwin_options_t* opts);
 #define RWIN_STORE_OK 0
 #define RWIN_STORE_TIMEOUT 1
 typedef struct rwin_store_ops {
-  /* Stores `len` bytes under `key`, replacing any value. */
+  /* Stores `len` bytes under `key`, replacing any value (`value` may be NULL when len is 0). */
   int (*set)(void* user, const char* key, const void* value, size_t len);
   /* Waits up to timeout_ms for `key`; RWIN_STORE_TIMEOUT if it still does not exist. Found: copies
    * min(value size, cap) bytes into `buf` (rwin's, `cap` bytes; NULL when cap is 0), sets *len to the
