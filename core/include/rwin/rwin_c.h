@@ -30,7 +30,7 @@ extern "C" {
 typedef int32_t rwin_status_t;
 enum {
   RWIN_OK = 0,
-  RWIN_ERR_INVALID_ARGUMENT = 1,    /* also a NULL handle or out pointer, an enum value out of range */
+  RWIN_ERR_INVALID_ARGUMENT = 1,    /* also a NULL handle or out pointer, a value out of its type */
   RWIN_ERR_PEER_OUT_OF_RANGE = 2,
   RWIN_ERR_OUT_OF_BOUNDS = 3,
   RWIN_ERR_SHAPE_MISMATCH = 4,
