@@ -6,10 +6,12 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "rwin/agent.h"
 #include "rwin/collectives.h"
 #include "rwin/rwin.h"
 #include "rwin/rwin_c.h"
@@ -27,6 +29,15 @@ struct rwin_window {
 };
 struct rwin_signals {
   rwin::SignalArray s;
+};
+struct rwin_agent {
+  std::unique_ptr<rwin::Agent> a;
+};
+struct rwin_region {
+  rwin::Region r;
+};
+struct rwin_remote_region {
+  rwin::RemoteRegion r;
 };
 
 namespace {
@@ -233,6 +244,23 @@ rwin_status_t make_handle(const char* fn, H** out, F&& make) noexcept {
     need(out, fn, "out");
     *out = new H{make()};
   });
+}
+
+// Copies `bytes` into the caller's buffer under the rules of rwin_c.h (agents: byte and string results).
+void copy_out(const char* fn, const void* bytes, size_t n, void* buf, size_t cap, size_t* len) {
+  *need(len, fn, "len") = n;
+  if (buf == nullptr && cap == 0) return;  // the size only
+  need(buf, fn, "buf");
+  if (cap < n) invalid(fn, "a buffer of " + std::to_string(cap) + " bytes, " + std::to_string(n) + " needed");
+  std::memcpy(buf, bytes, n);
+}
+rwin::Agent& agent(rwin_agent_t* a, const char* fn) {
+  need(a, fn, "agent");
+  if (!a->a) invalid(fn, "agent is not a live agent");
+  return *a->a;
+}
+const rwin::RemoteRegion& remote(const rwin_remote_region_t* r, const char* fn, const char* name) {
+  return need(r, fn, name)->r;
 }
 
 }  // namespace
@@ -640,6 +668,129 @@ rwin_status_t rwin_all_to_all(rwin_context_t* ctx, const rwin_window_t* stage, c
 rwin_status_t rwin_barrier_collective(rwin_context_t* ctx) {
   const char* fn = "rwin_barrier_collective";
   return guard(fn, [&] { rwin::barrier_collective(context(ctx, fn)); });
+}
+
+// ---- agents
+
+void rwin_agent_options_init(rwin_agent_options_t* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->ib_port = 1;
+  o->gid_index = -1;
+}
+
+rwin_status_t rwin_agent_create(const rwin_agent_options_t* o, rwin_agent_t** out) {
+  const char* fn = "rwin_agent_create";
+  return make_handle<rwin_agent>(fn, out, [&] {
+    rwin::AgentOptions a;
+    if (o != nullptr) {
+      if (o->struct_size < sizeof(rwin_agent_options_t)) {
+        invalid(fn, "opts->struct_size " + std::to_string(o->struct_size) +
+                        " is below sizeof(rwin_agent_options_t): call rwin_agent_options_init first");
+      }
+      if (o->listen) a.listen = o->listen;
+      if (o->transport) a.transport = o->transport;
+      if (o->ib_device) a.ib_device = o->ib_device;
+      if (o->ib_port > 0) a.ib_port = o->ib_port;
+      a.gid_index = o->gid_index;
+      using Ms = std::chrono::milliseconds;
+      if (o->op_timeout_ms > 0) a.op_timeout = Ms(o->op_timeout_ms);
+      if (o->connect_timeout_ms > 0) a.connect_timeout = Ms(o->connect_timeout_ms);
+      if (o->keepalive_interval_ms > 0) a.keepalive_interval = Ms(o->keepalive_interval_ms);
+      if (o->keepalive_timeout_ms > 0) a.keepalive_timeout = Ms(o->keepalive_timeout_ms);
+      a.progress_thread = o->progress_thread != 0;
+    }
+    return std::make_unique<rwin::Agent>(a);
+  });
+}
+void rwin_agent_destroy(rwin_agent_t* a) {
+  delete a;
+}  // ~Agent never throws
+rwin_status_t rwin_agent_address(const rwin_agent_t* a, char* buf, size_t cap, size_t* len) {
+  const char* fn = "rwin_agent_address";
+  return guard(fn, [&] {
+    const std::string addr = agent(const_cast<rwin_agent_t*>(a), fn).address();
+    copy_out(fn, addr.c_str(), addr.size() + 1, buf, cap, len);
+  });
+}
+
+rwin_status_t rwin_agent_register(rwin_agent_t* a, void* data, size_t bytes, rwin_region_t** out) {
+  const char* fn = "rwin_agent_register";
+  return make_handle<rwin_region>(fn, out, [&] { return agent(a, fn).register_memory(need(data, fn, "data"), bytes); });
+}
+rwin_status_t rwin_region_descriptor(const rwin_region_t* r, void* buf, size_t cap, size_t* len) {
+  const char* fn = "rwin_region_descriptor";
+  return guard(fn, [&] {
+    const std::vector<uint8_t> d = need(r, fn, "region")->r.descriptor();
+    copy_out(fn, d.data(), d.size(), buf, cap, len);
+  });
+}
+rwin_status_t rwin_region_deregister(rwin_region_t* r) {
+  return guard("rwin_region_deregister", [&] { need(r, "rwin_region_deregister", "region")->r.deregister(); });
+}
+void rwin_region_release(rwin_region_t* r) {
+  delete r;
+}
+
+rwin_status_t rwin_agent_import(rwin_agent_t* a, const void* descriptor, size_t len, rwin_remote_region_t** out) {
+  const char* fn = "rwin_agent_import";
+  return make_handle<rwin_remote_region>(fn, out, [&] {
+    const auto* p = static_cast<const uint8_t*>(need(descriptor, fn, "descriptor"));
+    return agent(a, fn).import_region(std::span<const uint8_t>(p, len));
+  });
+}
+rwin_status_t rwin_remote_region_bytes(const rwin_remote_region_t* r, size_t* out) {
+  const char* fn = "rwin_remote_region_bytes";
+  return guard(fn, [&] { *need(out, fn, "out") = remote(r, fn, "region").bytes(); });
+}
+void rwin_remote_region_release(rwin_remote_region_t* r) {
+  delete r;
+}
+
+rwin_status_t rwin_agent_put(rwin_agent_t* a, const rwin_remote_region_t* dst, uint64_t offset, const void* src,
+                             size_t bytes) {
+  const char* fn = "rwin_agent_put";
+  return guard(fn, [&] { agent(a, fn).put(remote(dst, fn, "dst"), offset, need(src, fn, "src"), bytes); });
+}
+rwin_status_t rwin_agent_get(rwin_agent_t* a, void* dst, const rwin_remote_region_t* src, uint64_t offset,
+                             size_t bytes) {
+  const char* fn = "rwin_agent_get";
+  return guard(fn, [&] { agent(a, fn).get(need(dst, fn, "dst"), remote(src, fn, "src"), offset, bytes); });
+}
+rwin_status_t rwin_agent_put_notify(rwin_agent_t* a, const rwin_remote_region_t* dst, uint64_t offset, const void* src,
+                                    size_t bytes, const rwin_remote_region_t* signal, uint64_t signal_offset,
+                                    int64_t value, rwin_notify_op_t op) {
+  const char* fn = "rwin_agent_put_notify";
+  return guard(fn, [&] {
+    agent(a, fn).put_notify(remote(dst, fn, "dst"), offset, need(src, fn, "src"), bytes, remote(signal, fn, "signal"),
+                            signal_offset, value, notify_op(op, fn));
+  });
+}
+rwin_status_t rwin_agent_notify(rwin_agent_t* a, const rwin_remote_region_t* signal, uint64_t signal_offset,
+                                int64_t value, rwin_notify_op_t op) {
+  const char* fn = "rwin_agent_notify";
+  return guard(fn, [&] { agent(a, fn).notify(remote(signal, fn, "signal"), signal_offset, value, notify_op(op, fn)); });
+}
+rwin_status_t rwin_agent_flush(rwin_agent_t* a) {
+  return guard("rwin_agent_flush", [&] { agent(a, "rwin_agent_flush").flush(); });
+}
+rwin_status_t rwin_agent_wait(rwin_agent_t* a, const rwin_region_t* signal, uint64_t offset, int64_t expected,
+                              rwin_cmp_t c, int64_t timeout_ms) {
+  const char* fn = "rwin_agent_wait";
+  return guard(
+      fn, [&] { agent(a, fn).wait(need(signal, fn, "signal")->r, offset, expected, cmp(c, fn), timeout(timeout_ms)); });
+}
+rwin_status_t rwin_agent_test(rwin_agent_t* a, const rwin_region_t* signal, uint64_t offset, int64_t expected,
+                              rwin_cmp_t c, int* satisfied) {
+  const char* fn = "rwin_agent_test";
+  return guard(fn, [&] {
+    need(satisfied, fn, "satisfied");
+    *satisfied = agent(a, fn).test(need(signal, fn, "signal")->r, offset, expected, cmp(c, fn)) ? 1 : 0;
+  });
+}
+rwin_status_t rwin_agent_progress(rwin_agent_t* a) {
+  return guard("rwin_agent_progress", [&] { agent(a, "rwin_agent_progress").progress(); });
 }
 
 }  // extern "C"

@@ -376,4 +376,116 @@ TEST(CApiNoContext, LastErrorIsPerThread) {
   EXPECT_NE(theirs.find("rwin_quiet"), std::string::npos);
 }
 
+// Agents: every call with a NULL agent or handle; then two agents in this process (each serving from its
+// progress thread): descriptor through the caller's buffer, import, put_notify, wait, get, a revoked
+// region failing its importer's put with a status naming it, handles released after their agent.
+TEST(CApiAgent, NullHandles) {
+  char buf[64];
+  size_t n = 0;
+  int sat = 0;
+  rwin_region_t* r = nullptr;
+  rwin_remote_region_t* rr = nullptr;
+  const std::vector<std::pair<const char*, std::function<rwin_status_t()>>> calls = {
+      {"rwin_agent_address", [&] { return rwin_agent_address(nullptr, buf, sizeof buf, &n); }},
+      {"rwin_agent_register", [&] { return rwin_agent_register(nullptr, buf, sizeof buf, &r); }},
+      {"rwin_region_descriptor", [&] { return rwin_region_descriptor(nullptr, buf, sizeof buf, &n); }},
+      {"rwin_region_deregister", [&] { return rwin_region_deregister(nullptr); }},
+      {"rwin_agent_import", [&] { return rwin_agent_import(nullptr, buf, sizeof buf, &rr); }},
+      {"rwin_remote_region_bytes", [&] { return rwin_remote_region_bytes(nullptr, &n); }},
+      {"rwin_agent_put", [&] { return rwin_agent_put(nullptr, nullptr, 0, buf, 1); }},
+      {"rwin_agent_get", [&] { return rwin_agent_get(nullptr, buf, nullptr, 0, 1); }},
+      {"rwin_agent_put_notify",
+       [&] { return rwin_agent_put_notify(nullptr, nullptr, 0, buf, 1, nullptr, 0, 1, RWIN_NOTIFY_ADD); }},
+      {"rwin_agent_notify", [&] { return rwin_agent_notify(nullptr, nullptr, 0, 1, RWIN_NOTIFY_ADD); }},
+      {"rwin_agent_flush", [&] { return rwin_agent_flush(nullptr); }},
+      {"rwin_agent_wait", [&] { return rwin_agent_wait(nullptr, nullptr, 0, 1, RWIN_CMP_GE, 0); }},
+      {"rwin_agent_test", [&] { return rwin_agent_test(nullptr, nullptr, 0, 1, RWIN_CMP_GE, &sat); }},
+      {"rwin_agent_progress", [&] { return rwin_agent_progress(nullptr); }},
+      {"rwin_agent_create", [&] { return rwin_agent_create(nullptr, nullptr); }},
+  };
+  for (const auto& [name, call] : calls) {
+    SCOPED_TRACE(name);
+    expect_fail(call(), RWIN_ERR_INVALID_ARGUMENT, {name, "is NULL"});
+  }
+  EXPECT_EQ(r, nullptr);
+  EXPECT_EQ(rr, nullptr);
+  rwin_agent_destroy(nullptr);
+  rwin_region_release(nullptr);
+  rwin_remote_region_release(nullptr);
+}
+
+TEST(CApiAgent, TwoAgentsRoundTrip) {
+  setenv("UCX_TLS", "tcp,self", 0);
+  setenv("UCX_NET_DEVICES", "lo", 0);
+  rwin_agent_options_t o;
+  rwin_agent_options_init(&o);
+  o.progress_thread = 1;
+  rwin_agent_t *owner = nullptr, *user = nullptr;
+  ASSERT_EQ(rwin_agent_create(&o, &owner), RWIN_OK) << rwin_last_error();
+  o.op_timeout_ms = 5000;  // both serve from a thread: a revocation waits for the importer's answer
+  ASSERT_EQ(rwin_agent_create(&o, &user), RWIN_OK) << rwin_last_error();
+
+  size_t n = 0;
+  ASSERT_EQ(rwin_agent_address(owner, nullptr, 0, &n), RWIN_OK) << rwin_last_error();
+  std::string addr(n, '\0');
+  char tiny[2];
+  expect_fail(rwin_agent_address(owner, tiny, sizeof tiny, &n), RWIN_ERR_INVALID_ARGUMENT, {"needed"});
+  ASSERT_EQ(rwin_agent_address(owner, addr.data(), addr.size(), &n), RWIN_OK);
+  EXPECT_EQ(std::strlen(addr.c_str()) + 1, n);
+  EXPECT_NE(addr.find("127.0.0.1:"), std::string::npos) << addr;
+
+  std::vector<unsigned char> data(4096, 0);
+  alignas(8) int64_t sig[2] = {};
+  rwin_region_t *rd = nullptr, *rs = nullptr;
+  ASSERT_EQ(rwin_agent_register(owner, data.data(), data.size(), &rd), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_agent_register(owner, sig, sizeof sig, &rs), RWIN_OK) << rwin_last_error();
+  auto descriptor = [](const rwin_region_t* r) {
+    size_t len = 0;
+    EXPECT_EQ(rwin_region_descriptor(r, nullptr, 0, &len), RWIN_OK) << rwin_last_error();
+    std::vector<unsigned char> d(len);
+    EXPECT_EQ(rwin_region_descriptor(r, d.data(), d.size(), &len), RWIN_OK) << rwin_last_error();
+    return d;
+  };
+  const auto dd = descriptor(rd), ds = descriptor(rs);
+  rwin_remote_region_t *xd = nullptr, *xs = nullptr;
+  ASSERT_EQ(rwin_agent_import(user, dd.data(), dd.size(), &xd), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_agent_import(user, ds.data(), ds.size(), &xs), RWIN_OK) << rwin_last_error();
+  size_t bytes = 0;
+  ASSERT_EQ(rwin_remote_region_bytes(xd, &bytes), RWIN_OK);
+  EXPECT_EQ(bytes, data.size());
+  rwin_remote_region_t* junk = nullptr;
+  expect_fail(rwin_agent_import(user, "garbage", 7, &junk), RWIN_ERR_INVALID_ARGUMENT, {});
+  EXPECT_EQ(junk, nullptr);
+
+  const char msg[] = "hello from C";
+  ASSERT_EQ(rwin_agent_put_notify(user, xd, 100, msg, sizeof msg, xs, 8, 1, RWIN_NOTIFY_ADD), RWIN_OK)
+      << rwin_last_error();
+  ASSERT_EQ(rwin_agent_wait(owner, rs, 8, 1, RWIN_CMP_GE, -1), RWIN_OK) << rwin_last_error();
+  EXPECT_STREQ(reinterpret_cast<const char*>(data.data() + 100), msg);
+  char back[sizeof msg] = {};
+  ASSERT_EQ(rwin_agent_get(user, back, xd, 100, sizeof back), RWIN_OK) << rwin_last_error();
+  EXPECT_STREQ(back, msg);
+  ASSERT_EQ(rwin_agent_notify(user, xs, 0, 7, RWIN_NOTIFY_SET), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_agent_flush(user), RWIN_OK) << rwin_last_error();
+  int sat = 0;
+  ASSERT_EQ(rwin_agent_test(owner, rs, 0, 7, RWIN_CMP_EQ, &sat), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(sat, 1);
+  expect_fail(rwin_agent_wait(owner, rs, 0, 8, RWIN_CMP_EQ, 0), RWIN_ERR_TIMEOUT, {});
+  expect_fail(rwin_agent_wait(owner, rs, 0, 8, 9, 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  EXPECT_EQ(rwin_agent_progress(user), RWIN_OK);
+
+  ASSERT_EQ(rwin_region_deregister(rd), RWIN_OK) << rwin_last_error();
+  const rwin_status_t st = rwin_agent_put(user, xd, 0, msg, sizeof msg);
+  EXPECT_NE(st, RWIN_OK) << "a put into a revoked region";
+  EXPECT_NE(std::string(rwin_last_error()).find("region"), std::string::npos) << rwin_last_error();
+
+  rwin_agent_destroy(user);
+  rwin_agent_destroy(owner);
+  // Handles outlive their agents: releasing them afterwards is clean.
+  rwin_remote_region_release(xs);
+  rwin_remote_region_release(xd);
+  rwin_region_release(rs);
+  rwin_region_release(rd);
+}
+
 }  // namespace

@@ -8,7 +8,8 @@
  *
  * Thread safety, as in C++: a context and every handle made from it are used by one thread at a
  * time, except rwin_fail_peer (any thread, at any time) and the functions that touch no context
- * (rwin_last_error, rwin_status_name, rwin_dtype_size, rwin_version, rwin_options_init).
+ * (rwin_last_error, rwin_status_name, rwin_dtype_size, rwin_version, rwin_*options_init). An agent
+ * may be used from any thread (rwin/agent.h).
  *
  * The exported names are listed in core/rwin_c.symbols; tests/scripts/c_abi_symbols.sh fails when one
  * of them disappears from librwin. Named values never change; new ones are appended. */
@@ -292,6 +293,68 @@ rwin_status_t rwin_reduce_scatter_to(rwin_context_t* ctx, const rwin_window_t* d
 rwin_status_t rwin_all_to_all(rwin_context_t* ctx, const rwin_window_t* stage, const rwin_window_t* data);
 /* The collectives' dissemination barrier (notify/wait); rwin_barrier is the context's. */
 rwin_status_t rwin_barrier_collective(rwin_context_t* ctx);
+
+/* ------------------------------------------------------------------------------------------------
+ * Agents (rwin/agent.h, docs/AGENT.md): peers that meet at run time, no job. Unlike a context, an agent
+ * may be used from any thread (its calls are serialised). Region handles stay valid as handles after
+ * their agent is destroyed (every use then fails); release them with rwin_region_release /
+ * rwin_remote_region_release.
+ *
+ * Byte and string results (rwin_agent_address, rwin_region_descriptor) go into the caller's buffer:
+ * *len is set to the size needed (a string's with its NUL); the bytes are written when cap >= *len.
+ * buf NULL with cap 0 asks for the size only (RWIN_OK); a smaller buffer is RWIN_ERR_INVALID_ARGUMENT. */
+typedef struct rwin_agent rwin_agent_t;
+typedef struct rwin_region rwin_region_t;               /* local memory registered with an agent */
+typedef struct rwin_remote_region rwin_remote_region_t; /* a region imported from its descriptor */
+
+typedef struct rwin_agent_options {
+  size_t struct_size;              /* set by rwin_agent_options_init */
+  const char* listen;              /* "host:port" of the control listener; NULL: "127.0.0.1:0" */
+  const char* transport;           /* "ucx" | "verbs"; NULL: "ucx" */
+  const char* ib_device;           /* verbs; NULL: the first usable */
+  int ib_port;                     /* verbs; 0: 1 */
+  int gid_index;                   /* verbs; -1: auto */
+  int64_t op_timeout_ms;           /* 0: 30 s */
+  int64_t connect_timeout_ms;      /* 0: 10 s */
+  int64_t keepalive_interval_ms;   /* 0: 500 ms */
+  int64_t keepalive_timeout_ms;    /* 0: 5 s */
+  int progress_thread;             /* nonzero: serve peers from a thread of the agent's own */
+} rwin_agent_options_t;
+void rwin_agent_options_init(rwin_agent_options_t* opts);
+
+rwin_status_t rwin_agent_create(const rwin_agent_options_t* opts, rwin_agent_t** out); /* opts may be NULL */
+void rwin_agent_destroy(rwin_agent_t* agent);                                         /* NULL: no-op */
+rwin_status_t rwin_agent_address(const rwin_agent_t* agent, char* buf, size_t cap, size_t* len);
+
+/* bytes > 0; the memory stays the caller's and must stay mapped until deregistered or the agent goes. */
+rwin_status_t rwin_agent_register(rwin_agent_t* agent, void* data, size_t bytes, rwin_region_t** out);
+rwin_status_t rwin_region_descriptor(const rwin_region_t* region, void* buf, size_t cap, size_t* len);
+/* Revokes the region for every importer (idempotent); the handle stays until rwin_region_release. */
+rwin_status_t rwin_region_deregister(rwin_region_t* region);
+void rwin_region_release(rwin_region_t* region); /* the handle only; NULL: no-op */
+
+rwin_status_t rwin_agent_import(rwin_agent_t* agent, const void* descriptor, size_t len, rwin_remote_region_t** out);
+rwin_status_t rwin_remote_region_bytes(const rwin_remote_region_t* region, size_t* out);
+void rwin_remote_region_release(rwin_remote_region_t* region); /* NULL: no-op */
+
+/* Offsets are bytes into the remote region. put: src reusable on return, visible after flush or to a
+ * waiter of a later notify. put_notify: the data, then the 8-byte signal word at signal_offset. */
+rwin_status_t rwin_agent_put(rwin_agent_t* agent, const rwin_remote_region_t* dst, uint64_t offset, const void* src,
+                             size_t bytes);
+rwin_status_t rwin_agent_get(rwin_agent_t* agent, void* dst, const rwin_remote_region_t* src, uint64_t offset,
+                             size_t bytes);
+rwin_status_t rwin_agent_put_notify(rwin_agent_t* agent, const rwin_remote_region_t* dst, uint64_t offset,
+                                    const void* src, size_t bytes, const rwin_remote_region_t* signal,
+                                    uint64_t signal_offset, int64_t value, rwin_notify_op_t op);
+rwin_status_t rwin_agent_notify(rwin_agent_t* agent, const rwin_remote_region_t* signal, uint64_t signal_offset,
+                                int64_t value, rwin_notify_op_t op);
+rwin_status_t rwin_agent_flush(rwin_agent_t* agent);
+/* The local int64 word at byte `offset` of `signal`; timeout_ms < 0: the agent's op_timeout. */
+rwin_status_t rwin_agent_wait(rwin_agent_t* agent, const rwin_region_t* signal, uint64_t offset, int64_t expected,
+                              rwin_cmp_t cmp, int64_t timeout_ms);
+rwin_status_t rwin_agent_test(rwin_agent_t* agent, const rwin_region_t* signal, uint64_t offset, int64_t expected,
+                              rwin_cmp_t cmp, int* satisfied);
+rwin_status_t rwin_agent_progress(rwin_agent_t* agent);
 
 #ifdef __cplusplus
 }
