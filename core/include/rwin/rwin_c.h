@@ -1,4 +1,4 @@
-/* rwin's C ABI: the C++ API of rwin/rwin.h and rwin/collectives.h behind plain C11 calls.
+/* rwin's C ABI: the C++ API of rwin/rwin.h, rwin/collectives.h and rwin/agent.h behind plain C11 calls.
  *
  * Every call returns an rwin_status_t and never lets a C++ exception out. After a call that did not
  * return RWIN_OK, rwin_last_error() is its message (per thread). Handles are opaque; every one made
