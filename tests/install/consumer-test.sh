@@ -2,8 +2,10 @@
 # Installs a build into a temporary prefix P and uses it as a user would (issue 13, item 1): checks the
 # installed layout (headers, librwin.so -> .so.0 -> .so.0.1.0 or one librwin.a, rwinConfig.cmake,
 # rwin.pc, programs, Python package, docs), builds tests/install/consumer against P both ways
-# (find_package with CMAKE_PREFIX_PATH, and c++ $(pkg-config --cflags --libs rwin)), runs each on 2 ranks
-# with P/bin/rwinrun (both ranks must print OK), imports the installed Python package, then moves P and
+# (find_package with CMAKE_PREFIX_PATH, and c++ $(pkg-config --cflags --libs rwin)) and the C consumer
+# tests/install/consumer_c (a C-only CMake project, and cc -std=c11 $(pkg-config ...); shared builds only: a
+# static librwin.a needs the C++ runtime linked too), runs each on 2 ranks with P/bin/rwinrun (both ranks
+# must print OK; the C consumer also starts a context on a store of its own in a fresh directory), imports the installed Python package, then moves P and
 # runs the installed ring_shift again (the programs find librwin relative to themselves).
 #   consumer-test.sh BUILD_DIR             install BUILD_DIR (shared, as configured)
 #   consumer-test.sh BUILD_DIR --static    first build rwin again with -DBUILD_SHARED_LIBS=OFF in a
@@ -37,7 +39,7 @@ version=$(sed -n 's/^#define RWIN_VERSION_STRING "\(.*\)"$/\1/p' "$P/include/rwi
 major=${version%%.*}
 
 # --- the installed layout
-for f in include/rwin/rwin.h include/rwin/collectives.h include/rwin/version.h \
+for f in include/rwin/rwin.h include/rwin/rwin_c.h include/rwin/collectives.h include/rwin/version.h \
          "$libdir"/cmake/rwin/rwinConfig.cmake "$libdir"/cmake/rwin/rwinConfigVersion.cmake \
          "$libdir"/cmake/rwin/rwinTargets.cmake "$libdir"/pkgconfig/rwin.pc \
          bin/rwinrun bin/ring_shift share/doc/rwin/README.md share/doc/rwin/docs/CONFIG.md; do
@@ -127,6 +129,23 @@ c++ -std=c++20 -O1 $sanflags -o "$tmp/pc-consumer/consumer" "$src/tests/install/
 run2 "pkg-config consumer" "$tmp/pc-consumer/consumer"
 if [[ $static -eq 1 ]]; then
   ! ldd "$tmp/pc-consumer/consumer" | grep -q librwin || fail "static pkg-config consumer loads a librwin.so"
+fi
+
+# --- the C ABI: a C-only CMake project (rwin::rwin must not need a C++ compiler in it) and plain cc
+if [[ $static -eq 0 ]]; then
+  cmake -S "$src/tests/install/consumer_c" -B "$tmp/cmake-consumer-c" -G Ninja -DCMAKE_PREFIX_PATH="$P" \
+        -DCMAKE_C_FLAGS="-Wall -Wextra -pedantic -Werror $sanflags" >"$tmp/consumer-c.log" 2>&1 &&
+    ninja -C "$tmp/cmake-consumer-c" >>"$tmp/consumer-c.log" 2>&1 ||
+    { cat "$tmp/consumer-c.log"; fail "find_package C consumer did not build"; }
+  export CONSUMER_C_STORE_DIR
+  CONSUMER_C_STORE_DIR=$(mktemp -d "$tmp/c-store.XXXXXX")
+  run2 "find_package C consumer" "$tmp/cmake-consumer-c/consumer_c"
+  # shellcheck disable=SC2086
+  cc -std=c11 -Wall -Wextra -pedantic -Werror -O1 $sanflags -o "$tmp/pc-consumer/consumer_c" \
+     "$src/tests/install/consumer_c/main.c" $pcflags $rpath >"$tmp/pc-c.log" 2>&1 ||
+    { cat "$tmp/pc-c.log"; fail "cc -std=c11 main.c $pcflags did not build"; }
+  CONSUMER_C_STORE_DIR=$(mktemp -d "$tmp/c-store.XXXXXX")
+  run2 "pkg-config C consumer" "$tmp/pc-consumer/consumer_c"
 fi
 
 # --- the Python package (when the build has it)
