@@ -292,14 +292,14 @@ TEST_P(Atomics, NbiBadInputsAreRefusedBeforeAnythingIsPosted) {
     int64_t out = -5;
     expect_error([&] { ctx.fetch_add_nbi(nullptr, i32.slice({0, 1}, {1, 1}), right, 1); }, ErrorCode::InvalidArgument,
                  {"rank ", "fetch_add_nbi peer", "null fetch pointer", "element [0, 1]", "'i32' i32"});
-    expect_error([&] { ctx.swap_nbi(&out, f.slice({0, 0}, {1, 1}), right, 1); }, ErrorCode::DtypeMismatch,
-                 {"swap_nbi peer", "not int32, int64, uint32 or uint64"});
+    expect_error([&] { ctx.swap_nbi(&out, f.slice({0, 1}, {1, 1}), right, 1); }, ErrorCode::DtypeMismatch,
+                 {"swap_nbi peer", "element [0, 1] of window 'f' f32", "not int32, int64, uint32 or uint64"});
     expect_error([&] { ctx.compare_swap_nbi(&out, i32.slice({0, 2}, {1, 1}), right, 0, 1); }, ErrorCode::OutOfBounds,
                  {"compare_swap_nbi peer", "offsets [0, 2]"});
     expect_error([&] { ctx.fetch_add_nbi(&out, i32.slice({0, 0}, {1, 1}), right, int64_t{1} << 33); },
                  ErrorCode::InvalidArgument, {"fetch_add_nbi peer", "does not fit the i32 element [0, 0]"});
     expect_error([&] { ctx.atomic_fetch_nbi(&out, gone_all, right); }, ErrorCode::UseAfterFree,
-                 {"atomic_fetch_nbi", "freed"});
+                 {"atomic_fetch_nbi peer", "element [0, 0] of window 'gone' i64", "freed"});
     expect_error([&] { ctx.atomic_fetch_nbi(&out, i32.slice({0, 0}, {1, 1}), ctx.size()); }, ErrorCode::PeerOutOfRange,
                  {"atomic_fetch_nbi"});
     expect_error([&] { ctx.swap_nbi(&out, sig.slice(0, 2), right, 1); }, ErrorCode::InvalidArgument,
