@@ -5,6 +5,8 @@
 # UCX_NET_DEVICES=lo), and the busy-poll TCP ping-pong round trip (bench/tcp_ref.cpp) as the tcp anchor.
 # The tools run interleaved, REPS rounds, so a noisy stretch of the machine hits all of them; the
 # summary is the median over rounds of each tool's per-round p50. Raw output per round in OUT.
+# rwin runs twice per round: with its waits spinning (RWIN_SPIN_US=1000000, as the other tools' targets
+# poll) and with the default back-off (see below).
 #
 #   bench/atomics_compare.sh [BUILD_DIR] [OUT_DIR]   (needs rwin-perf, rwinrun, rwin_tcp_ref; oshcc/oshrun)
 # Environment: REPS (default 5), ITERS (default 20000), PORT (ucx_perftest, default 24377).
@@ -22,24 +24,37 @@ export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-fatal}
 for b in rwin-perf rwinrun rwin_tcp_ref; do
   [[ -x $BIN/$b ]] || { echo "atomics_compare.sh: $BIN/$b missing" >&2; exit 2; }
 done
-SHMEM=$OUT/rwin_shmem_bench
+SHMEM=$BIN/rwin_shmem_bench
 oshcc -O2 -o "$SHMEM" "$HERE/shmem/shmem_bench.c" || { echo "atomics_compare.sh: oshcc failed" >&2; exit 2; }
 env_for() { case $1 in shm) echo "UCX_TLS=posix,self" ;; tcp) echo "UCX_TLS=tcp UCX_NET_DEVICES=lo" ;; esac; }
 
 {
   echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -srm)"; lscpu | grep -E "Model name|^CPU\(s\)"
   echo "ucx: $(ucx_info -v | head -1)"; echo "reps: $REPS iters: $ITERS"
+  echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); busiest processes (others' builds and tests share the machine):"
+  top -b -n 1 -o %CPU -w 160 | sed -n '7,13p'
 } >"$OUT/machine.txt"
 echo "round,transport,tool,p50_us,avg_us,load1" >"$OUT/rounds.csv"
 load() { cut -d' ' -f1 /proc/loadavg; }
 
 for r in $(seq 1 "$REPS"); do
   for tr in shm tcp; do
-    l=$(load)
-    env $(env_for $tr) timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -t fetch_add_lat -s 8 -n "$ITERS" \
-      -o "$OUT/rwin_${tr}_$r.csv" >"$OUT/rwin_${tr}_$r.txt" 2>&1 || echo "round $r: rwin-perf over $tr failed" >&2
-    awk -F, -v r="$r" -v tr="$tr" -v l="$l" 'NR > 1 && $1 == "fetch_add_lat" { print r "," tr ",rwin," $7 "," $9 "," l }' \
-      "$OUT/rwin_${tr}_$r.csv" >>"$OUT/rounds.csv"
+    # rwin twice: "rwin" with RWIN_SPIN_US=1000000 (a waiting rank keeps polling, as OpenSHMEM's
+    # target does in shmem_barrier_all and the ping-pong's peer in recv): over tcp (am mode) the target
+    # applies the atomic in its progress; "rwin_default": the default back-off, where a rank idle in
+    # wait() for 2 ms polls only between 50 us sleeps (what a long-idle passive target gives).
+    for mode in rwin rwin_default; do
+      spin=1000000
+      [[ $mode == rwin_default ]] && spin=""
+      l=$(load)
+      env $(env_for $tr) ${spin:+RWIN_SPIN_US=$spin} timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -t fetch_add_lat \
+        -s 8 -n "$ITERS" -o "$OUT/${mode}_${tr}_$r.csv" >"$OUT/${mode}_${tr}_$r.txt" 2>&1 ||
+        echo "round $r: rwin-perf ($mode) over $tr failed" >&2
+      /usr/bin/python3 -c 'import csv, sys
+for row in csv.DictReader(open(sys.argv[1])):
+    if row["test"] == "fetch_add_lat": print(",".join(sys.argv[2:5] + [row["p50_us"], row["avg_us"], sys.argv[5]]))' \
+        "$OUT/${mode}_${tr}_$r.csv" "$r" "$tr" "$mode" "$l" >>"$OUT/rounds.csv"
+    done
     l=$(load)
     env $(env_for $tr) timeout 300 oshrun --allow-run-as-root -np 2 --mca osc ^rdma --bind-to core --map-by core \
       -x UCX_TLS -x UCX_LOG_LEVEL $([[ $tr == tcp ]] && echo "-x UCX_NET_DEVICES") --mca oob_tcp_if_include lo \
@@ -64,26 +79,5 @@ for r in $(seq 1 "$REPS"); do
     "$OUT/tcp_ref_$r.txt" >>"$OUT/rounds.csv"
 done
 
-/usr/bin/python3 - "$OUT/rounds.csv" <<'EOF' | tee "$OUT/summary.txt"
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-med = {}
-print("| transport | tool | rounds | median p50 us (min-max) | median avg us |")
-print("|---|---|---|---|---|")
-for tr in ("shm", "tcp"):
-    for tool in ("rwin", "oshmem", "ucp_fadd", "tcp_pingpong_rtt"):
-        v = [r for r in rows if r["transport"] == tr and r["tool"] == tool]
-        if not v:
-            continue
-        p = [float(r["p50_us"]) for r in v]
-        a = [float(r["avg_us"]) for r in v]
-        med[tr, tool] = statistics.median(p)
-        print(f"| {tr} | {tool} | {len(v)} | {statistics.median(p):.3f} ({min(p):.3f}-{max(p):.3f}) | {statistics.median(a):.3f} |")
-def ratio(a, b):
-    return f"{med[a] / med[b]:.2f}x" if a in med and b in med else "n/a"
-print()
-print(f"shm: rwin fetch_add / OpenSHMEM fetch_add (p50 medians) = {ratio(('shm', 'rwin'), ('shm', 'oshmem'))} (goal <= 1.0x)")
-print(f"tcp: rwin fetch_add / TCP ping-pong RTT (p50 medians) = {ratio(('tcp', 'rwin'), ('tcp', 'tcp_pingpong_rtt'))} (goal <= 1.2x)")
-print(f"tcp: rwin fetch_add / OpenSHMEM fetch_add (p50 medians) = {ratio(('tcp', 'rwin'), ('tcp', 'oshmem'))}")
-EOF
+/usr/bin/python3 "$HERE/atomics_summary.py" "$OUT/rounds.csv" | tee "$OUT/summary.txt"
 echo "atomics_compare.sh: results in $OUT" >&2
