@@ -3,7 +3,10 @@
 // old value written to local memory by quiet), over every transport, exact under contention (a
 // ticket dispenser and a compare-and-swap spin lock from every rank at once).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -313,6 +316,55 @@ TEST_P(Atomics, NbiBadInputsAreRefusedBeforeAnythingIsPosted) {
              "a refused atomic changed memory");
     ctx.barrier();
   });
+}
+
+// A quiet that gives up (its deadline) leaves every nbi atomic it did not complete detached: when
+// their replies arrive later, no fetch location is written. Deterministic where the atomic needs the
+// target's progress (tcp: am mode, UCX's emulated atomics): rank 1 blocks outside rwin until rank 0's
+// quiet has timed out, then progresses. Elsewhere the op completes without the target: skipped.
+TEST_P(Atomics, NbiAfterAFailedQuietNeverWriteTheirFetchLocations) {
+  if (GetParam().name.find("tcp") == std::string::npos) GTEST_SKIP() << "atomics complete without the target's progress";
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  constexpr int kOps = 40;
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(1500);
+  run(2, [&](Context& ctx) {
+    Window c64 = ctx.alloc_window("c64", DType::I64, {1, 1});
+    Window c32 = ctx.alloc_window("c32", DType::I32, {1, 2});
+    ctx.barrier();
+    if (ctx.rank() == 1) {
+      pollfd p{go[0], POLLIN, 0};
+      MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 0 never said its quiet timed out");  // bounded
+      char b;
+      MP_CHECK(::read(go[0], &b, 1) == 1, "read");
+      ctx.barrier();  // progresses: the atomics land and their replies go back
+      ctx.barrier();
+      MP_CHECK(c64.data_as<int64_t>()[0] >= 0 && c64.data_as<int64_t>()[0] <= kOps + 1, "counter " << c64.data_as<int64_t>()[0]);
+      ctx.barrier();
+      return;
+    }
+    std::vector<int64_t> got(2 * kOps, -7);
+    for (int i = 0; i < kOps; ++i) {
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(i)], c64.all(), 1, 1);
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(kOps + i)], c32.slice({0, 0}, {1, 1}), 1, 1);  // a CAS chain
+    }
+    expect_error([&] { ctx.quiet(); }, ErrorCode::Timeout,
+                 {"rank 0: quiet: peer 1 did not complete", "fetch_add_nbi peer 1 of the i"});
+    MP_CHECK(::write(go[1], "g", 1) == 1, "write");
+    ctx.barrier();  // its quiet waits for every late completion
+    for (int i = 0; i < 2 * kOps; ++i) MP_CHECK(got[static_cast<size_t>(i)] == -7, "fetch " << i << " written after the failed quiet: " << got[static_cast<size_t>(i)]);
+    // The peer still works, nbi included.
+    const int64_t now = ctx.atomic_fetch(c64.all(), 1);
+    int64_t next = -7;
+    ctx.fetch_add_nbi(&next, c64.all(), 1, 1);
+    ctx.quiet();
+    MP_CHECK(next == now, "fetch_add_nbi after recovery returned " << next << ", the counter held " << now);
+    ctx.barrier();
+    ctx.barrier();
+  }, o);
+  ::close(go[0]);
+  ::close(go[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Atomics, ::testing::ValuesIn(rwin_test::transports()),
