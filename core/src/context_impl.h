@@ -288,9 +288,9 @@ struct ContextImpl {
   bool fetch_completed(uint32_t slot, const transport::Completion& done);
   void post_fetch_retries();  // after progress()'s completions
   // Fetching atomics not yet completed (to `peer`, or every peer when -1) never write their
-  // caller's location: called when quiet/fence gives up on them.
+  // caller's location: called when a wait for them (quiet, fence, a drain) gives up.
   void detach_fetches(int peer) noexcept;
-  std::string fetch_summary(int peer) const;  // " (first: fetch_add_nbi ...)" or ""
+  std::string fetch_summary(int peer) const;  // " (among them fetch_add_nbi peer 1 of ...)" or ""
   void post_flush(int peer, Deadline& deadline);
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);
