@@ -10,6 +10,8 @@
 //   get_bw       -O gets (rwin's get is blocking; raw keeps -O in flight), then quiet
 //   notify_lat   notify ping-pong; one way = RTT / 2
 //   notify_rate  -O notifies then quiet(), repeated
+//   fetch_add_lat  one blocking fetch_add(+1) on rank 1's int64 element, full round trip (one 8 B
+//                element whatever -s says; rwin only); every old value is checked to be the last + 1
 //   ring_shift   every rank puts to rank+1, notifies it and waits for rank-1; time per step
 //   memcpy       rank 0 alone: glibc memcpy between two page-aligned buffers (+ --skew), the floor
 //
@@ -114,8 +116,8 @@ bool is_coll(const std::string& t) {
          t == "barrier";
 }
 
-const char* const kPairTests[] = {"put_lat",    "put_bw",      "put_add_bw", "get_lat", "get_bw",
-                                  "notify_lat", "notify_rate", "ring_shift", "memcpy"};
+const char* const kPairTests[] = {"put_lat",    "put_bw",      "put_add_bw", "get_lat",      "get_bw",
+                                  "notify_lat", "notify_rate", "ring_shift", "fetch_add_lat", "memcpy"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -194,7 +196,8 @@ Args parse(int argc, char** argv) {
   bool misalign = false;
   const char* kColl = "Collectives (size = the per-rank buffer as nccl-tests counts it, bench/coll_common.h)";
   app.add_option("-t", tests,
-                 "tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,memcpy;\n"
+                 "tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,fetch_add_lat,\n"
+                 "memcpy;\n"
                  "collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier\n"
                  "(default: the six pair tests)")
       ->check(CLI::Validator([](std::string& v) { return check_tests(v); }, ""))
@@ -287,6 +290,7 @@ class Ops {
   virtual void prepare(uint64_t bytes, uint64_t skew) = 0;  // sizes/offsets of the following ops
   virtual void put() = 0;                                   // local src -> peer dst + skew
   virtual void put_add() {}                                 // the same as put(Add) (rwin only)
+  virtual int64_t fetch_add() { return 0; }                 // peer's int64 counter += 1, old value (rwin only)
   virtual void get() = 0;                                   // peer src -> local dst + skew, blocking
   virtual void get_group(int n) = 0;                        // n gets, all complete on return
   virtual void notify(int word) = 0;                        // peer's word += 1, after earlier puts
@@ -317,6 +321,8 @@ class RwinOps final : public Ops {
     }
     sig_ = ctx.alloc_signals("perf.sig", kWords);
     for (int w = 0; w < kWords; ++w) words_.push_back(sig_.at(w));
+    counter_ = ctx.alloc_window("perf.counter", rwin::DType::I64, {1, 1});
+    counter_slice_ = counter_.all();
   }
   void set_peer(int peer) override { peer_ = peer; }
   // Slices are built once per size, as an application would hold them.
@@ -378,6 +384,7 @@ class RwinOps final : public Ops {
   }
   void wait(int word, int64_t value) override { ctx_.wait(words_[static_cast<size_t>(word)], value); }
   void quiet() override { ctx_.quiet(); }
+  int64_t fetch_add() override { return ctx_.fetch_add(counter_slice_, peer_, 1); }
   char* local_src() override { return local_ ? plain_src_.get() : static_cast<char*>(src_.data()); }
   char* local_dst() override { return local_ ? plain_dst_.get() : static_cast<char*>(dst_.data()); }
   // --local: puts still land in the dst window, gets read the peer's src window.
@@ -400,10 +407,10 @@ class RwinOps final : public Ops {
   std::unique_ptr<char, FreeDeleter> plain_src_, plain_dst_;
   rwin::Local local_src_, local_dst_;
   int peer_ = 0;
-  rwin::Window src_, dst_;
+  rwin::Window src_, dst_, counter_;
   rwin::SignalArray sig_;
   std::vector<rwin::SignalSlice> words_;
-  rwin::Slice src_slice_, dst_slice_;
+  rwin::Slice src_slice_, dst_slice_, counter_slice_;
 };
 
 // Raw is rwinperf::RawUcp or rwinperf::RawVerbs: the same operations, without rwin.
@@ -533,7 +540,7 @@ class Runner {
     const bool pair = test != "ring_shift";
     const bool in_pair = !pair || ctx_.rank() < 2;
     std::vector<Ops*> modes{&rw_};
-    if (raw_ && pair && test != "put_add_bw") modes.push_back(raw_);
+    if (raw_ && pair && test != "put_add_bw" && test != "fetch_add_lat") modes.push_back(raw_);
     for (Ops* m : modes) {
       m->set_peer(pair ? 1 - ctx_.rank() : (ctx_.rank() + 1) % ctx_.size());
       m->prepare(bytes, a_.skew);
@@ -637,6 +644,20 @@ class Runner {
         for (int64_t i = 0; i < ops; ++i) {
           o.get();
           lap(1.0);
+        }
+      } else if (test == "fetch_add_lat") {
+        // Only this rank adds: each old value must be the previous one + 1 (an op that did nothing
+        // would look fast).
+        int64_t prev = o.fetch_add();
+        lap(1.0);
+        for (int64_t i = 1; i < ops; ++i) {
+          const int64_t v = o.fetch_add();
+          lap(1.0);
+          if (v != prev + 1) {
+            throw std::runtime_error("rank 0: fetch_add_lat: old value " + std::to_string(v) + " after " +
+                                     std::to_string(prev) + " (expected " + std::to_string(prev + 1) + ")");
+          }
+          prev = v;
         }
       } else if (test == "get_bw") {
         for (int64_t g = 0; g < ops / O; ++g) {

@@ -8,7 +8,7 @@
  *   put_bw    O x putmem, quiet; repeated
  *   get_lat   one blocking getmem, full round trip
  *   get_bw    O x getmem_nbi, quiet; repeated
- *   fadd_lat  one blocking atomic_fetch_add on the peer, full round trip (8 B only)
+ *   fadd_lat  one blocking atomic_fetch_add on the peer, full round trip (8 B only; old values checked)
  * Buffers come from shmem_align(4096) so that (dst - src) mod 4096 = SKEW exactly (default 0):
  * two consecutive shmem_malloc()s can land 8 bytes apart mod 4096 and hit glibc's rep-movsb trap.
  * Output: CSV "tool,test,size,iters,p50_us,avg_us,mibs" on PE 0 (stdout). Each blocking wait has
@@ -225,10 +225,15 @@ int main(int argc, char** argv) {
     shmem_barrier_all();
     double total = 0;
     if (me == 0) {
+      long expect = 0; /* only PE 0 adds: each old value is the count so far (the op really ran) */
       for (long i = -(n / 10 + 2); i < n; ++i) {
         const double t0 = now_us();
         long old = shmem_long_atomic_fetch_add(&fadd_word, 1, peer);
         __asm__ volatile("" : : "r"(old));
+        if (old != expect++) {
+          fprintf(stderr, "shmem_bench: fadd_lat: old value %ld, expected %ld\n", old, expect - 1);
+          shmem_global_exit(1);
+        }
         if (i >= 0) {
           samples[i] = now_us() - t0;
           total += samples[i];

@@ -119,13 +119,15 @@ SignalTarget check_element_slice(ContextImpl& c, const char* op, int peer, const
     return c.who() + ": " + op + (peer >= 0 ? " peer " + std::to_string(peer) : std::string()) +
            (atomic ? ": target" : ": signal");
   };
+  // A fetching atomic's one element, named in its messages ("element [0, 3] of window ...").
+  auto elem = [&] { return atomic ? " element " + shape_str(sig.offsets) + " of" : std::string(); };
   if (!sig.window) throw Error(ErrorCode::InvalidArgument, where() + " slice has no window");
   const WindowState& w = *sig.window;
-  if (!w.ctx()) throw Error(ErrorCode::UseAfterFree, where() + " window " + w.describe() + " was freed");
+  if (!w.ctx()) throw Error(ErrorCode::UseAfterFree, where() + elem() + " window " + w.describe() + " was freed");
   if (w.ctx() != &c) throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + " belongs to another context");
   const bool signed_int = w.dtype == DType::I32 || w.dtype == DType::I64;
   if (!signed_int && !(atomic && (w.dtype == DType::U32 || w.dtype == DType::U64))) {
-    throw Error(ErrorCode::DtypeMismatch, where() + " window " + w.describe() +
+    throw Error(ErrorCode::DtypeMismatch, where() + elem() + " window " + w.describe() +
                                               (atomic ? " is not int32, int64, uint32 or uint64 (fetching atomics act on those)"
                                                       : " is not int32 or int64 (signals are)"));
   }
@@ -134,7 +136,7 @@ SignalTarget check_element_slice(ContextImpl& c, const char* op, int peer, const
                                             shape_str(sig.shape) + " is outside window " + w.describe());
   }
   if (peer >= 0 && !w.buf->team.empty() && !w.buf->rkeys[static_cast<size_t>(peer)]) {
-    throw Error(ErrorCode::InvalidArgument, where() + " window " + w.describe() + not_member(w, peer));
+    throw Error(ErrorCode::InvalidArgument, where() + elem() + " window " + w.describe() + not_member(w, peer));
   }
   SignalTarget t;
   t.w = &w;

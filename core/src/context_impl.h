@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <cstdint>
 #include <map>
@@ -112,12 +113,30 @@ struct Transfer {
 struct Slot {
   // Chunk: part of a blocking transfer (put/get chunks, put(Add) slot writes); Async: counted in
   // the peer's outstanding work (notify, put_nbi/get_nbi chunks, put(Add) posted/acked bumps);
-  // Flush: likewise, and clears the peer's dirty state.
-  enum Kind : uint8_t { Chunk, Async, Flush } kind = Chunk;
+  // Flush: likewise, and clears the peer's dirty state; Fetch: a non-blocking fetching atomic,
+  // outstanding like Async, its FetchOp in ContextImpl::fetch_ops[index].
+  enum Kind : uint8_t { Chunk, Async, Flush, Fetch } kind = Chunk;
   int peer = -1;
   Transfer* transfer = nullptr;  // Chunk
-  uint64_t index = 0;            // Chunk: chunk number (for messages)
+  uint64_t index = 0;            // Chunk: chunk number (for messages); Fetch: its FetchOp
   uint64_t total = 0;            // Chunk: chunks in the transfer
+};
+
+// A non-blocking fetching atomic in flight (atomics.cpp). Each has its own registered result word
+// (never a shared one: issue 23 item 1); at its completion progress() writes the widened old value
+// to `out`. 32-bit elements are a compare-and-swap loop that progress() re-posts until it hits.
+struct FetchOp {
+  int64_t* out = nullptr;                       // the caller's fetch location; null: detached
+  uint64_t* result = nullptr;                   // a word of ContextImpl::fetch_pool
+  const transport::MemoryRegion* result_mr = nullptr;
+  std::shared_ptr<BufferState> buf;             // keeps the target's key alive for a retry
+  transport::Work work;                         // the op as posted (a retry re-posts it)
+  DType dtype = DType::I64;
+  uint8_t kind = 0;                             // atomics.cpp's Fetch
+  bool cas_loop = false;                        // 32-bit: CAS on the word until it hits
+  unsigned shift = 0;                           // 32-bit: the element's lane in the word
+  int64_t operand = 0, compare = 0;
+  uint64_t byte = 0;                            // the element's byte offset in its buffer (messages)
 };
 
 struct PeerState {
@@ -184,6 +203,11 @@ struct ContextImpl {
   // registered until the transport is quiesced at teardown.
   std::vector<std::unique_ptr<transport::MemoryRegion>> graveyard;
   std::unique_ptr<transport::MemoryRegion> scratch;  // registered 8-byte result slots for atomics
+  // Result words of non-blocking fetching atomics: registered pages carved into 8-byte words,
+  // grown on demand, each word owned by one FetchOp while it is in flight. Declared after `tp`,
+  // so they go before it (after ~ContextImpl quiesced it).
+  std::vector<std::unique_ptr<transport::MemoryRegion>> fetch_pool;
+  std::vector<std::pair<uint64_t*, const transport::MemoryRegion*>> free_fetch_words;
   std::unique_ptr<StagingState> staging;             // put(Add) staging (staging.cpp); goes with the
                                                      // buffers, after quiesce
   // Registrations of plain local memory (rwin::Local); goes before the transport, after quiesce.
@@ -194,6 +218,13 @@ struct ContextImpl {
   std::vector<PeerState> peers;
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
+  std::vector<FetchOp> fetch_ops;       // index: Slot::index of a Fetch slot
+  std::vector<uint32_t> free_fetch_ops;
+  std::vector<uint32_t> fetch_retry;    // Fetch slots whose CAS (re)try progress() is to post
+  // 32-bit nbi CAS loops per (peer, remote word), in issue order: the front one is in flight, the
+  // rest wait for it and then start from the value it left. All in flight at once would each miss
+  // all but one (a convoy quadratic in their number).
+  std::map<std::pair<int, uint64_t>, std::deque<uint32_t>> cas_chains;
   std::vector<transport::Completion> completions;
   // The one blocking single-chunk op in flight (see run_single): its cookie carries kSyncBit and a
   // sequence number, so a late completion of an abandoned one is never taken for the current one.
@@ -253,6 +284,14 @@ struct ContextImpl {
   void start_staging();
   void post_staging_ack(int src);  // staging_target.cpp
   void apply_staged();
+  // atomics.cpp: a Fetch slot's completion (progress()). Returns true when the op is finished
+  // (its slot may go), false when a 32-bit CAS missed and was queued again in fetch_retry.
+  bool fetch_completed(uint32_t slot, const transport::Completion& done);
+  void post_fetch_retries();  // after progress()'s completions
+  // Fetching atomics not yet completed (to `peer`, or every peer when -1) never write their
+  // caller's location: called when a wait for them (quiet, fence, a drain) gives up.
+  void detach_fetches(int peer) noexcept;
+  std::string fetch_summary(int peer) const;  // " (among them fetch_add_nbi peer 1 of ...)" or ""
   void post_flush(int peer, Deadline& deadline);
   void drain(int peer, Deadline& deadline, const char* what);
   void quiet(std::chrono::milliseconds timeout);

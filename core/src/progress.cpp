@@ -101,10 +101,15 @@ void ContextImpl::progress() {
       case Slot::Async:
         peer.outstanding--;
         break;
+      case Slot::Fetch:
+        if (!fetch_completed(static_cast<uint32_t>(c.cookie), c)) continue;  // a CAS retry keeps its slot
+        peer.outstanding--;
+        break;
     }
     if (!c.ok && peer.failed.empty()) peer.failed = c.error;
     free_slots.push_back(static_cast<uint32_t>(c.cookie));
   }
+  if (!fetch_retry.empty()) post_fetch_retries();
 }
 
 void ContextImpl::post_flush(int peer, Deadline& deadline) {
@@ -143,12 +148,16 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
     if (!ps.failed.empty()) break;
     if (deadline.passed()) {
       degraded = true;
-      throw Error(ErrorCode::Timeout, who() + ": " + what + ": peer " + std::to_string(peer) +
-                                          " did not complete its operations by the deadline; " + outstanding_summary());
+      const std::string msg = who() + ": " + what + ": peer " + std::to_string(peer) +
+                              " did not complete its operations by the deadline; " + outstanding_summary() +
+                              fetch_summary(peer);
+      detach_fetches(peer);  // a late completion must not write into the caller's memory
+      throw Error(ErrorCode::Timeout, msg);
     }
     backoff.idle();
   }
   if (!ps.failed.empty()) {
+    detach_fetches(peer);
     throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": " + peer_failed_text(peer, ps.failed));
   }
   release_nbi_pins();
@@ -156,9 +165,14 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
 
 void ContextImpl::quiet(std::chrono::milliseconds timeout) {
   Deadline deadline(timeout);
-  for (int p = 0; p < nranks; ++p) {
-    const PeerState& ps = peers[static_cast<size_t>(p)];
-    if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
+  try {
+    for (int p = 0; p < nranks; ++p) {
+      const PeerState& ps = peers[static_cast<size_t>(p)];
+      if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
+    }
+  } catch (...) {
+    detach_fetches(-1);  // quiet failed: no fetch location is written after it returned
+    throw;
   }
 }
 
@@ -181,6 +195,7 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
 void ContextImpl::leave_barrier(std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
   Deadline deadline(timeout);
+  detach_fetches(-1);  // the Context is going: its caller's fetch locations may be too
   watch_now();
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];

@@ -67,6 +67,28 @@ void do_get(RwContext& pc, py::handle dsth, int peer, py::handle srch, bool nbi)
   if (nbi) pc.pending.emplace_back(peer, std::move(keep));
 }
 
+// The int64 the old value of a fetching atomic's _nbi form goes to: element `index` (flat, C
+// order) of a writeable, C-contiguous, aligned numpy int64 array the caller keeps until quiet.
+int64_t* fetch_slot(py::handle fetch, int64_t index, const char* what) {
+  if (!py::isinstance<py::array>(fetch)) {
+    fail(ErrorCode::InvalidArgument, std::string(what) + ": fetch: expected a numpy int64 array, got " +
+                                         py::str(py::type::handle_of(fetch).attr("__name__")).cast<std::string>());
+  }
+  auto a = py::reinterpret_borrow<py::array>(fetch);
+  if (a.dtype().kind() != 'i' || a.itemsize() != 8) {
+    fail(ErrorCode::DtypeMismatch, std::string(what) + ": fetch: numpy array of dtype " +
+                                       py::str(a.dtype()).cast<std::string>() + ", int64 expected (the old value is widened to it)");
+  }
+  if (!a.writeable() || !(a.flags() & py::array::c_style) || reinterpret_cast<uintptr_t>(a.data()) % 8 != 0) {
+    fail(ErrorCode::InvalidArgument, std::string(what) + ": fetch: the int64 array must be writeable, C-contiguous and aligned");
+  }
+  if (index < 0 || index >= a.size()) {
+    fail(ErrorCode::OutOfBounds, std::string(what) + ": fetch_index " + std::to_string(index) + " outside the fetch array of " +
+                                     std::to_string(a.size()) + " elements");
+  }
+  return static_cast<int64_t*>(a.mutable_data()) + index;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The per-call hot path (put/get/notify/wait/test): METH_FASTCALL methods with keyword names matched
 // by interned-pointer identity and enum members by identity, instead of pybind11's dispatcher (which
@@ -369,6 +391,63 @@ void bind_p2p(py::module_& m, py::class_<RwContext>& context) {
            },
            py::arg("target"), py::arg("peer"), py::arg("offsets") = py::none(),
            "atomic_fetch(target, peer, offsets=None) -> int: the element's value, read atomically.");
+
+  // Non-blocking forms: the old value goes to fetch[fetch_index] (a numpy int64 array, kept alive
+  // here until quiet/barrier/fence(peer), as put_nbi's operands).
+  auto nbi = [element](RwContext& pc, const char* what, py::handle fetch, int64_t index, py::handle target,
+                       py::handle offsets, int peer, auto&& call) {
+    const std::string t = std::string(what) + ": target";
+    const rwin::Slice e = element(target, offsets, t.c_str());
+    int64_t* out = fetch_slot(fetch, index, what);
+    py::object keep = py::reinterpret_borrow<py::object>(fetch);
+    pc.run(what, [&](rwin::Context& c) { call(c, out, e); });
+    pc.pending.emplace_back(peer, std::move(keep));
+  };
+  const char* valid = " Non-blocking: the old value (as the blocking form returns it) is in fetch[fetch_index] "
+                      "(a writeable C-contiguous numpy int64 array; flat index) once quiet(), barrier() or "
+                      "fence(peer) returned; unspecified before, and never written if that call raised.";
+  context
+      .def("fetch_add_nbi",
+           [nbi](RwContext& pc, py::handle fetch, py::handle target, int peer, int64_t value, py::handle offsets,
+                 int64_t fetch_index) {
+             nbi(pc, "fetch_add_nbi", fetch, fetch_index, target, offsets, peer,
+                 [&](rwin::Context& c, int64_t* out, const rwin::Slice& e) { c.fetch_add_nbi(out, e, peer, value); });
+           },
+           py::arg("fetch"), py::arg("target"), py::arg("peer"), py::arg("value"), py::arg("offsets") = py::none(),
+           py::arg("fetch_index") = 0,
+           (std::string("fetch_add_nbi(fetch, target, peer, value, offsets=None, fetch_index=0): fetch_add without "
+                        "waiting.") + valid).c_str())
+      .def("compare_swap_nbi",
+           [nbi](RwContext& pc, py::handle fetch, py::handle target, int peer, int64_t expected, int64_t desired,
+                 py::handle offsets, int64_t fetch_index) {
+             nbi(pc, "compare_swap_nbi", fetch, fetch_index, target, offsets, peer,
+                 [&](rwin::Context& c, int64_t* out, const rwin::Slice& e) {
+                   c.compare_swap_nbi(out, e, peer, expected, desired);
+                 });
+           },
+           py::arg("fetch"), py::arg("target"), py::arg("peer"), py::arg("expected"), py::arg("desired"),
+           py::arg("offsets") = py::none(), py::arg("fetch_index") = 0,
+           (std::string("compare_swap_nbi(fetch, target, peer, expected, desired, offsets=None, fetch_index=0): "
+                        "compare_swap without waiting.") + valid).c_str())
+      .def("swap_nbi",
+           [nbi](RwContext& pc, py::handle fetch, py::handle target, int peer, int64_t value, py::handle offsets,
+                 int64_t fetch_index) {
+             nbi(pc, "swap_nbi", fetch, fetch_index, target, offsets, peer,
+                 [&](rwin::Context& c, int64_t* out, const rwin::Slice& e) { c.swap_nbi(out, e, peer, value); });
+           },
+           py::arg("fetch"), py::arg("target"), py::arg("peer"), py::arg("value"), py::arg("offsets") = py::none(),
+           py::arg("fetch_index") = 0,
+           (std::string("swap_nbi(fetch, target, peer, value, offsets=None, fetch_index=0): swap without waiting.") +
+            valid).c_str())
+      .def("atomic_fetch_nbi",
+           [nbi](RwContext& pc, py::handle fetch, py::handle target, int peer, py::handle offsets, int64_t fetch_index) {
+             nbi(pc, "atomic_fetch_nbi", fetch, fetch_index, target, offsets, peer,
+                 [&](rwin::Context& c, int64_t* out, const rwin::Slice& e) { c.atomic_fetch_nbi(out, e, peer); });
+           },
+           py::arg("fetch"), py::arg("target"), py::arg("peer"), py::arg("offsets") = py::none(),
+           py::arg("fetch_index") = 0,
+           (std::string("atomic_fetch_nbi(fetch, target, peer, offsets=None, fetch_index=0): atomic_fetch without "
+                        "waiting.") + valid).c_str());
 
   // bench/python_overhead.py: the same loops as the Python side, run in C++ on the same Context and
   // windows, so "Python vs C++" is measured in one process with one set of buffers. Seconds elapsed.

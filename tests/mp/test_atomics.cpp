@@ -1,8 +1,12 @@
 // Fetching atomics (issue 25, item 4): fetch_add, compare_swap, swap and atomic_fetch on int32,
-// int64, uint32 and uint64 window elements and signal words, over every transport, exact under
-// contention (a ticket dispenser and a compare-and-swap spin lock from every rank at once).
+// int64, uint32 and uint64 window elements and signal words, blocking and non-blocking (_nbi, the
+// old value written to local memory by quiet), over every transport, exact under contention (a
+// ticket dispenser and a compare-and-swap spin lock from every rank at once).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -160,6 +164,207 @@ TEST_P(Atomics, BadTargetsAndValuesAreRefused) {
              "a refused atomic changed memory");
     ctx.barrier();
   });
+}
+
+// Every rank takes kTickets tickets from one counter at rank 0 with fetch_add_nbi into distinct
+// local slots, all in flight at once (every third one blocking, to mix the two completion paths),
+// then quiet. Over all ranks the tickets must be exactly {0 .. n * kTickets - 1}: each rank puts its
+// rank + 1 into rank 0's slot of every ticket it holds, and rank 0 finds every slot filled. The
+// same on an int64 counter, and on both int32 lanes of one word at once (the CAS loop driven from
+// progress, each lane's tickets exact and neither lane losing the other's updates).
+TEST_P(Atomics, NbiTicketDispenserHandsOutEveryTicketOnce) {
+  constexpr int kTickets = 150;
+  run(4, [](Context& ctx) {
+    const int n = ctx.size(), me = ctx.rank();
+    const int64_t total = int64_t{n} * kTickets;
+    Window c64 = ctx.alloc_window("c64", DType::I64, {1, 1});
+    Window c32 = ctx.alloc_window("c32", DType::I32, {1, 2});  // two counters in one 8-byte word
+    Window owner = ctx.alloc_window("owner", DType::I64, {3, total});
+    Window one = ctx.alloc_window("one", DType::I64, {1, 1});
+    one.data_as<int64_t>()[0] = me + 1;
+    ctx.barrier();
+    std::vector<int64_t> got(static_cast<size_t>(3 * kTickets), -1);  // row r: counter r's tickets
+    for (int i = 0; i < kTickets; ++i) {
+      int64_t* t = &got[static_cast<size_t>(i)];
+      if (i % 3 == 2) {
+        *t = ctx.fetch_add(c64.all(), 0, 1);
+      } else {
+        ctx.fetch_add_nbi(t, c64.all(), 0, 1);
+      }
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(kTickets + i)], c32.slice({0, 0}, {1, 1}), 0, 1);
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(2 * kTickets + i)], c32.slice({0, 1}, {1, 1}), 0, 1);
+    }
+    ctx.quiet();
+    for (int r = 0; r < 3; ++r) {
+      for (int i = 0; i < kTickets; ++i) {
+        const int64_t t = got[static_cast<size_t>(r * kTickets + i)];
+        MP_CHECK(t >= 0 && t < total, "counter " << r << " ticket " << i << " is " << t << " after quiet");
+        ctx.put(owner.slice({r, t}, {1, 1}), 0, one.all());
+      }
+    }
+    ctx.barrier();
+    if (me == 0) {
+      MP_CHECK(c64.data_as<int64_t>()[0] == total, "int64 counter " << c64.data_as<int64_t>()[0]);
+      MP_CHECK(c32.data_as<int32_t>()[0] == total && c32.data_as<int32_t>()[1] == total,
+               "int32 counters " << c32.data_as<int32_t>()[0] << ", " << c32.data_as<int32_t>()[1]);
+      for (int r = 0; r < 3; ++r) {
+        std::vector<int> per_rank(static_cast<size_t>(n));
+        for (int64_t t = 0; t < total; ++t) {
+          const int64_t o = owner.data_as<int64_t>()[r * total + t];
+          MP_CHECK(o >= 1 && o <= n, "counter " << r << ": ticket " << t << " was never handed out (slot holds " << o << ")");
+          ++per_rank[static_cast<size_t>(o - 1)];
+        }
+        for (int q = 0; q < n; ++q) MP_CHECK(per_rank[q] == kTickets, "counter " << r << ": rank " << q << " got " << per_rank[q]);
+      }
+    }
+    ctx.barrier();
+  });
+}
+
+// Every rank has every op in flight to every peer (itself included) at once, on elements whose
+// old values differ per (owner, issuer): each fetch location must get its own op's old value,
+// and each element its new value. Types: int64 (native), int32 lanes of one word (CAS loops),
+// uint32 (zero-extended), signal words. fence(peer) also completes them (checked first, on one peer).
+TEST_P(Atomics, NbiToSeveralPeersInFlightEachReturnItsOwnOldValue) {
+  run(3, [](Context& ctx) {
+    const int n = ctx.size(), me = ctx.rank(), right = (me + 1) % n;
+    Window w64 = ctx.alloc_window("w64", DType::I64, {1, n});
+    Window w32 = ctx.alloc_window("w32", DType::I32, {1, 2 * n});  // per issuer: [swap lane, cas lane]
+    Window u32 = ctx.alloc_window("u32", DType::U32, {1, n});
+    SignalArray sig = ctx.alloc_signals("sig", n);
+    // Element j is issuer j's, with values that name both owner and issuer.
+    for (int j = 0; j < n; ++j) {
+      w64.data_as<int64_t>()[j] = (int64_t{1} << 40) + 1000 * me + j;
+      w32.data_as<int32_t>()[2 * j] = -(1000 * me + j);  // negative: sign extension
+      w32.data_as<int32_t>()[2 * j + 1] = 7 * me + j;
+      u32.data_as<uint32_t>()[j] = 0xfffffff0u - static_cast<uint32_t>(10 * me + j);  // > INT32_MAX: zero extension
+      sig.store(j, 5000 + 10 * me + j);
+    }
+    ctx.barrier();
+    // fence(peer) completes what was issued to that peer.
+    int64_t early = -1;
+    ctx.atomic_fetch_nbi(&early, u32.slice({0, me}, {1, 1}), right);
+    ctx.fence(right);
+    MP_CHECK(early == int64_t{0xfffffff0u} - (10 * right + me), "atomic_fetch_nbi after fence holds " << early);
+    std::vector<int64_t> a(n, -1), b(n, -1), c(n, -1), d(n, -1), e(n, -1), f(n, -1);
+    for (int p = 0; p < n; ++p) {
+      ctx.fetch_add_nbi(&a[p], w64.slice({0, me}, {1, 1}), p, 3);
+      ctx.swap_nbi(&b[p], w32.slice({0, 2 * me}, {1, 1}), p, 123 + p);
+      ctx.compare_swap_nbi(&c[p], w32.slice({0, 2 * me + 1}, {1, 1}), p, 7 * p + me, -99);
+      ctx.compare_swap_nbi(&d[p], u32.slice({0, me}, {1, 1}), p, 1, 2);  // does not match: unchanged
+      ctx.fetch_add_nbi(&e[p], sig.at(me), p, 2);
+      ctx.swap_nbi(&f[p], sig.at(me), p, 77);  // after the add only once quiet orders them: either order
+    }
+    ctx.quiet();
+    for (int p = 0; p < n; ++p) {
+      MP_CHECK(a[p] == (int64_t{1} << 40) + 1000 * p + me, "fetch_add_nbi to " << p << " returned " << a[p]);
+      MP_CHECK(b[p] == -(1000 * p + me), "swap_nbi (int32) to " << p << " returned " << b[p]);
+      MP_CHECK(c[p] == 7 * p + me, "compare_swap_nbi (int32) to " << p << " returned " << c[p]);
+      MP_CHECK(d[p] == int64_t{0xfffffff0u} - (10 * p + me), "compare_swap_nbi (uint32) to " << p << " returned " << d[p]);
+      const int64_t s0 = 5000 + 10 * p + me;
+      // Two ops on one word, unordered: either the add saw s0 and the swap s0 + 2, or the swap saw
+      // s0 and the add 77.
+      const bool add_first = e[p] == s0 && f[p] == s0 + 2, swap_first = f[p] == s0 && e[p] == 77;
+      MP_CHECK(add_first || swap_first, "signal ops to " << p << " returned " << e[p] << " and " << f[p]);
+    }
+    ctx.barrier();
+    for (int j = 0; j < n; ++j) {
+      MP_CHECK(w64.data_as<int64_t>()[j] == (int64_t{1} << 40) + 1000 * me + j + 3, "w64[" << j << "]");
+      MP_CHECK(w32.data_as<int32_t>()[2 * j] == 123 + me, "w32[" << 2 * j << "] " << w32.data_as<int32_t>()[2 * j]);
+      MP_CHECK(w32.data_as<int32_t>()[2 * j + 1] == -99, "w32[" << 2 * j + 1 << "] " << w32.data_as<int32_t>()[2 * j + 1]);
+      MP_CHECK(u32.data_as<uint32_t>()[j] == 0xfffffff0u - static_cast<uint32_t>(10 * me + j), "u32[" << j << "]");
+      const int64_t s = sig.load(j);
+      MP_CHECK(s == 77 || s == 79, "sig[" << j << "] " << s);
+    }
+    ctx.barrier();
+  });
+}
+
+// Refused non-blocking calls throw before anything is posted, naming the op, the peer and the
+// element, and leave both the fetch location and the target as they were.
+TEST_P(Atomics, NbiBadInputsAreRefusedBeforeAnythingIsPosted) {
+  run(2, [](Context& ctx) {
+    const int right = (ctx.rank() + 1) % ctx.size();
+    Window f = ctx.alloc_window("f", DType::F32, {1, 2});
+    Window i32 = ctx.alloc_window("i32", DType::I32, {1, 2});
+    Window gone = ctx.alloc_window("gone", DType::I64, {1, 1});
+    SignalArray sig = ctx.alloc_signals("sig", 2);
+    const Slice gone_all = gone.all();  // a view made before the free: the op finds it freed
+    ctx.free(gone);
+    ctx.barrier();
+    int64_t out = -5;
+    expect_error([&] { ctx.fetch_add_nbi(nullptr, i32.slice({0, 1}, {1, 1}), right, 1); }, ErrorCode::InvalidArgument,
+                 {"rank ", "fetch_add_nbi peer", "null fetch pointer", "element [0, 1]", "'i32' i32"});
+    expect_error([&] { ctx.swap_nbi(&out, f.slice({0, 1}, {1, 1}), right, 1); }, ErrorCode::DtypeMismatch,
+                 {"swap_nbi peer", "element [0, 1] of window 'f' f32", "not int32, int64, uint32 or uint64"});
+    expect_error([&] { ctx.compare_swap_nbi(&out, i32.slice({0, 2}, {1, 1}), right, 0, 1); }, ErrorCode::OutOfBounds,
+                 {"compare_swap_nbi peer", "offsets [0, 2]"});
+    expect_error([&] { ctx.fetch_add_nbi(&out, i32.slice({0, 0}, {1, 1}), right, int64_t{1} << 33); },
+                 ErrorCode::InvalidArgument, {"fetch_add_nbi peer", "does not fit the i32 element [0, 0]"});
+    expect_error([&] { ctx.atomic_fetch_nbi(&out, gone_all, right); }, ErrorCode::UseAfterFree,
+                 {"atomic_fetch_nbi peer", "element [0, 0] of window 'gone' i64", "freed"});
+    expect_error([&] { ctx.atomic_fetch_nbi(&out, i32.slice({0, 0}, {1, 1}), ctx.size()); }, ErrorCode::PeerOutOfRange,
+                 {"atomic_fetch_nbi"});
+    expect_error([&] { ctx.swap_nbi(&out, sig.slice(0, 2), right, 1); }, ErrorCode::InvalidArgument,
+                 {"swap_nbi peer", "exactly one"});
+    expect_error([&] { ctx.atomic_fetch_nbi(nullptr, sig.at(0), right); }, ErrorCode::InvalidArgument,
+                 {"atomic_fetch_nbi peer", "null fetch pointer"});
+    ctx.quiet();
+    MP_CHECK(out == -5, "a refused call wrote its fetch location: " << out);
+    ctx.barrier();
+    MP_CHECK(i32.data_as<int32_t>()[0] == 0 && i32.data_as<int32_t>()[1] == 0 && sig.load(0) == 0 && sig.load(1) == 0,
+             "a refused atomic changed memory");
+    ctx.barrier();
+  });
+}
+
+// A quiet that gives up (its deadline) leaves every nbi atomic it did not complete detached: when
+// their replies arrive later, no fetch location is written. Deterministic where the atomic needs the
+// target's progress (tcp: am mode, UCX's emulated atomics): rank 1 blocks outside rwin until rank 0's
+// quiet has timed out, then progresses. Elsewhere the op completes without the target: skipped.
+TEST_P(Atomics, NbiAfterAFailedQuietNeverWriteTheirFetchLocations) {
+  if (GetParam().name.find("tcp") == std::string::npos) GTEST_SKIP() << "atomics complete without the target's progress";
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  constexpr int kOps = 40;
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(1500);
+  run(2, [&](Context& ctx) {
+    Window c64 = ctx.alloc_window("c64", DType::I64, {1, 1});
+    Window c32 = ctx.alloc_window("c32", DType::I32, {1, 2});
+    ctx.barrier();
+    if (ctx.rank() == 1) {
+      pollfd p{go[0], POLLIN, 0};
+      MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 0 never said its quiet timed out");  // bounded
+      char b;
+      MP_CHECK(::read(go[0], &b, 1) == 1, "read");
+      ctx.barrier();  // progresses: the atomics land and their replies go back
+      ctx.barrier();
+      MP_CHECK(c64.data_as<int64_t>()[0] >= 0 && c64.data_as<int64_t>()[0] <= kOps + 1, "counter " << c64.data_as<int64_t>()[0]);
+      ctx.barrier();
+      return;
+    }
+    std::vector<int64_t> got(2 * kOps, -7);
+    for (int i = 0; i < kOps; ++i) {
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(i)], c64.all(), 1, 1);
+      ctx.fetch_add_nbi(&got[static_cast<size_t>(kOps + i)], c32.slice({0, 0}, {1, 1}), 1, 1);  // a CAS chain
+    }
+    expect_error([&] { ctx.quiet(); }, ErrorCode::Timeout,
+                 {"rank 0: quiet: peer 1 did not complete", "fetch_add_nbi peer 1 of the i"});
+    MP_CHECK(::write(go[1], "g", 1) == 1, "write");
+    ctx.barrier();  // its quiet waits for every late completion
+    for (int i = 0; i < 2 * kOps; ++i) MP_CHECK(got[static_cast<size_t>(i)] == -7, "fetch " << i << " written after the failed quiet: " << got[static_cast<size_t>(i)]);
+    // The peer still works, nbi included.
+    const int64_t now = ctx.atomic_fetch(c64.all(), 1);
+    int64_t next = -7;
+    ctx.fetch_add_nbi(&next, c64.all(), 1, 1);
+    ctx.quiet();
+    MP_CHECK(next == now, "fetch_add_nbi after recovery returned " << next << ", the counter held " << now);
+    ctx.barrier();
+    ctx.barrier();
+  }, o);
+  ::close(go[0]);
+  ::close(go[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Atomics, ::testing::ValuesIn(rwin_test::transports()),

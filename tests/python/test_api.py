@@ -456,3 +456,72 @@ def test_fetching_atomics_ticket_dispenser_and_every_type(ctx, win):
     i = win([1, 2], rwin.int32)
     with pytest.raises(rwin.InvalidArgumentError):
         ctx.swap(i, peer=right, value=2**31, offsets=[0, 0])
+
+
+def test_fetching_atomics_nbi(ctx, win):
+    """Issue 25: the _nbi forms write each old value into its own element of a numpy int64 array by quiet():
+    tickets from one counter at rank 0 (int64 and both int32 lanes of one word), every ticket once; ops to
+    every peer in flight at once; refused inputs raise before anything is posted."""
+    k = 40
+    c64 = win([1, 1], rwin.int64)
+    c32 = win([1, 2], rwin.int32)
+    owner = win([3, k * ctx.nranks], rwin.int64)
+    w = win([1, ctx.nranks], rwin.uint32)
+    # Made here, not after the fence below: allocation waits in the store without progressing the
+    # transport, and over tcp a peer's fence towards this rank needs this rank's progress.
+    f = win([1, 1], rwin.float32)
+    me = np.array([[ctx.rank + 1]], np.int64)
+    ctx.barrier()
+    got = np.full(3 * k, -1, np.int64)
+    for i in range(k):
+        ctx.fetch_add_nbi(got, c64, 0, 1, fetch_index=i)
+        ctx.fetch_add_nbi(got, c32, 0, 1, offsets=[0, 0], fetch_index=k + i)
+        ctx.fetch_add_nbi(got, c32[0:1, 1:2], 0, 1, fetch_index=2 * k + i)
+    ctx.fetch_add_nbi(np.zeros(1, np.int64), c64, 0, 0)  # a temporary: the binding keeps it until quiet
+    ctx.quiet()
+    total = k * ctx.nranks
+    for r in range(3):
+        t = got[r * k:(r + 1) * k]
+        assert ((t >= 0) & (t < total)).all(), (r, t)
+        for x in t:
+            ctx.put(owner[r:r + 1, int(x):int(x) + 1], 0, me)
+    ctx.barrier()
+    if ctx.rank == 0:
+        assert c64.numpy()[0, 0] == total and list(c32.numpy()[0]) == [total, total]
+        for r in range(3):  # every slot filled by someone: each ticket was handed out once
+            assert sorted(np.bincount(owner.numpy()[r], minlength=ctx.nranks + 1)[1:]) == [k] * ctx.nranks, owner.numpy()
+    ctx.barrier()
+    # Every peer at once, each op its own old value: element `rank` of peer p's window holds 1000 * p + rank.
+    w.numpy()[0] = [1000 * ctx.rank + j for j in range(ctx.nranks)]
+    ctx.barrier()
+    old = np.full((2, ctx.nranks), -1, np.int64)
+    for p in range(ctx.nranks):
+        ctx.swap_nbi(old, w, p, 7, offsets=[0, ctx.rank], fetch_index=p)
+        ctx.compare_swap_nbi(old, w[0:1, ctx.rank:ctx.rank + 1], p, 7, 9, fetch_index=ctx.nranks + p)
+    ctx.quiet()
+    # A swap and a compare_swap on one element are unordered: the CAS saw 7 (after the swap) or the first value.
+    for p in range(ctx.nranks):
+        first = 1000 * p + ctx.rank
+        assert (old[0, p], old[1, p]) in [(first, 7), (first, first)], old
+    right = (ctx.rank + 1) % ctx.nranks
+    one = np.zeros(1, np.int64)
+    ctx.atomic_fetch_nbi(one, w, right, offsets=[0, ctx.rank])
+    ctx.fence(right)  # completes what went to that peer
+    assert one[0] in (7, 9)
+    with pytest.raises(rwin.DtypeMismatchError, match="int64 expected"):
+        ctx.fetch_add_nbi(np.zeros(2, np.int32), c64, right, 1)
+    with pytest.raises(rwin.OutOfBoundsError, match="fetch_index 2"):
+        ctx.fetch_add_nbi(np.zeros(2, np.int64), c64, right, 1, fetch_index=2)
+    with pytest.raises(rwin.InvalidArgumentError, match="C-contiguous"):
+        ctx.fetch_add_nbi(np.zeros((4, 4), np.int64)[:, 1], c64, right, 1)
+    with pytest.raises(rwin.InvalidArgumentError, match="numpy int64 array"):
+        ctx.fetch_add_nbi([0], c64, right, 1)
+    with pytest.raises(rwin.DtypeMismatchError, match="fetch_add_nbi"):
+        ctx.fetch_add_nbi(np.zeros(1, np.int64), f, right, 1)
+    with pytest.raises(rwin.InvalidArgumentError, match="does not fit"):
+        ctx.swap_nbi(np.zeros(1, np.int64), c32, right, 2**31)
+    ctx.quiet()
+    ctx.barrier()
+    if ctx.rank == 0:
+        assert c64.numpy()[0, 0] == total  # the refused calls changed nothing
+    assert "quiet()" in rwin.Context.fetch_add_nbi.__doc__

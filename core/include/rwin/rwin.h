@@ -382,6 +382,23 @@ class Context {
   int64_t compare_swap(const SignalSlice& target, int peer, int64_t expected, int64_t desired);
   int64_t swap(const SignalSlice& target, int peer, int64_t value);
   int64_t atomic_fetch(const SignalSlice& target, int peer);
+  // Non-blocking forms (OpenSHMEM's shmem_atomic_*_nbi): the same operation, its old value (widened
+  // as above) written to `*fetch` by the time quiet(), barrier() or fence(peer) returns; before that
+  // `*fetch` is unspecified and must stay valid. Many may be in flight to many peers at once, each
+  // with its own result. Ordered after earlier puts to `peer` as the blocking form; not ordered
+  // with each other or with later operations unless fence(peer)/quiet() comes between. A refused
+  // call (null `fetch`, wrong dtype or value, out of bounds, freed window, bad peer) throws before
+  // anything is posted. If the op fails, the quiet/fence that would complete it throws and `*fetch`
+  // is never written (whether the op took effect at the peer is then unknown). int32/uint32
+  // elements: the CAS loop runs from progress (every rwin call, quiet and wait drive it).
+  void fetch_add_nbi(int64_t* fetch, const Slice& target, int peer, int64_t value);
+  void compare_swap_nbi(int64_t* fetch, const Slice& target, int peer, int64_t expected, int64_t desired);
+  void swap_nbi(int64_t* fetch, const Slice& target, int peer, int64_t value);
+  void atomic_fetch_nbi(int64_t* fetch, const Slice& target, int peer);
+  void fetch_add_nbi(int64_t* fetch, const SignalSlice& target, int peer, int64_t value);
+  void compare_swap_nbi(int64_t* fetch, const SignalSlice& target, int peer, int64_t expected, int64_t desired);
+  void swap_nbi(int64_t* fetch, const SignalSlice& target, int peer, int64_t value);
+  void atomic_fetch_nbi(int64_t* fetch, const SignalSlice& target, int peer);
   // Blocks until every word of the local `signal` satisfies `cmp` against `expected`, driving
   // transport progress meanwhile. Deadline: `timeout`, else Options::op_timeout; a negative
   // timeout is InvalidArgument.
