@@ -178,10 +178,13 @@ if [[ -n ${RWIN_RXE_DEV2:-} ]]; then
   for mode in put get; do
     step "two devices: ring $mode 4 ranks 1000003 elems over rxe0 + rxe1" ring_2dev 4 $mode 1000003 2 128K
   done
-  nic_down() {  # a job over both devices; eth1 (rxe1's NIC) goes down under it
-    local out rc
-    out=$( (sleep 3; ip link set eth1 down) & RWIN_IB_HCA=rxe0,rxe1 RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=128K \
-          "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" --size 1000000 --iters 1000000 2>&1)
+  nic_down() {  # a job over both devices; eth1 (rxe1's NIC) goes down under it, 1 s after start-up ended
+    local out rc ready=/tmp/rwin-nic-down.ready
+    rm -f "$ready"
+    # (A fixed delay took the link down during a slow start-up now and then: a different failure.)
+    out=$( (for _ in $(seq 1200); do [[ -e $ready ]] && break; sleep 0.1; done; sleep 1; ip link set eth1 down) &
+          RWIN_IB_HCA=rxe0,rxe1 RWIN_TRANSPORT=verbs RWIN_CHUNK_BYTES=128K \
+          "$BIN/rwinrun" -n 2 --timeout 120 -- "$BIN/ring_shift" --size 1000000 --iters 1000000 --ready-file "$ready" 2>&1)
     rc=$?
     ip link set eth1 up
     grep -m2 "ring_shift: rwin: peer failed" <<<"$out" | cut -c1-400
