@@ -802,6 +802,31 @@ AgentStats Agent::stats() const {
   return s;
 }
 
+std::string Agent::peer_error(const RemoteRegion& r) const {
+  if (!r.s_) return "empty RemoteRegion handle";
+  CallLock lk(*impl_);
+  AgentImpl& a = *impl_;
+  if (a.closed) return "the agent is closed";
+  const RemoteRegionState& st = *r.s_;
+  if (st.agent.lock().get() != &a) return a.region_name(st) + " was imported by another agent";
+  if (st.stale) return a.region_name(st) + " was deregistered by its owner (stale)";
+  auto it = a.conns.find(st.conn);
+  if (it == a.conns.end()) return a.region_name(st) + ": its connection is closed";
+  const Conn& c = *it->second;
+  if (c.state == Conn::State::Failed) return "peer agent " + c.label + " failed: " + c.error;
+  return {};
+}
+
+void Agent::fail_peer(const RemoteRegion& r, const std::string& why) {
+  CallLock lk(*impl_);
+  AgentImpl& a = *impl_;
+  if (a.closed || !r.s_ || r.s_->agent.lock().get() != &a) return;
+  const std::string peer = r.s_->peer;
+  for (auto& [id, c] : a.conns) {
+    if (c->label == peer) a.fail_conn(*c, "failed by the caller: " + why);
+  }
+}
+
 void Agent::progress() {
   CallLock lk(*impl_);
   if (!impl_->closed) impl_->progress_once(false);

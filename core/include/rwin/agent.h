@@ -128,6 +128,13 @@ class Agent {
   bool test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp = WaitCmp::GE);
   // Drives progress once (serves peers, keepalives) without blocking.
   void progress();
+  // Empty while `r`'s owner is reachable; otherwise why not (its connection failed or closed, the
+  // region was revoked, the agent is closed). Non-blocking: what this agent already learned.
+  std::string peer_error(const RemoteRegion& r) const;
+  // The caller knows `r`'s owner failed (its own health lane): every connection with that agent, both
+  // ways, fails now with `why`. Its later uses fail naming it; a deregister no longer waits for its
+  // acknowledgement; the transport drops the peer (nothing of it lands here after this returns).
+  void fail_peer(const RemoteRegion& r, const std::string& why);
   AgentStats stats() const;
 
  private:
