@@ -41,9 +41,20 @@ Peers that meet at run time (issue 15), no launcher, no job:
   (MisalignedError); offsets outside a region raise OutOfBoundsError; a failed peer PeerFailedError.
 - Thread safety: any thread may call an Agent; calls are serialised (a wait holds the agent until it
   returns), every blocking call releases the GIL. An Agent does not cross os.fork().
+
+A domain the caller wires up itself (issue 25; docs/EMBEDDING.md), the runtime's prepare / import /
+commit seam, with the descriptors carried in the caller's own frames:
+
+    d = rwin.Domain(domain_id, rank, nranks, window_bytes, signals=64)   # prepare (after fork)
+    send(d.descriptor())                        # <= rwin.Domain.MAX_DESCRIPTOR_BYTES (256)
+    d.import_table(table); d.commit()           # table: every rank's descriptor in rank order; or d.abort()
+    w = d.window(numpy.float32)                 # numpy view of the local window, no copy
+    d.put_notify(peer, offset, array, signal, 1); d.wait(signal, 1)
+    d.fail_peer(rank, "no heartbeat")           # from the caller's health lane, any thread
+    d.release()
 """
 from ._rwin import (  # noqa: F401
-    Agent, RemoteRegion, Region,
+    Agent, Domain, RemoteRegion, Region,
     AllreduceMode, AtomicType, BootstrapError, Context, DType, DtypeMismatchError, Error, ForkedContextError,
     InvalidArgumentError, MisalignedError, NotifyOp, OutOfBoundsError, PeerFailedError, PeerOutOfRangeError,
     ReduceOp, ShapeMismatchError, Slice, CollectiveMismatchError, Team, TimeoutError, TransportError, UnsupportedError, UseAfterFreeError, View,

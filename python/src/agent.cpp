@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "agent_args.h"
 #include "binding.h"
 #include "rwin/agent.h"
 
@@ -31,47 +32,6 @@ namespace rwin_py {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>(); }
-
-// One acquired buffer-protocol view (C-contiguous), released by its destructor with the GIL held.
-struct Buffer {
-  Py_buffer v{};
-  bool held = false;
-  Buffer() = default;
-  Buffer(py::handle obj, bool writable, const std::string& what) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
-    if (writable) flags |= PyBUF_WRITABLE;
-    if (PyObject_GetBuffer(obj.ptr(), &v, flags) != 0) {
-      std::string why = "not a buffer";
-      if (PyErr_Occurred()) {
-        py::error_already_set e;  // fetches and clears
-        why = e.what();
-      }
-      fail(ErrorCode::InvalidArgument,
-           what + ": expected a " + (writable ? "writable " : "") + "C-contiguous buffer (a numpy array, bytearray, ...), got " +
-               type_name(obj) + " (" + why + ")");
-    }
-    held = true;
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { release(); }
-  void release() {
-    if (held) PyBuffer_Release(&v);
-    held = false;
-  }
-  void* data() const { return v.buf; }
-  size_t bytes() const { return static_cast<size_t>(v.len); }
-  // An int64 word type: numpy int64 ("l"/"q", 8 bytes), with or without a byte-order prefix.
-  bool is_int64() const {
-    if (v.itemsize != 8 || !v.format) return false;
-    const char* f = v.format;
-    if (*f == '@' || *f == '=' || *f == '<') ++f;
-    return std::strcmp(f, "l") == 0 || std::strcmp(f, "q") == 0;
-  }
-  std::string format() const { return v.format ? v.format : "B"; }
-};
 
 struct PyAgent {
   // Shared with every call in flight: a call copies it before releasing the GIL, so close() (or
@@ -224,29 +184,6 @@ void check_signal(const PyRegion& r, int64_t off, const char* what) {
   }
 }
 
-rwin::WaitCmp cmp_arg(py::handle h) {
-  if (py::isinstance<rwin::WaitCmp>(h)) return h.cast<rwin::WaitCmp>();
-  if (py::isinstance<py::str>(h)) {
-    const std::string s = h.cast<std::string>();
-    static const char* names[][2] = {{"Eq", "=="}, {"Ne", "!="}, {"Gt", ">"}, {"Ge", ">="}, {"Lt", "<"}, {"Le", "<="}};
-    for (int i = 0; i < 6; ++i) {
-      if (s == names[i][1] || strcasecmp(s.c_str(), names[i][0]) == 0) return static_cast<rwin::WaitCmp>(i);
-    }
-  }
-  fail(ErrorCode::InvalidArgument, "cmp must be an rwin.WaitCmp (Eq, Ne, Gt, Ge, Lt, Le) or one of \"==\", \"!=\", \">\", "
-                                   "\">=\", \"<\", \"<=\", got " + py::repr(h).cast<std::string>());
-}
-
-rwin::NotifyOp op_arg(py::handle h) {
-  if (py::isinstance<rwin::NotifyOp>(h)) return h.cast<rwin::NotifyOp>();
-  fail(ErrorCode::InvalidArgument, "op must be an rwin.NotifyOp (AtomicAdd, Set), got " + py::repr(h).cast<std::string>());
-}
-
-milliseconds seconds_arg(py::handle t, const char* what) {
-  const double s = t.cast<double>();
-  if (!(s > 0) || std::isinf(s)) fail(ErrorCode::InvalidArgument, std::string("rwin.Agent: ") + what + " must be a positive, finite number of seconds, got " + py::repr(t).cast<std::string>());
-  return milliseconds(static_cast<int64_t>(std::ceil(s * 1000.0)));
-}
 
 }  // namespace
 
@@ -301,10 +238,10 @@ void bind_agent(py::module_& m) {
              o.listen = listen;
              o.transport = transport;
              o.progress_thread = progress_thread;
-             if (!op_timeout.is_none()) o.op_timeout = seconds_arg(op_timeout, "op_timeout");
-             if (!connect_timeout.is_none()) o.connect_timeout = seconds_arg(connect_timeout, "connect_timeout");
-             if (!keepalive_interval.is_none()) o.keepalive_interval = seconds_arg(keepalive_interval, "keepalive_interval");
-             if (!keepalive_timeout.is_none()) o.keepalive_timeout = seconds_arg(keepalive_timeout, "keepalive_timeout");
+             if (!op_timeout.is_none()) o.op_timeout = seconds_arg(op_timeout, "rwin.Agent: op_timeout");
+             if (!connect_timeout.is_none()) o.connect_timeout = seconds_arg(connect_timeout, "rwin.Agent: connect_timeout");
+             if (!keepalive_interval.is_none()) o.keepalive_interval = seconds_arg(keepalive_interval, "rwin.Agent: keepalive_interval");
+             if (!keepalive_timeout.is_none()) o.keepalive_timeout = seconds_arg(keepalive_timeout, "rwin.Agent: keepalive_timeout");
              if (!ib_device.is_none()) o.ib_device = ib_device.cast<std::string>();
              o.ib_port = ib_port;
              o.gid_index = gid_index;

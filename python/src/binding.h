@@ -199,6 +199,7 @@ void bind_p2p(py::module_& m, py::class_<RwContext>& context);
 void bind_collectives(py::module_& m, py::class_<RwContext>& context);
 
 // Binds rwin.Agent, rwin.Region and rwin.RemoteRegion (agent.cpp; issue 15).
+void bind_domain(py::module_& m);  // domain.cpp
 void bind_agent(py::module_& m);
 
 // rwin.Context(store=obj): `obj` (torch.distributed.Store's methods) as an rwin::Store (store.cpp).

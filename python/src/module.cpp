@@ -164,6 +164,7 @@ PYBIND11_MODULE(_rwin, m) {
   bind_p2p(m, context);
   bind_collectives(m, context);
   bind_agent(m);
+  bind_domain(m);
 
   m.def("_fork_generation", [] { return g_fork_gen.load(); });
 }

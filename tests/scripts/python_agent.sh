@@ -3,7 +3,9 @@
 # rwin.Agent (issue 15): tests/python/test_agent.py (independent processes meeting at run time: two,
 # three, stale descriptors, a peer killed mid-transfer, passive servers served by the progress thread,
 # bad arguments); rwin.Context(store=...) (issue 25): tests/python/test_store.py (the caller's socket
-# store, workers forked first, one killed and named through fail_peer; a dict store's refusals). ctest runs it on the host over UCX tcp on loopback and over shared memory;
+# store, workers forked first, one killed and named through fail_peer; a dict store's refusals); rwin.Domain
+# (issue 25): tests/python/test_domain.py (examples/python/domain_job.py, the binding's calls and refusals).
+# ctest runs it on the host over UCX tcp on loopback and over shared memory;
 # tests/rxe/guest-suite.sh runs it inside the soft-RoCE guest with the second argument `verbs`
 # (AGENT_TEST_TRANSPORT=verbs: every agent of the file over verbs on the guest's rxe device).
 # Skips (exit 77) when the build has no Python package or the package has no rwin.Agent.
@@ -32,14 +34,14 @@ secs=170
 run() {  # run NAME ENV...: passes when every test passed (none skipped) and no sanitizer spoke
   local name=$1 out rc ok=0
   shift
-  out=$(env "$@" timeout "$secs" "$py" -m pytest tests/python/test_agent.py tests/python/test_store.py -q \
+  out=$(env "$@" timeout "$secs" "$py" -m pytest tests/python/test_agent.py tests/python/test_store.py tests/python/test_domain.py -q \
           -p no:cacheprovider 2>&1)
   rc=$?
   [[ $rc -eq 124 ]] && echo "test_agent.py over $name: timed out after $secs s"
   [[ $rc -eq 0 ]] && grep -qE '^[0-9]+ passed in ' <<<"$out" && ! grep -q skipped <<<"$out" &&
     rwin_sanitizer_clean "$out" && ok=1
-  rwin_verdict "$ok" "test_agent.py + test_store.py over $name: $(grep -m1 -oE '[0-9]+ passed in [0-9.]+s' <<<"$out")" \
-    "test_agent.py + test_store.py over $name (status $rc)" 80 "$out"
+  rwin_verdict "$ok" "test_agent.py + test_store.py + test_domain.py over $name: $(grep -m1 -oE '[0-9]+ passed in [0-9.]+s' <<<"$out")" \
+    "test_agent.py + test_store.py + test_domain.py over $name (status $rc)" 80 "$out"
 }
 if [[ $which == verbs ]]; then
   run "verbs (${AGENT_TEST_IB_DEVICE:-first device})" AGENT_TEST_TRANSPORT=verbs
