@@ -16,20 +16,11 @@ import argparse
 import os
 import sys
 
-# Run from a source tree as the issue writes it (`rwinrun -n 2 -- python3 examples/python/put_get.py`):
-# find the build tree's package, and where `python3` is not Debian's (a pyenv interpreter without
-# python3-numpy) re-run under /usr/bin/python3, the interpreter the package was built for.
-_build = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python")
-if os.path.isdir(_build) and _build not in sys.path:
-    sys.path.append(_build)
-try:
-    import numpy as np
+# From a source tree as the issue writes it (`rwinrun -n 2 -- python3 examples/python/put_get.py`) or installed.
+import _rwin_path  # noqa: F401,E402  (finds rwin: the build tree, or Debian's python3)
+import numpy as np  # noqa: E402
 
-    import rwin
-except ImportError:
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.access("/usr/bin/python3", os.X_OK):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    raise
+import rwin  # noqa: E402
 
 
 def make_x(rank, size, dtype):

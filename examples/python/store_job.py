@@ -24,17 +24,10 @@ import sys
 import threading
 import time
 
-_build = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python")
-if os.path.isdir(_build) and _build not in sys.path:
-    sys.path.append(_build)
-try:
-    import numpy as np
+import _rwin_path  # noqa: F401,E402  (finds rwin: the build tree, or Debian's python3)
+import numpy as np  # noqa: E402
 
-    import rwin
-except ImportError:
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.access("/usr/bin/python3", os.X_OK):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
-    raise
+import rwin  # noqa: E402
 
 def say(msg):
     """One write per line: the workers share the parent's stdout, and print() may split a line in two."""
