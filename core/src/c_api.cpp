@@ -13,6 +13,7 @@
 
 #include "rwin/agent.h"
 #include "rwin/collectives.h"
+#include "rwin/domain.h"
 #include "rwin/rwin.h"
 #include "rwin/rwin_c.h"
 #include "rwin/store.h"
@@ -38,6 +39,9 @@ struct rwin_region {
 };
 struct rwin_remote_region {
   rwin::RemoteRegion r;
+};
+struct rwin_domain {
+  std::unique_ptr<rwin::Domain> d;
 };
 
 namespace {
@@ -254,6 +258,27 @@ void copy_out(const char* fn, const void* bytes, size_t n, void* buf, size_t cap
   if (cap < n) invalid(fn, "a buffer of " + std::to_string(cap) + " bytes, " + std::to_string(n) + " needed");
   std::memcpy(buf, bytes, n);
 }
+rwin::AgentOptions agent_options(const rwin_agent_options_t* o, const char* fn) {
+  rwin::AgentOptions a;
+  if (o != nullptr) {
+    if (o->struct_size < sizeof(rwin_agent_options_t)) {
+      invalid(fn, "opts->struct_size " + std::to_string(o->struct_size) +
+                      " is below sizeof(rwin_agent_options_t): call rwin_agent_options_init first");
+    }
+    if (o->listen) a.listen = o->listen;
+    if (o->transport) a.transport = o->transport;
+    if (o->ib_device) a.ib_device = o->ib_device;
+    if (o->ib_port > 0) a.ib_port = o->ib_port;
+    a.gid_index = o->gid_index;
+    using Ms = std::chrono::milliseconds;
+    if (o->op_timeout_ms > 0) a.op_timeout = Ms(o->op_timeout_ms);
+    if (o->connect_timeout_ms > 0) a.connect_timeout = Ms(o->connect_timeout_ms);
+    if (o->keepalive_interval_ms > 0) a.keepalive_interval = Ms(o->keepalive_interval_ms);
+    if (o->keepalive_timeout_ms > 0) a.keepalive_timeout = Ms(o->keepalive_timeout_ms);
+    a.progress_thread = o->progress_thread != 0;
+  }
+  return a;
+}
 rwin::Agent& agent(rwin_agent_t* a, const char* fn) {
   need(a, fn, "agent");
   if (!a->a) invalid(fn, "agent is not a live agent");
@@ -263,6 +288,11 @@ const rwin::RemoteRegion& remote(const rwin_remote_region_t* r, const char* fn, 
   return need(r, fn, name)->r;
 }
 
+rwin::Domain& domain(const rwin_domain_t* d, const char* fn) {
+  need(d, fn, "domain");
+  if (!d->d) invalid(fn, "domain is not a live domain");
+  return *d->d;
+}
 }  // namespace
 
 extern "C" {
@@ -629,6 +659,58 @@ rwin_status_t rwin_signal_atomic_fetch(rwin_context_t* ctx, const rwin_signal_sl
   });
 }
 
+// ---- non-blocking fetching atomics: *fetch written by the quiet / fence / barrier that completes them
+
+rwin_status_t rwin_fetch_add_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t value,
+                                 int64_t* fetch) {
+  const char* fn = "rwin_fetch_add_nbi";
+  return guard(fn, [&] { context(ctx, fn).fetch_add_nbi(need(fetch, fn, "fetch"), slice(target, fn, "target"), peer, value); });
+}
+rwin_status_t rwin_compare_swap_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t expected,
+                                    int64_t desired, int64_t* fetch) {
+  const char* fn = "rwin_compare_swap_nbi";
+  return guard(fn, [&] {
+    context(ctx, fn).compare_swap_nbi(need(fetch, fn, "fetch"), slice(target, fn, "target"), peer, expected, desired);
+  });
+}
+rwin_status_t rwin_swap_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t value, int64_t* fetch) {
+  const char* fn = "rwin_swap_nbi";
+  return guard(fn, [&] { context(ctx, fn).swap_nbi(need(fetch, fn, "fetch"), slice(target, fn, "target"), peer, value); });
+}
+rwin_status_t rwin_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t* fetch) {
+  const char* fn = "rwin_atomic_fetch_nbi";
+  return guard(fn, [&] { context(ctx, fn).atomic_fetch_nbi(need(fetch, fn, "fetch"), slice(target, fn, "target"), peer); });
+}
+rwin_status_t rwin_signal_fetch_add_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                        int64_t value, int64_t* fetch) {
+  const char* fn = "rwin_signal_fetch_add_nbi";
+  return guard(fn, [&] {
+    context(ctx, fn).fetch_add_nbi(need(fetch, fn, "fetch"), signal_slice(target, fn, "target"), peer, value);
+  });
+}
+rwin_status_t rwin_signal_compare_swap_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                           int64_t expected, int64_t desired, int64_t* fetch) {
+  const char* fn = "rwin_signal_compare_swap_nbi";
+  return guard(fn, [&] {
+    context(ctx, fn).compare_swap_nbi(need(fetch, fn, "fetch"), signal_slice(target, fn, "target"), peer, expected,
+                                      desired);
+  });
+}
+rwin_status_t rwin_signal_swap_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer, int64_t value,
+                                   int64_t* fetch) {
+  const char* fn = "rwin_signal_swap_nbi";
+  return guard(fn, [&] {
+    context(ctx, fn).swap_nbi(need(fetch, fn, "fetch"), signal_slice(target, fn, "target"), peer, value);
+  });
+}
+rwin_status_t rwin_signal_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                           int64_t* fetch) {
+  const char* fn = "rwin_signal_atomic_fetch_nbi";
+  return guard(fn, [&] {
+    context(ctx, fn).atomic_fetch_nbi(need(fetch, fn, "fetch"), signal_slice(target, fn, "target"), peer);
+  });
+}
+
 // ---- collectives over the job
 
 rwin_status_t rwin_allreduce(rwin_context_t* ctx, const rwin_window_t* x, rwin_reduce_op_t op) {
@@ -682,27 +764,7 @@ void rwin_agent_options_init(rwin_agent_options_t* o) {
 
 rwin_status_t rwin_agent_create(const rwin_agent_options_t* o, rwin_agent_t** out) {
   const char* fn = "rwin_agent_create";
-  return make_handle<rwin_agent>(fn, out, [&] {
-    rwin::AgentOptions a;
-    if (o != nullptr) {
-      if (o->struct_size < sizeof(rwin_agent_options_t)) {
-        invalid(fn, "opts->struct_size " + std::to_string(o->struct_size) +
-                        " is below sizeof(rwin_agent_options_t): call rwin_agent_options_init first");
-      }
-      if (o->listen) a.listen = o->listen;
-      if (o->transport) a.transport = o->transport;
-      if (o->ib_device) a.ib_device = o->ib_device;
-      if (o->ib_port > 0) a.ib_port = o->ib_port;
-      a.gid_index = o->gid_index;
-      using Ms = std::chrono::milliseconds;
-      if (o->op_timeout_ms > 0) a.op_timeout = Ms(o->op_timeout_ms);
-      if (o->connect_timeout_ms > 0) a.connect_timeout = Ms(o->connect_timeout_ms);
-      if (o->keepalive_interval_ms > 0) a.keepalive_interval = Ms(o->keepalive_interval_ms);
-      if (o->keepalive_timeout_ms > 0) a.keepalive_timeout = Ms(o->keepalive_timeout_ms);
-      a.progress_thread = o->progress_thread != 0;
-    }
-    return std::make_unique<rwin::Agent>(a);
-  });
+  return make_handle<rwin_agent>(fn, out, [&] { return std::make_unique<rwin::Agent>(agent_options(o, fn)); });
 }
 void rwin_agent_destroy(rwin_agent_t* a) {
   delete a;
@@ -791,6 +853,120 @@ rwin_status_t rwin_agent_test(rwin_agent_t* a, const rwin_region_t* signal, uint
 }
 rwin_status_t rwin_agent_progress(rwin_agent_t* a) {
   return guard("rwin_agent_progress", [&] { agent(a, "rwin_agent_progress").progress(); });
+}
+
+// ---- domains
+
+void rwin_domain_options_init(rwin_domain_options_t* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  rwin_agent_options_init(&o->agent);
+  o->agent.progress_thread = 1;
+  o->signals = 64;
+}
+rwin_status_t rwin_domain_prepare(uint64_t id, int rank, int nranks, size_t window_bytes,
+                                  const rwin_domain_options_t* o, rwin_domain_t** out) {
+  const char* fn = "rwin_domain_prepare";
+  return make_handle<rwin_domain>(fn, out, [&] {
+    rwin::DomainOptions d;
+    if (o != nullptr) {
+      if (o->struct_size < sizeof(rwin_domain_options_t)) {
+        invalid(fn, "opts->struct_size " + std::to_string(o->struct_size) +
+                        " is below sizeof(rwin_domain_options_t): call rwin_domain_options_init first");
+      }
+      d.agent = agent_options(&o->agent, fn);
+      if (o->signals > 0) d.signals = o->signals;
+    }
+    return std::make_unique<rwin::Domain>(id, rank, nranks, window_bytes, d);
+  });
+}
+void rwin_domain_destroy(rwin_domain_t* d) {
+  delete d;  // ~Domain releases; never throws
+}
+rwin_status_t rwin_domain_descriptor(const rwin_domain_t* d, void* buf, size_t cap, size_t* len) {
+  const char* fn = "rwin_domain_descriptor";
+  return guard(fn, [&] {
+    const std::vector<uint8_t> v = domain(d, fn).descriptor();
+    copy_out(fn, v.data(), v.size(), buf, cap, len);
+  });
+}
+rwin_status_t rwin_domain_local(const rwin_domain_t* d, void** window, size_t* window_bytes, int64_t** signals,
+                                size_t* nsignals) {
+  const char* fn = "rwin_domain_local";
+  return guard(fn, [&] {
+    rwin::Domain& x = domain(d, fn);
+    if (window) *window = x.base();
+    if (window_bytes) *window_bytes = x.window_bytes();
+    if (signals) *signals = x.signals();
+    if (nsignals) *nsignals = x.signal_count();
+  });
+}
+rwin_status_t rwin_domain_state(const rwin_domain_t* d, rwin_domain_state_t* out) {
+  const char* fn = "rwin_domain_state";
+  return guard(fn, [&] { *need(out, fn, "out") = static_cast<rwin_domain_state_t>(domain(d, fn).state()); });
+}
+rwin_status_t rwin_domain_import(rwin_domain_t* d, const void* const* descriptors, const size_t* lens, int n) {
+  const char* fn = "rwin_domain_import";
+  return guard(fn, [&] {
+    rwin::Domain& x = domain(d, fn);
+    if (n < 0) invalid(fn, "n " + std::to_string(n) + " is negative");
+    if (n > 0) {
+      need(descriptors, fn, "descriptors");
+      need(lens, fn, "lens");
+    }
+    std::vector<std::vector<uint8_t>> table;
+    for (int i = 0; i < n; ++i) {
+      if (descriptors[i] == nullptr) invalid(fn, "descriptors[" + std::to_string(i) + "] is NULL");
+      const auto* p = static_cast<const uint8_t*>(descriptors[i]);
+      table.emplace_back(p, p + lens[i]);
+    }
+    x.import_table(table);
+  });
+}
+rwin_status_t rwin_domain_commit(rwin_domain_t* d) {
+  return guard("rwin_domain_commit", [&] { domain(d, "rwin_domain_commit").commit(); });
+}
+rwin_status_t rwin_domain_abort(rwin_domain_t* d) {
+  return guard("rwin_domain_abort", [&] { domain(d, "rwin_domain_abort").abort(); });
+}
+rwin_status_t rwin_domain_release(rwin_domain_t* d) {
+  return guard("rwin_domain_release", [&] { domain(d, "rwin_domain_release").release(); });
+}
+rwin_status_t rwin_domain_put(rwin_domain_t* d, int peer, uint64_t offset, const void* src, size_t bytes) {
+  const char* fn = "rwin_domain_put";
+  return guard(fn, [&] { domain(d, fn).put(peer, offset, need(src, fn, "src"), bytes); });
+}
+rwin_status_t rwin_domain_get(rwin_domain_t* d, void* dst, int peer, uint64_t offset, size_t bytes) {
+  const char* fn = "rwin_domain_get";
+  return guard(fn, [&] { domain(d, fn).get(need(dst, fn, "dst"), peer, offset, bytes); });
+}
+rwin_status_t rwin_domain_put_notify(rwin_domain_t* d, int peer, uint64_t offset, const void* src, size_t bytes,
+                                     size_t signal, int64_t value, rwin_notify_op_t op) {
+  const char* fn = "rwin_domain_put_notify";
+  return guard(fn, [&] { domain(d, fn).put_notify(peer, offset, need(src, fn, "src"), bytes, signal, value, notify_op(op, fn)); });
+}
+rwin_status_t rwin_domain_notify(rwin_domain_t* d, int peer, size_t signal, int64_t value, rwin_notify_op_t op) {
+  const char* fn = "rwin_domain_notify";
+  return guard(fn, [&] { domain(d, fn).notify(peer, signal, value, notify_op(op, fn)); });
+}
+rwin_status_t rwin_domain_flush(rwin_domain_t* d) {
+  return guard("rwin_domain_flush", [&] { domain(d, "rwin_domain_flush").flush(); });
+}
+rwin_status_t rwin_domain_wait(rwin_domain_t* d, size_t signal, int64_t expected, rwin_cmp_t c, int64_t timeout_ms) {
+  const char* fn = "rwin_domain_wait";
+  return guard(fn, [&] { domain(d, fn).wait(signal, expected, cmp(c, fn), timeout(timeout_ms)); });
+}
+rwin_status_t rwin_domain_test(rwin_domain_t* d, size_t signal, int64_t expected, rwin_cmp_t c, int* satisfied) {
+  const char* fn = "rwin_domain_test";
+  return guard(fn, [&] {
+    need(satisfied, fn, "satisfied");
+    *satisfied = domain(d, fn).test(signal, expected, cmp(c, fn)) ? 1 : 0;
+  });
+}
+rwin_status_t rwin_domain_fail_peer(rwin_domain_t* d, int peer, const char* reason) {
+  const char* fn = "rwin_domain_fail_peer";
+  return guard(fn, [&] { domain(d, fn).fail_peer(peer, text(reason)); });
 }
 
 }  // extern "C"

@@ -6,6 +6,7 @@
 // rwin_internal. (The 2-rank data paths are in tests/install/consumer_c, run by install.consumer.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -361,6 +362,53 @@ TEST_F(CApi, OneRankRoundTrip) {
   EXPECT_EQ(n, 1);
 }
 
+// The non-blocking fetching atomics: *fetch holds the old value once quiet (or fence) returned; a NULL
+// fetch, a bad peer or slice posts nothing.
+TEST_F(CApi, NonBlockingFetchingAtomics) {
+  int64_t* d = nullptr;
+  ASSERT_EQ(rwin_window_data(w, reinterpret_cast<void**>(&d)), RWIN_OK);
+  for (int i = 0; i < 8; ++i) d[i] = 100 + i;
+  rwin_slice_t e0 = rwin_window_slice(w, 0, 0, 1, 1), e1 = rwin_window_slice(w, 0, 1, 1, 1);
+  rwin_slice_t e2 = rwin_window_slice(w, 0, 2, 1, 1), e3 = rwin_window_slice(w, 0, 3, 1, 1);
+  int64_t f[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  ASSERT_EQ(rwin_fetch_add_nbi(ctx, &e0, 0, 5, &f[0]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_compare_swap_nbi(ctx, &e1, 0, 101, 7, &f[1]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_swap_nbi(ctx, &e2, 0, 9, &f[2]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_atomic_fetch_nbi(ctx, &e3, 0, &f[3]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_quiet(ctx), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(f[0], 100);
+  EXPECT_EQ(f[1], 101);
+  EXPECT_EQ(f[2], 102);
+  EXPECT_EQ(f[3], 103);
+  EXPECT_EQ(d[0], 105);
+  EXPECT_EQ(d[1], 7);
+  EXPECT_EQ(d[2], 9);
+  rwin_signal_slice_t s0 = rwin_signal_at(sig, 0), s1 = rwin_signal_at(sig, 1);
+  ASSERT_EQ(rwin_notify(ctx, &s0, 0, 40, RWIN_NOTIFY_SET), RWIN_OK);
+  ASSERT_EQ(rwin_quiet(ctx), RWIN_OK);
+  ASSERT_EQ(rwin_signal_fetch_add_nbi(ctx, &s0, 0, 2, &f[4]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_fence(ctx, 0), RWIN_OK) << rwin_last_error();  // ordered: the CAS sees 42
+  ASSERT_EQ(rwin_signal_compare_swap_nbi(ctx, &s0, 0, 42, 50, &f[5]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_signal_swap_nbi(ctx, &s1, 0, 3, &f[6]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_fence(ctx, 0), RWIN_OK);
+  ASSERT_EQ(rwin_signal_atomic_fetch_nbi(ctx, &s1, 0, &f[7]), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_quiet(ctx), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(f[4], 40);
+  EXPECT_EQ(f[5], 42);
+  EXPECT_EQ(f[6], 0);
+  EXPECT_EQ(f[7], 3);
+  int64_t v = 0;
+  ASSERT_EQ(rwin_signals_load(sig, 0, &v), RWIN_OK);
+  EXPECT_EQ(v, 50);
+  expect_fail(rwin_fetch_add_nbi(ctx, &e0, 0, 1, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"rwin_fetch_add_nbi", "fetch is NULL"});
+  expect_fail(rwin_swap_nbi(ctx, &e0, 1, 1, &f[0]), RWIN_ERR_PEER_OUT_OF_RANGE, {});
+  expect_fail(rwin_signal_atomic_fetch_nbi(ctx, nullptr, 0, &f[0]), RWIN_ERR_INVALID_ARGUMENT, {"target"});
+  rwin_slice_t two = rwin_window_slice(w, 0, 0, 1, 2);
+  expect_fail(rwin_compare_swap_nbi(ctx, &two, 0, 0, 1, &f[0]), RWIN_ERR_INVALID_ARGUMENT, {});
+  ASSERT_EQ(rwin_quiet(ctx), RWIN_OK);
+  EXPECT_EQ(d[0], 105);  // nothing was posted by the refused calls
+}
+
 // The last error is per thread: another thread's failure does not replace this thread's message.
 TEST(CApiNoContext, LastErrorIsPerThread) {
   EXPECT_NE(rwin_context_rank(nullptr, nullptr), RWIN_OK);
@@ -486,6 +534,130 @@ TEST(CApiAgent, TwoAgentsRoundTrip) {
   rwin_remote_region_release(xd);
   rwin_region_release(rs);
   rwin_region_release(rd);
+}
+
+// Domains: every call with a NULL handle; then two ranks' domains in this process through the whole
+// transaction (a foreign table refused and the domain still prepared, abort, import, commit), data and
+// signals both ways, fail_peer ending a wait, release and destroy.
+TEST(CApiDomain, NullHandles) {
+  char buf[8];
+  size_t n = 0;
+  int sat = 0;
+  rwin_domain_state_t st{};
+  rwin_domain_t* d = nullptr;
+  const std::vector<std::pair<const char*, std::function<rwin_status_t()>>> calls = {
+      {"rwin_domain_prepare", [&] { return rwin_domain_prepare(1, 0, 1, 64, nullptr, nullptr); }},
+      {"rwin_domain_descriptor", [&] { return rwin_domain_descriptor(nullptr, buf, sizeof buf, &n); }},
+      {"rwin_domain_local", [&] { return rwin_domain_local(nullptr, nullptr, nullptr, nullptr, nullptr); }},
+      {"rwin_domain_state", [&] { return rwin_domain_state(nullptr, &st); }},
+      {"rwin_domain_import", [&] { return rwin_domain_import(nullptr, nullptr, nullptr, 0); }},
+      {"rwin_domain_commit", [&] { return rwin_domain_commit(nullptr); }},
+      {"rwin_domain_abort", [&] { return rwin_domain_abort(nullptr); }},
+      {"rwin_domain_release", [&] { return rwin_domain_release(nullptr); }},
+      {"rwin_domain_put", [&] { return rwin_domain_put(nullptr, 0, 0, buf, 1); }},
+      {"rwin_domain_get", [&] { return rwin_domain_get(nullptr, buf, 0, 0, 1); }},
+      {"rwin_domain_put_notify", [&] { return rwin_domain_put_notify(nullptr, 0, 0, buf, 1, 0, 1, RWIN_NOTIFY_ADD); }},
+      {"rwin_domain_notify", [&] { return rwin_domain_notify(nullptr, 0, 0, 1, RWIN_NOTIFY_ADD); }},
+      {"rwin_domain_flush", [&] { return rwin_domain_flush(nullptr); }},
+      {"rwin_domain_wait", [&] { return rwin_domain_wait(nullptr, 0, 1, RWIN_CMP_GE, 0); }},
+      {"rwin_domain_test", [&] { return rwin_domain_test(nullptr, 0, 1, RWIN_CMP_GE, &sat); }},
+      {"rwin_domain_fail_peer", [&] { return rwin_domain_fail_peer(nullptr, 0, "x"); }},
+  };
+  for (const auto& [name, call] : calls) {
+    SCOPED_TRACE(name);
+    expect_fail(call(), RWIN_ERR_INVALID_ARGUMENT, {name, "is NULL"});
+  }
+  EXPECT_EQ(d, nullptr);
+  rwin_domain_destroy(nullptr);
+  rwin_domain_options_init(nullptr);
+}
+
+TEST(CApiDomain, TwoRanksTransactionDataAndFailure) {
+  setenv("UCX_TLS", "tcp,self", 0);
+  setenv("UCX_NET_DEVICES", "lo", 0);
+  rwin_domain_options_t o;
+  rwin_domain_options_init(&o);
+  EXPECT_EQ(o.agent.progress_thread, 1);
+  EXPECT_EQ(o.signals, 64u);
+  o.signals = 4;
+  o.agent.op_timeout_ms = 10000;
+  rwin_domain_t *a = nullptr, *b = nullptr, *foreign = nullptr;
+  ASSERT_EQ(rwin_domain_prepare(0x77, 0, 2, 4096, &o, &a), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_prepare(0x77, 1, 2, 4096, &o, &b), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_prepare(0x78, 0, 2, 4096, &o, &foreign), RWIN_OK) << rwin_last_error();
+  rwin_domain_t* bad = nullptr;
+  expect_fail(rwin_domain_prepare(1, 2, 2, 64, &o, &bad), RWIN_ERR_PEER_OUT_OF_RANGE, {"rank 2"});
+  EXPECT_EQ(bad, nullptr);
+  auto descriptor = [](const rwin_domain_t* d) {
+    size_t len = 0;
+    EXPECT_EQ(rwin_domain_descriptor(d, nullptr, 0, &len), RWIN_OK) << rwin_last_error();
+    EXPECT_LE(len, size_t(RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES));
+    std::vector<unsigned char> v(len);
+    EXPECT_EQ(rwin_domain_descriptor(d, v.data(), v.size(), &len), RWIN_OK) << rwin_last_error();
+    return v;
+  };
+  const auto da = descriptor(a), db = descriptor(b), df = descriptor(foreign);
+  const void* good[2] = {da.data(), db.data()};
+  const size_t good_lens[2] = {da.size(), db.size()};
+  const void* wrong[2] = {df.data(), db.data()};
+  const size_t wrong_lens[2] = {df.size(), db.size()};
+  expect_fail(rwin_domain_import(b, wrong, wrong_lens, 2), RWIN_ERR_INVALID_ARGUMENT, {"entry 0", "foreign"});
+  expect_fail(rwin_domain_import(b, good, good_lens, 1), RWIN_ERR_INVALID_ARGUMENT, {"1 descriptors"});
+  const void* holes[2] = {da.data(), nullptr};
+  expect_fail(rwin_domain_import(b, holes, good_lens, 2), RWIN_ERR_INVALID_ARGUMENT, {"descriptors[1] is NULL"});
+  rwin_domain_state_t st{};
+  ASSERT_EQ(rwin_domain_state(b, &st), RWIN_OK);
+  EXPECT_EQ(st, RWIN_DOMAIN_PREPARED);
+  const char msg[] = "domain from C";
+  expect_fail(rwin_domain_put(b, 0, 0, msg, sizeof msg), RWIN_ERR_INVALID_ARGUMENT, {"must be committed"});
+  ASSERT_EQ(rwin_domain_import(b, good, good_lens, 2), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_abort(b), RWIN_OK) << rwin_last_error();
+  for (rwin_domain_t* d : {a, b}) {
+    ASSERT_EQ(rwin_domain_import(d, good, good_lens, 2), RWIN_OK) << rwin_last_error();
+    ASSERT_EQ(rwin_domain_commit(d), RWIN_OK) << rwin_last_error();
+  }
+  ASSERT_EQ(rwin_domain_state(a, &st), RWIN_OK);
+  EXPECT_EQ(st, RWIN_DOMAIN_COMMITTED);
+  void* wa = nullptr;
+  int64_t* sa = nullptr;
+  size_t wbytes = 0, nsig = 0;
+  ASSERT_EQ(rwin_domain_local(a, &wa, &wbytes, &sa, &nsig), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(wbytes, 4096u);
+  EXPECT_EQ(nsig, 4u);
+  ASSERT_EQ(rwin_domain_put_notify(b, 0, 100, msg, sizeof msg, 2, 1, RWIN_NOTIFY_ADD), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_wait(a, 2, 1, RWIN_CMP_EQ, -1), RWIN_OK) << rwin_last_error();
+  EXPECT_STREQ(static_cast<const char*>(wa) + 100, msg);
+  EXPECT_EQ(sa[2], 1);
+  char back[sizeof msg] = {};
+  ASSERT_EQ(rwin_domain_get(b, back, 0, 100, sizeof back), RWIN_OK) << rwin_last_error();
+  EXPECT_STREQ(back, msg);
+  ASSERT_EQ(rwin_domain_put(a, 1, 0, msg, sizeof msg), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_notify(a, 1, 3, 7, RWIN_NOTIFY_SET), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_domain_flush(a), RWIN_OK) << rwin_last_error();
+  int sat = 0;
+  ASSERT_EQ(rwin_domain_test(b, 3, 7, RWIN_CMP_EQ, &sat), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(sat, 1);
+  expect_fail(rwin_domain_put(a, 1, 4090, msg, sizeof msg), RWIN_ERR_OUT_OF_BOUNDS, {"window of 4096 bytes"});
+  expect_fail(rwin_domain_notify(a, 1, 4, 1, RWIN_NOTIFY_ADD), RWIN_ERR_OUT_OF_BOUNDS, {"signal 4"});
+  expect_fail(rwin_domain_wait(a, 0, 1, 9, 0), RWIN_ERR_INVALID_ARGUMENT, {"rwin_cmp_t"});
+  expect_fail(rwin_domain_wait(a, 0, 1, RWIN_CMP_GE, 20), RWIN_ERR_TIMEOUT, {"within 20 ms"});
+  // The health lane, from another thread, while this one waits.
+  std::thread lane([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(rwin_domain_fail_peer(a, 1, "lane says so"), RWIN_OK) << rwin_last_error();
+  });
+  expect_fail(rwin_domain_wait(a, 0, 1, RWIN_CMP_GE, 30000), RWIN_ERR_PEER_FAILED, {"rank 1 failed: lane says so"});
+  lane.join();
+  expect_fail(rwin_domain_put(a, 1, 0, msg, 1), RWIN_ERR_PEER_FAILED, {"rank 1 failed"});
+  expect_fail(rwin_domain_fail_peer(a, 0, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"is this rank"});
+  ASSERT_EQ(rwin_domain_release(a), RWIN_OK);
+  ASSERT_EQ(rwin_domain_state(a, &st), RWIN_OK);
+  EXPECT_EQ(st, RWIN_DOMAIN_RELEASED);
+  expect_fail(rwin_domain_put(a, 1, 0, msg, 1), RWIN_ERR_USE_AFTER_FREE, {"released"});
+  EXPECT_STREQ(static_cast<const char*>(wa) + 100, msg);  // still mapped until destroy
+  rwin_domain_destroy(a);
+  rwin_domain_destroy(b);
+  rwin_domain_destroy(foreign);
 }
 
 }  // namespace

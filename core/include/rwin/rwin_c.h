@@ -1,4 +1,5 @@
-/* rwin's C ABI: the C++ API of rwin/rwin.h, rwin/collectives.h and rwin/agent.h behind plain C11 calls.
+/* rwin's C ABI: the C++ API of rwin/rwin.h, rwin/collectives.h, rwin/agent.h and rwin/domain.h behind plain
+ * C11 calls.
  *
  * Every call returns an rwin_status_t and never lets a C++ exception out. After a call that did not
  * return RWIN_OK, rwin_last_error() is its message (per thread). Handles are opaque; every one made
@@ -277,6 +278,24 @@ rwin_status_t rwin_signal_swap(rwin_context_t* ctx, const rwin_signal_slice_t* t
                                int64_t* old);
 rwin_status_t rwin_signal_atomic_fetch(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
                                        int64_t* old);
+/* Non-blocking forms (OpenSHMEM's shmem_atomic_*_nbi): the same operations; the old value is written
+ * to *fetch by the time rwin_quiet, rwin_barrier or rwin_fence(peer) returns RWIN_OK (not before: keep
+ * *fetch alive and unread until then). If the operation fails, that call returns the failure and
+ * *fetch is not written. A refused argument (NULL fetch, bad slice, bad peer) posts nothing. */
+rwin_status_t rwin_fetch_add_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t value,
+                                 int64_t* fetch);
+rwin_status_t rwin_compare_swap_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t expected,
+                                    int64_t desired, int64_t* fetch);
+rwin_status_t rwin_swap_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t value, int64_t* fetch);
+rwin_status_t rwin_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_slice_t* target, int peer, int64_t* fetch);
+rwin_status_t rwin_signal_fetch_add_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                        int64_t value, int64_t* fetch);
+rwin_status_t rwin_signal_compare_swap_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                           int64_t expected, int64_t desired, int64_t* fetch);
+rwin_status_t rwin_signal_swap_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer, int64_t value,
+                                   int64_t* fetch);
+rwin_status_t rwin_signal_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_signal_slice_t* target, int peer,
+                                           int64_t* fetch);
 
 /* ------------------------------------------------------------------------------------------------
  * Collectives over the whole job (rwin/collectives.h, world(ctx)): every rank calls them in the same
@@ -355,6 +374,60 @@ rwin_status_t rwin_agent_wait(rwin_agent_t* agent, const rwin_region_t* signal, 
 rwin_status_t rwin_agent_test(rwin_agent_t* agent, const rwin_region_t* signal, uint64_t offset, int64_t expected,
                               rwin_cmp_t cmp, int* satisfied);
 rwin_status_t rwin_agent_progress(rwin_agent_t* agent);
+
+/* ------------------------------------------------------------------------------------------------
+ * Domains (rwin/domain.h, docs/EMBEDDING.md section 6): a window plus int64 signal words per rank,
+ * wired up from one descriptor per rank that the caller carries itself: prepare -> import -> commit
+ * (or abort: back to prepared) -> release. Calls are serialised (any thread, one at a time);
+ * rwin_domain_fail_peer may be called from any thread at any time, also while another is blocked in
+ * rwin_domain_wait. Offsets are bytes into the peer's window; signals are indexes of int64 words. */
+typedef struct rwin_domain rwin_domain_t;
+typedef enum rwin_domain_state {
+  RWIN_DOMAIN_PREPARED = 0,
+  RWIN_DOMAIN_IMPORTED = 1,
+  RWIN_DOMAIN_COMMITTED = 2,
+  RWIN_DOMAIN_RELEASED = 3
+} rwin_domain_state_t;
+#define RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES 256
+
+typedef struct rwin_domain_options {
+  size_t struct_size;          /* set by rwin_domain_options_init */
+  rwin_agent_options_t agent;  /* the agent under the domain; progress_thread is 1 after init */
+  size_t signals;              /* int64 signal words per rank; 0: 64 */
+} rwin_domain_options_t;
+void rwin_domain_options_init(rwin_domain_options_t* opts);
+
+/* prepare: allocates window_bytes (page-aligned, zeroed) plus the signal words and registers them. */
+rwin_status_t rwin_domain_prepare(uint64_t id, int rank, int nranks, size_t window_bytes,
+                                  const rwin_domain_options_t* opts, rwin_domain_t** out); /* opts may be NULL */
+/* Releases (if not yet) and frees the handle and the memory; NULL: no-op. */
+void rwin_domain_destroy(rwin_domain_t* domain);
+/* This rank's descriptor (<= RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES), under the agents' buffer rules above. */
+rwin_status_t rwin_domain_descriptor(const rwin_domain_t* domain, void* buf, size_t cap, size_t* len);
+/* The local window and signal words (either out may be NULL): valid until rwin_domain_destroy. */
+rwin_status_t rwin_domain_local(const rwin_domain_t* domain, void** window, size_t* window_bytes, int64_t** signals,
+                                size_t* nsignals);
+rwin_status_t rwin_domain_state(const rwin_domain_t* domain, rwin_domain_state_t* out);
+/* Every rank's descriptor in rank order: n = nranks pointers and lengths. Checked whole before anything
+ * connects; a refusal names the entry and leaves the domain prepared. */
+rwin_status_t rwin_domain_import(rwin_domain_t* domain, const void* const* descriptors, const size_t* lens, int n);
+rwin_status_t rwin_domain_commit(rwin_domain_t* domain);
+rwin_status_t rwin_domain_abort(rwin_domain_t* domain);
+/* No peer operation reaches the window after it returns; the memory stays until rwin_domain_destroy. */
+rwin_status_t rwin_domain_release(rwin_domain_t* domain);
+rwin_status_t rwin_domain_put(rwin_domain_t* domain, int peer, uint64_t offset, const void* src, size_t bytes);
+rwin_status_t rwin_domain_get(rwin_domain_t* domain, void* dst, int peer, uint64_t offset, size_t bytes);
+rwin_status_t rwin_domain_put_notify(rwin_domain_t* domain, int peer, uint64_t offset, const void* src, size_t bytes,
+                                     size_t signal, int64_t value, rwin_notify_op_t op);
+rwin_status_t rwin_domain_notify(rwin_domain_t* domain, int peer, size_t signal, int64_t value, rwin_notify_op_t op);
+rwin_status_t rwin_domain_flush(rwin_domain_t* domain);
+/* timeout_ms < 0: the agent's op_timeout. RWIN_ERR_PEER_FAILED as soon as a rank of the domain failed
+ * while the word is unsatisfied. */
+rwin_status_t rwin_domain_wait(rwin_domain_t* domain, size_t signal, int64_t expected, rwin_cmp_t cmp,
+                               int64_t timeout_ms);
+rwin_status_t rwin_domain_test(rwin_domain_t* domain, size_t signal, int64_t expected, rwin_cmp_t cmp, int* satisfied);
+/* The caller's health lane: `peer` failed. reason may be NULL. */
+rwin_status_t rwin_domain_fail_peer(rwin_domain_t* domain, int peer, const char* reason);
 
 #ifdef __cplusplus
 }
