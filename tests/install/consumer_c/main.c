@@ -259,6 +259,51 @@ static void store_context(int n) {
   EXPECT(released == 1, "the store was released %d times, want once", released);
 }
 
+/* A domain (rwin_domain_*): each rank's descriptor carried through the file directory above (the
+ * caller's own channel, no rwin store), then a ring shift with put_notify / wait. */
+static void domain_ring(int n) {
+  const char* dir = getenv("CONSUMER_C_STORE_DIR");
+  EXPECT(dir != NULL && *dir, "CONSUMER_C_STORE_DIR is not set");
+  file_store fs;
+  snprintf(fs.dir, sizeof fs.dir, "%s", dir);
+  rwin_domain_options_t o;
+  rwin_domain_options_init(&o);
+  o.signals = 2;
+  rwin_domain_t* d = NULL;
+  CHECK(rwin_domain_prepare(0xC0FFEE, rank, n, 4096, &o, &d));
+  unsigned char mine[RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES];
+  size_t len = 0;
+  CHECK(rwin_domain_descriptor(d, mine, sizeof mine, &len));
+  char key[64];
+  snprintf(key, sizeof key, "domain/%d", rank);
+  EXPECT(fs_set(&fs, key, mine, len) == 0, "publishing the descriptor");
+  unsigned char(*table)[RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES] = calloc((size_t)n, RWIN_DOMAIN_MAX_DESCRIPTOR_BYTES);
+  const void** ptrs = calloc((size_t)n, sizeof *ptrs);
+  size_t* lens = calloc((size_t)n, sizeof *lens);
+  EXPECT(table && ptrs && lens, "calloc");
+  for (int r = 0; r < n; ++r) {
+    snprintf(key, sizeof key, "domain/%d", r);
+    EXPECT(fs_get(&fs, key, 30000, table[r], sizeof table[r], &lens[r]) == RWIN_STORE_OK, "descriptor of rank %d", r);
+    ptrs[r] = table[r];
+  }
+  CHECK(rwin_domain_import(d, ptrs, lens, n));
+  CHECK(rwin_domain_commit(d));
+  int64_t* w = NULL;
+  CHECK(rwin_domain_local(d, (void**)&w, NULL, NULL, NULL));
+  const int64_t x = 1000 + rank;
+  CHECK(rwin_domain_put_notify(d, (rank + 1) % n, 8, &x, sizeof x, 0, 1, RWIN_NOTIFY_ADD));
+  CHECK(rwin_domain_wait(d, 0, 1, RWIN_CMP_EQ, -1));
+  EXPECT(w[1] == 1000 + (rank + n - 1) % n, "domain ring: got %lld", (long long)w[1]);
+  /* No rank releases while another may still reach it: a second round says "done". */
+  for (int r = 0; r < n; ++r) CHECK(rwin_domain_notify(d, r, 1, 1, RWIN_NOTIFY_ADD));
+  CHECK(rwin_domain_wait(d, 1, n, RWIN_CMP_EQ, -1));
+  CHECK(rwin_domain_release(d));
+  rwin_domain_destroy(d);
+  free(lens);
+  free(ptrs);
+  free(table);
+}
+
 int main(void) {
   rwin_context_t* ctx = NULL;
   int n = 0;
@@ -273,6 +318,7 @@ int main(void) {
   rwin_context_destroy(ctx);
 
   store_context(n);
+  domain_ring(n);
 
   EXPECT(strcmp(rwin_version(), RWIN_VERSION_STRING) == 0, "librwin %s, headers %s", rwin_version(),
          RWIN_VERSION_STRING);
