@@ -97,6 +97,7 @@ struct Args {
   bool local = false;
   bool raw_fence = false;
   bool counters = false;
+  bool stats = false;  // --stats: Context::stats() per test
   bool csv = false;
   bool json = false;
   bool pin = true;
@@ -233,6 +234,9 @@ Args parse(int argc, char** argv) {
   app.add_flag("--counters", a.counters,
                "after each test, rank 0 prints what its transport asked of the device (verbs: WRs, doorbells, "
                "signaled WRs, inline WRs, CQEs) to stderr");
+  app.add_flag("--stats", a.stats,
+               "after each test, rank 0 prints what rwin counted (Context::stats: puts, gets, bytes, chunks, notifies, "
+               "waits and time waited) to stderr");
   app.add_flag("--local", a.local, "rwin's local side (put src, get dst) is plain memory (rwin::Local), not a window");
   app.add_flag("--raw-fence", a.raw_fence, "--vs-raw, raw notify ordered by ucp_worker_fence instead of an ep flush");
   app.add_flag("--csv", a.csv, "machine-readable output: csv (stdout, or -o FILE)");
@@ -1185,8 +1189,24 @@ int main(int argc, char** argv) {
         }
         const auto dev = [&] { return rwin::detail::ContextAccess::impl(ctx).tp->counters(); };
         const auto before = dev();
+        const rwin::Stats st0 = ctx.stats();
         if (is_coll(t)) coll_records.push_back(coll->run(t, s));
         else records.push_back(runner.run(t, s));
+        if (a.stats && ctx.rank() == 0) {
+          const rwin::Stats st = ctx.stats();
+          const auto d = [](uint64_t x, uint64_t y) { return static_cast<unsigned long long>(x - y); };
+          std::fprintf(stderr,
+                       "rwin-perf: stats %s %s (rank 0, warm-up and checks included): %llu puts (%llu bytes), %llu gets "
+                       "(%llu bytes), %llu put(Add), %llu chunks, %llu notifies, %llu fetching atomics, %llu waits "
+                       "(%llu blocked, %.3f ms waited), %llu quiets, %llu barriers\n",
+                       t.c_str(), size_str(s).c_str(), d(st.total.puts, st0.total.puts),
+                       d(st.total.put_bytes, st0.total.put_bytes), d(st.total.gets, st0.total.gets),
+                       d(st.total.get_bytes, st0.total.get_bytes), d(st.total.put_adds, st0.total.put_adds),
+                       d(st.total.chunks, st0.total.chunks), d(st.total.notifies, st0.total.notifies),
+                       d(st.total.fetching_atomics, st0.total.fetching_atomics), d(st.waits, st0.waits),
+                       d(st.waits_blocked, st0.waits_blocked), double(st.wait_ns - st0.wait_ns) / 1e6,
+                       d(st.quiets, st0.quiets), d(st.barriers, st0.barriers));
+        }
         if (a.counters && ctx.rank() == 0) {
           const auto d = dev();
           const uint64_t wrs = d.wrs - before.wrs, bells = d.doorbells - before.doorbells;

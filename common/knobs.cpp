@@ -71,6 +71,7 @@ constexpr Knob kTable[] = {
     {"RWIN_REG_CACHE", K::Bool, "1", "0|1", "core", "cache registrations of caller memory (verbs)"},
     {"RWIN_HUGEPAGES", K::Enum, "auto", "off|thp|hugetlbfs|auto", "transport",
      "verbs: huge pages for window buffers (auto: THP for buffers >= 2 MiB)"},
+    {"RWIN_STATS", K::Bool, "0", "0|1", "core", "print each context's counters (Context::stats) to stderr when it ends"},
     {"RWIN_SPIN_US", K::Int, "200", "0..1000000", "core",
      "how long a wait spins before yielding (0 when oversubscribed)"},
     // collectives

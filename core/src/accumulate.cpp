@@ -214,6 +214,9 @@ void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
 // Returns once every element is added at the target, so a notify after it is ordered behind the sums.
 void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& dst) {
   const int peer = x.peer;
+  PeerStats& st = c.peer_stats[static_cast<size_t>(peer)];
+  ++st.put_adds;
+  st.put_add_bytes += static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
   const std::string what = "put(Add) to peer " + std::to_string(peer) + " into " + dst.describe();
   const BufferState& b = *dst.buf;
   const transport::RemoteKey& rkey = *x.rkey;

@@ -1,5 +1,6 @@
 // rwin's C ABI (rwin/rwin_c.h): each entry point checks its pointers and enum values, calls the C++ API
 // and turns whatever it throws into a status and this thread's last error. Nothing is thrown out.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -292,6 +293,28 @@ rwin::Domain& domain(const rwin_domain_t* d, const char* fn) {
   need(d, fn, "domain");
   if (!d->d) invalid(fn, "domain is not a live domain");
   return *d->d;
+}
+rwin_peer_stats_t c_peer(const rwin::PeerStats& p) {
+  rwin_peer_stats_t o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.puts = p.puts;
+  o.put_bytes = p.put_bytes;
+  o.put_adds = p.put_adds;
+  o.put_add_bytes = p.put_add_bytes;
+  o.gets = p.gets;
+  o.get_bytes = p.get_bytes;
+  o.chunks = p.chunks;
+  o.notifies = p.notifies;
+  o.fetching_atomics = p.fetching_atomics;
+  o.fences = p.fences;
+  return o;
+}
+// Copies `full` into the caller's struct, as much of it as its struct_size says (at least the size field).
+void fill(const char* fn, void* out, size_t caller_size, const void* full, size_t full_size) {
+  if (caller_size < sizeof(size_t)) invalid(fn, "out->struct_size " + std::to_string(caller_size) + " is too small: set it to sizeof the struct");
+  std::memcpy(static_cast<char*>(out) + sizeof(size_t), static_cast<const char*>(full) + sizeof(size_t),
+              std::min(caller_size, full_size) - sizeof(size_t));
 }
 }  // namespace
 
@@ -708,6 +731,53 @@ rwin_status_t rwin_signal_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_signa
   const char* fn = "rwin_signal_atomic_fetch_nbi";
   return guard(fn, [&] {
     context(ctx, fn).atomic_fetch_nbi(need(fetch, fn, "fetch"), signal_slice(target, fn, "target"), peer);
+  });
+}
+
+// ---- counters
+
+
+rwin_status_t rwin_context_stats(rwin_context_t* ctx, rwin_stats_t* out) {
+  const char* fn = "rwin_context_stats";
+  return guard(fn, [&] {
+    need(out, fn, "out");
+    const rwin::Stats s = context(ctx, fn).stats();
+    rwin_stats_t o;
+    std::memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.total = c_peer(s.total);
+    o.waits = s.waits;
+    o.waits_blocked = s.waits_blocked;
+    o.wait_ns = s.wait_ns;
+    o.tests = s.tests;
+    o.tests_satisfied = s.tests_satisfied;
+    o.quiets = s.quiets;
+    o.barriers = s.barriers;
+    o.failed_peers = s.failed_peers;
+    o.reg_cache_hits = s.reg_cache_hits;
+    o.reg_cache_misses = s.reg_cache_misses;
+    o.wrs = s.wrs;
+    o.doorbells = s.doorbells;
+    o.signaled = s.signaled;
+    o.inline_wrs = s.inline_wrs;
+    o.cqes = s.cqes;
+    o.drained = s.drained;
+    o.striped = s.striped;
+    o.fence_reads = s.fence_reads;
+    fill(fn, out, out->struct_size, &o, sizeof o);
+  });
+}
+rwin_status_t rwin_context_peer_stats(rwin_context_t* ctx, int peer, rwin_peer_stats_t* out) {
+  const char* fn = "rwin_context_peer_stats";
+  return guard(fn, [&] {
+    need(out, fn, "out");
+    rwin::Context& c = context(ctx, fn);
+    if (peer < 0 || peer >= c.size()) {
+      throw rwin::Error(rwin::ErrorCode::PeerOutOfRange,
+                        std::string(fn) + ": peer " + std::to_string(peer) + " is outside 0.." + std::to_string(c.size() - 1));
+    }
+    const rwin_peer_stats_t o = c_peer(c.stats().peers[static_cast<size_t>(peer)]);
+    fill(fn, out, out->struct_size, &o, sizeof o);
   });
 }
 

@@ -16,6 +16,7 @@
 #include "collectives/team_state.h"
 #include "caller_store.h"
 #include "context_impl.h"
+#include "stats.h"
 #include "ops.h"
 #include "startup.h"
 
@@ -288,6 +289,7 @@ void start_data_path(ContextImpl& c) {
   c.rank = c.opt.rank;
   c.nranks = c.opt.nranks;
   c.peers.resize(static_cast<size_t>(c.nranks));
+  c.peer_stats.resize(static_cast<size_t>(c.nranks));
   std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);
   transport::TransportConfig tc;
   tc.name = c.opt.transport;
@@ -354,6 +356,14 @@ void start_data_path(ContextImpl& c) {
 Context::~Context() {
   if (!impl_) return;
   ContextImpl& c = *impl_;
+  try {
+    if (stats_from_env() == 1) {
+      const std::string line = "rwin-stats " + detail::stats_json(stats(), c.rank) + "\n";
+      (void)std::fwrite(line.data(), 1, line.size(), stderr);  // one write: ranks share the terminal
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rwin: rank %d: RWIN_STATS: %s\n", c.rank, e.what());
+  }
   // Bounded: a dead peer must not keep us here; other ranks may still be reading our memory,
   // hence the barrier before anything is released. Never throws (out of memory while leaving:
   // the lease then just closes, which the others also read as this rank failing).

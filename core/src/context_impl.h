@@ -216,6 +216,10 @@ struct ContextImpl {
   // outstanding to any peer (quiet, barrier, or a drain that leaves nothing in flight).
   std::vector<const transport::MemoryRegion*> nbi_pins;
   std::vector<PeerState> peers;
+  // Context::stats(): per peer, and the context's own (waits, tests, quiet/barrier). Mutable: the
+  // CPU-copy paths count through a const ContextImpl.
+  mutable std::vector<PeerStats> peer_stats;
+  Stats own_stats;  // its `peers` and `total` stay empty: stats() fills them
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
   std::vector<FetchOp> fetch_ops;       // index: Slot::index of a Fetch slot

@@ -12,6 +12,7 @@
 #include "reg_cache.h"
 #include "rwin/rwin.h"
 #include "startup.h"
+#include "stats.h"
 #include "transport/transport.h"
 
 namespace rwin {
@@ -293,6 +294,11 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bo
 int reg_cache_from_env() {
   const char* v = env("RWIN_REG_CACHE");
   return v ? static_cast<int>(parse_int("RWIN_REG_CACHE", v, 0, 1)) : 1;
+}
+
+int stats_from_env() {
+  const char* v = env("RWIN_STATS");
+  return v ? static_cast<int>(parse_int("RWIN_STATS", v, 0, 1)) : 0;
 }
 
 }  // namespace rwin

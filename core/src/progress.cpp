@@ -263,12 +263,19 @@ std::string ContextImpl::outstanding_summary() const {
 void Context::fence(int peer) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "fence");
+  ++c.peer_stats[static_cast<size_t>(peer)].fences;
   Deadline deadline(c.opt.op_timeout);
   c.drain(peer, deadline, "fence");
 }
 
-void Context::quiet() { impl_->quiet(impl_->opt.op_timeout); }
+void Context::quiet() {
+  ++impl_->own_stats.quiets;
+  impl_->quiet(impl_->opt.op_timeout);
+}
 
-void Context::barrier() { impl_->barrier(impl_->opt.op_timeout); }
+void Context::barrier() {
+  ++impl_->own_stats.barriers;
+  impl_->barrier(impl_->opt.op_timeout);
+}
 
 }  // namespace rwin

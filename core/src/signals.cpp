@@ -14,6 +14,31 @@ using transport::Work;
 
 namespace {
 
+// Context::stats(): a blocked wait's time, from its first unsatisfied look to its return or throw (a
+// wait satisfied at once reads no clock).
+class WaitClock {
+ public:
+  explicit WaitClock(Stats& s) noexcept : s_(s) {}
+  void start() noexcept {
+    ++s_.waits_blocked;
+    t0_ = std::chrono::steady_clock::now();
+    on_ = true;
+  }
+  ~WaitClock() {
+    if (on_) {
+      s_.wait_ns += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
+    }
+  }
+  WaitClock(const WaitClock&) = delete;
+  WaitClock& operator=(const WaitClock&) = delete;
+
+ private:
+  Stats& s_;
+  std::chrono::steady_clock::time_point t0_{};
+  bool on_ = false;
+};
+
 constexpr size_t kCasResultWord = 1;  // scratch word for notify's CAS results (put(Add) reuses
                                       // it too, but never while a notify waits: one thread)
 
@@ -102,6 +127,7 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 std::to_string(value) + " does not fit the int32 signal " +
                                                 t.w->describe());
   }
+  ++c.peer_stats[static_cast<size_t>(peer)].notifies;
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
@@ -160,9 +186,12 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
   const int64_t cols = t.shape[1];
   int64_t k = 0;  // first element (row-major in the rectangle) that does not satisfy cmp yet
   Backoff backoff;
+  ++c.own_stats.waits;
+  WaitClock clock(c.own_stats);
   for (uint64_t round = 0;; ++round) {
     while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
     if (k == n) return;
+    if (round == 0) clock.start();
     if (!c.all_direct || (round & 15) == 15) c.progress();
     const int64_t i = k / cols, j = k % cols;
     if ((round & 63) == 0) {
@@ -193,6 +222,7 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
 }
 
 bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCmp cmp) {
+  ++c.own_stats.tests;
   if (!c.all_direct || (++c.test_progress & 15) == 0) c.progress();
   for (int64_t i = 0; i < t.shape[0]; ++i) {
     for (int64_t j = 0; j < t.shape[1]; ++j) {
@@ -209,6 +239,7 @@ bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
       return false;
     }
   }
+  ++c.own_stats.tests_satisfied;
   return true;
 }
 

@@ -76,6 +76,26 @@ Work detail::chunk_work(Op op, const Xfer& x, const Chunk& ch) {
 
 namespace {
 
+// Context::stats(): one put or get of `bytes` to `peer`, cut into `chunks` work requests.
+void count_transfer(const ContextImpl& c, Op op, int peer, uint64_t bytes, uint64_t chunks) {
+  PeerStats& p = c.peer_stats[static_cast<size_t>(peer)];
+  if (op == Op::Write) {
+    ++p.puts;
+    p.put_bytes += bytes;
+  } else {
+    ++p.gets;
+    p.get_bytes += bytes;
+  }
+  p.chunks += chunks;
+}
+uint64_t xfer_bytes(const Xfer& x) {
+  return static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
+}
+
+}  // namespace
+
+namespace {
+
 // The rectangle as one contiguous run on both sides (a single row, or full rows on both): fills
 // `out` and returns true; false sends the caller to the planner.
 bool one_run(const Xfer& x, Chunk& out) {
@@ -97,6 +117,7 @@ bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
 // Work, no completion record, nothing left for quiet/fence (a later notify is an atomic
 // instruction after these stores, so a peer that sees it sees them).
 void direct_transfer(const ContextImpl& c, Op op, const Xfer& x, char* remote) {
+  count_transfer(c, op, x.peer, xfer_bytes(x), 0);
   Chunk ch;
   auto run = [&] {
     if (op == Op::Write) {
@@ -125,6 +146,7 @@ void direct_slices(const ContextImpl& c, Op op, int peer, const WindowState& lw,
     } else {
       common::copy(l, r, n);
     }
+    count_transfer(c, op, peer, n, 0);
     return;
   }
   direct_transfer(c, op, make_xfer(peer, lw, ls, rw, rs), remote);
@@ -198,12 +220,14 @@ void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   const int peer = x.peer;
   Chunk ch;
   if (single_run(c, x, ch)) {
+    count_transfer(c, op, peer, ch.bytes, 1);
     Work w = chunk_work(op, x, ch);
     run_single(c, w, what);
     return;
   }
   Deadline deadline(c.opt.op_timeout);
   ChunkPlanner planner = plan_chunks(c, x, 0);
+  count_transfer(c, op, peer, xfer_bytes(x), planner.total_chunks());
   Transfer tr;
   uint64_t index = 0;
   bool more = true;
@@ -270,6 +294,7 @@ void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
 void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   Deadline deadline(c.opt.op_timeout);
   ChunkPlanner planner = plan_chunks(c, x, 0);
+  count_transfer(c, op, x.peer, xfer_bytes(x), planner.total_chunks());
   PeerState& ps = c.peers[static_cast<size_t>(x.peer)];
   Chunk ch;
   while (planner.next(ch)) {

@@ -159,7 +159,44 @@ PYBIND11_MODULE(_rwin, m) {
       .def("barrier", [](RwContext& pc) {
         pc.run("barrier", [&](rwin::Context& c) { c.barrier(); });
         pc.drop_pending(-1);
-      });
+      })
+      .def("stats",
+           [](RwContext& pc) {
+             const rwin::Stats s = pc.run("stats", [&](rwin::Context& c) { return c.stats(); });
+             auto peer = [](const rwin::PeerStats& p) {
+               py::dict d;
+               d["puts"] = p.puts;
+               d["put_bytes"] = p.put_bytes;
+               d["put_adds"] = p.put_adds;
+               d["put_add_bytes"] = p.put_add_bytes;
+               d["gets"] = p.gets;
+               d["get_bytes"] = p.get_bytes;
+               d["chunks"] = p.chunks;
+               d["notifies"] = p.notifies;
+               d["fetching_atomics"] = p.fetching_atomics;
+               d["fences"] = p.fences;
+               return d;
+             };
+             py::dict d;
+             d["total"] = peer(s.total);
+             py::list peers;
+             for (const auto& p : s.peers) peers.append(peer(p));
+             d["peers"] = peers;
+             const std::pair<const char*, uint64_t> own[] = {
+                 {"waits", s.waits}, {"waits_blocked", s.waits_blocked}, {"wait_ns", s.wait_ns}, {"tests", s.tests},
+                 {"tests_satisfied", s.tests_satisfied}, {"quiets", s.quiets}, {"barriers", s.barriers},
+                 {"failed_peers", s.failed_peers}, {"reg_cache_hits", s.reg_cache_hits},
+                 {"reg_cache_misses", s.reg_cache_misses}, {"wrs", s.wrs}, {"doorbells", s.doorbells},
+                 {"signaled", s.signaled}, {"inline_wrs", s.inline_wrs}, {"cqes", s.cqes}, {"drained", s.drained},
+                 {"striped", s.striped}, {"fence_reads", s.fence_reads}};
+             for (const auto& [k, v] : own) d[k] = v;
+             return d;
+           },
+           "stats() -> dict: what this context did (docs/OBSERVING.md): 'total' and 'peers' (a dict per rank: puts, "
+           "put_bytes, put_adds, put_add_bytes, gets, get_bytes, chunks, notifies, fetching_atomics, fences) and the "
+           "context's own counters (waits, waits_blocked, wait_ns, tests, tests_satisfied, quiets, barriers, "
+           "failed_peers, reg_cache_hits/misses, and the transport's wrs, doorbells, signaled, inline_wrs, cqes, "
+           "drained, striped, fence_reads)");
 
   bind_p2p(m, context);
   bind_collectives(m, context);

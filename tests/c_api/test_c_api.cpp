@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -407,6 +408,56 @@ TEST_F(CApi, NonBlockingFetchingAtomics) {
   expect_fail(rwin_compare_swap_nbi(ctx, &two, 0, 0, 1, &f[0]), RWIN_ERR_INVALID_ARGUMENT, {});
   ASSERT_EQ(rwin_quiet(ctx), RWIN_OK);
   EXPECT_EQ(d[0], 105);  // nothing was posted by the refused calls
+}
+
+// Counters through C: a known sequence on one rank, every touched field checked; an old caller's shorter
+// struct gets only what fits.
+TEST_F(CApi, Stats) {
+  rwin_stats_t before{};
+  before.struct_size = sizeof before;
+  ASSERT_EQ(rwin_context_stats(ctx, &before), RWIN_OK) << rwin_last_error();
+  rwin_slice_t row0 = rwin_window_slice(w, 0, 0, 1, 4), row1 = rwin_window_slice(w, 1, 0, 1, 4);
+  ASSERT_EQ(rwin_put(ctx, &row1, 0, &row0, RWIN_ATOMIC_NONE), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_get(ctx, &row0, 0, &row1), RWIN_OK) << rwin_last_error();
+  rwin_signal_slice_t ss = rwin_signal_at(sig, 0);
+  ASSERT_EQ(rwin_notify(ctx, &ss, 0, 1, RWIN_NOTIFY_ADD), RWIN_OK);
+  ASSERT_EQ(rwin_quiet(ctx), RWIN_OK);
+  ASSERT_EQ(rwin_wait(ctx, &ss, 1, RWIN_CMP_GE, -1), RWIN_OK);
+  rwin_stats_t after{};
+  after.struct_size = sizeof after;
+  ASSERT_EQ(rwin_context_stats(ctx, &after), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(after.struct_size, sizeof after);
+  EXPECT_EQ(after.total.puts - before.total.puts, 1u);
+  EXPECT_EQ(after.total.put_bytes - before.total.put_bytes, 32u);
+  EXPECT_EQ(after.total.gets - before.total.gets, 1u);
+  EXPECT_EQ(after.total.get_bytes - before.total.get_bytes, 32u);
+  EXPECT_EQ(after.total.notifies - before.total.notifies, 1u);
+  EXPECT_EQ(after.quiets - before.quiets, 1u);
+  EXPECT_EQ(after.waits - before.waits, 1u);
+  EXPECT_EQ(after.waits_blocked - before.waits_blocked, 0u);
+  EXPECT_EQ(after.failed_peers, 0u);
+  rwin_peer_stats_t p{};
+  p.struct_size = sizeof p;
+  ASSERT_EQ(rwin_context_peer_stats(ctx, 0, &p), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(p.puts, after.total.puts);
+  EXPECT_EQ(p.notifies, after.total.notifies);
+  // A caller whose struct ends after `puts` (an older header): nothing past it is written.
+  struct {
+    rwin_peer_stats_t head;
+    uint64_t guard;
+  } small{};
+  small.head.struct_size = offsetof(rwin_peer_stats_t, put_bytes);
+  small.head.put_bytes = 777;
+  small.guard = 99;
+  ASSERT_EQ(rwin_context_peer_stats(ctx, 0, &small.head), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(small.head.puts, p.puts);
+  EXPECT_EQ(small.head.put_bytes, 777u);
+  EXPECT_EQ(small.guard, 99u);
+  expect_fail(rwin_context_peer_stats(ctx, 1, &p), RWIN_ERR_PEER_OUT_OF_RANGE, {"peer 1"});
+  expect_fail(rwin_context_stats(ctx, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"out is NULL"});
+  rwin_stats_t zero{};
+  expect_fail(rwin_context_stats(ctx, &zero), RWIN_ERR_INVALID_ARGUMENT, {"struct_size 0"});
+  expect_fail(rwin_context_stats(nullptr, &after), RWIN_ERR_INVALID_ARGUMENT, {"ctx is NULL"});
 }
 
 // The last error is per thread: another thread's failure does not replace this thread's message.

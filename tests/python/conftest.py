@@ -16,7 +16,8 @@ import rwin
 ALL_DTYPES = list(rwin.dtypes)
 TIMEOUT = float(os.environ.get("RWIN_PYTEST_TIMEOUT", "30"))
 
-# test_agent.py (rwin.Agent, issue 15) and test_store.py (rwin.Context(store=...), issue 25) make their
+# test_agent.py (rwin.Agent, issue 15), test_store.py (rwin.Context(store=...), issue 25) and test_domain.py
+# (rwin.Domain, issue 25) make their
 # own processes and are not collective: they run on their own (tests/scripts/python_agent.sh), never by
 # every rank of an rwinrun job.
 collect_ignore = ["test_agent.py", "test_store.py", "test_domain.py"] if "RWIN_RANK" in os.environ else []

@@ -525,3 +525,26 @@ def test_fetching_atomics_nbi(ctx, win):
     if ctx.rank == 0:
         assert c64.numpy()[0, 0] == total  # the refused calls changed nothing
     assert "quiet()" in rwin.Context.fetch_add_nbi.__doc__
+
+
+# --------------------------------------------------------------------------------------------- counters
+
+def test_stats_count_a_ring_step(ctx, win):
+    """ctx.stats(): a put and a notify to the next rank and one wait, counted exactly (issue 28)."""
+    n = 1037
+    src, dst = win([1, n], rwin.float32), win([1, n], rwin.float32)
+    sig = win([1, 1], rwin.int64)
+    ctx.barrier()
+    before = ctx.stats()
+    assert len(before["peers"]) == ctx.nranks and before["failed_peers"] == 0
+    ctx.put(dst, peer=nxt(ctx), src=src)
+    ctx.notify(sig, peer=nxt(ctx), offsets=[0, 0], value=1)
+    ctx.wait(sig, offsets=[0, 0], expected=1)
+    after = ctx.stats()
+    mine, was = after["peers"][nxt(ctx)], before["peers"][nxt(ctx)]
+    assert mine["puts"] - was["puts"] == 1 and mine["put_bytes"] - was["put_bytes"] == n * 4
+    assert mine["notifies"] - was["notifies"] == 1 and mine["gets"] == was["gets"]
+    assert after["total"]["puts"] - before["total"]["puts"] == 1
+    assert after["waits"] - before["waits"] == 1
+    assert after["waits_blocked"] - before["waits_blocked"] in (0, 1)
+    assert (after["wait_ns"] > before["wait_ns"]) == (after["waits_blocked"] > before["waits_blocked"])

@@ -288,6 +288,33 @@ class SignalArray {
 // ---------------------------------------------------------------------------------------------
 // Context: one per rank per job.
 
+// What a context did (Context::stats(), docs/OBSERVING.md): cheap counters, always on. Data movement is
+// counted where it happens, so a collective's puts, gets and notifies count too; quiet, fence and
+// barrier count the caller's calls.
+struct PeerStats {
+  uint64_t puts = 0, put_bytes = 0;          // put / put_nbi of data (atomic None), non-empty
+  uint64_t put_adds = 0, put_add_bytes = 0;  // put(Add)
+  uint64_t gets = 0, get_bytes = 0;          // get / get_nbi, non-empty
+  uint64_t chunks = 0;     // transport work requests puts and gets were cut into (0: CPU copies, mapped memory)
+  uint64_t notifies = 0;   // notify (AtomicAdd or Set)
+  uint64_t fetching_atomics = 0;  // fetch_add, compare_swap, swap, atomic_fetch, blocking and nbi
+  uint64_t fences = 0;     // fence(peer) calls
+};
+struct Stats {
+  std::vector<PeerStats> peers;  // index = peer (this rank included)
+  PeerStats total;               // the sum over peers
+  uint64_t waits = 0;            // wait() calls
+  uint64_t waits_blocked = 0;    // of them, not satisfied at the first look
+  uint64_t wait_ns = 0;          // time spent in those (from the first unsatisfied look to the return)
+  uint64_t tests = 0, tests_satisfied = 0;  // test() calls, and those that returned true
+  uint64_t quiets = 0, barriers = 0;        // the caller's quiet() and barrier() calls
+  uint64_t failed_peers = 0;                // ranks known failed
+  uint64_t reg_cache_hits = 0, reg_cache_misses = 0;  // plain-memory registrations (verbs)
+  // The transport's work (verbs; zero elsewhere): work requests, doorbells, signaled and inline work
+  // requests, completions polled, work drained from failed peers, striped work, ordering reads.
+  uint64_t wrs = 0, doorbells = 0, signaled = 0, inline_wrs = 0, cqes = 0, drained = 0, striped = 0, fence_reads = 0;
+};
+
 class Context {
  public:
   // Collective start-up: rendezvous, transport connect. Deadline: Options::startup_timeout; a
@@ -422,6 +449,10 @@ class Context {
   // blocks. `peer` must be another rank of the job (else Error(InvalidArgument), thrown here).
   // A rank already known failed keeps its first reason.
   void fail_peer(int peer, const std::string& reason);
+
+  // The counters so far (Stats). Owning thread. With RWIN_STATS=1 the destructor also prints them to
+  // stderr as one JSON line ("rwin-stats {...}").
+  Stats stats() const;
 
   void fence(int peer);  // later ops to `peer` are delivered after earlier ones
   void quiet();          // every op this rank issued is complete at its target

@@ -298,6 +298,23 @@ rwin_status_t rwin_signal_atomic_fetch_nbi(rwin_context_t* ctx, const rwin_signa
                                            int64_t* fetch);
 
 /* ------------------------------------------------------------------------------------------------
+ * Counters (Context::stats, docs/OBSERVING.md). Set struct_size = sizeof the struct before the call:
+ * rwin fills the fields that fit in it (a program built against an older, shorter struct keeps working). */
+typedef struct rwin_peer_stats {
+  size_t struct_size;
+  uint64_t puts, put_bytes, put_adds, put_add_bytes, gets, get_bytes, chunks, notifies, fetching_atomics, fences;
+} rwin_peer_stats_t;
+typedef struct rwin_stats {
+  size_t struct_size;
+  rwin_peer_stats_t total; /* the sum over peers (its struct_size is set by rwin) */
+  uint64_t waits, waits_blocked, wait_ns, tests, tests_satisfied, quiets, barriers, failed_peers;
+  uint64_t reg_cache_hits, reg_cache_misses;
+  uint64_t wrs, doorbells, signaled, inline_wrs, cqes, drained, striped, fence_reads;
+} rwin_stats_t;
+rwin_status_t rwin_context_stats(rwin_context_t* ctx, rwin_stats_t* out);
+rwin_status_t rwin_context_peer_stats(rwin_context_t* ctx, int peer, rwin_peer_stats_t* out);
+
+/* ------------------------------------------------------------------------------------------------
  * Collectives over the whole job (rwin/collectives.h, world(ctx)): every rank calls them in the same
  * order with matching windows. Shapes: allgather stage [1, S] -> data [N, S]; reduce_scatter data
  * [N, S] (row rank() gets the result); all_to_all stage [N, S] -> data [N, S]. */
