@@ -196,6 +196,7 @@ struct DomainState {
   // The agent learns of broken connections on its own (socket closed, keepalive silence, a failed
   // completion): the ranks whose regions it can no longer reach count as failed.
   void learn_from_agent() {
+    if (peers.empty()) return;
     for (int p = 0; p < nranks; ++p) {
       if (p == rank || !failure_of(p).empty() || !peers[p].bytes()) continue;
       const std::string e = agent->peer_error(peers[p]);
@@ -429,6 +430,7 @@ void Domain::import_table(std::span<const std::vector<uint8_t>> table) {
     }
   }
   s.peers = std::move(peers);
+  s.told_agent.clear();  // new connections: a failed rank's are cut again at the next call
   s.state = State::Imported;
 }
 
