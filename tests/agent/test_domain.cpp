@@ -108,7 +108,9 @@ TEST_P(DomainMp, ThreeRanksRingShiftAndAllreduce) {
       REQUIRE(d.signal(1) == n);
       std::vector<int64_t> sum(kVec, 0);
       for (int r = 0; r < n; ++r) {
-        const auto* v = reinterpret_cast<const int64_t*>(w + kRed + r * kVec * 8);
+        // The area sits at an odd offset on purpose (byte offsets): read it with memcpy, not a cast.
+        std::vector<int64_t> v(kVec);
+        std::memcpy(v.data(), w + kRed + r * kVec * 8, kVec * 8);
         for (size_t i = 0; i < kVec; ++i) sum[i] += v[i];
       }
       for (size_t i = 0; i < kVec; ++i) {
