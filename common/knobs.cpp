@@ -72,6 +72,10 @@ constexpr Knob kTable[] = {
     {"RWIN_HUGEPAGES", K::Enum, "auto", "off|thp|hugetlbfs|auto", "transport",
      "verbs: huge pages for window buffers (auto: THP for buffers >= 2 MiB)"},
     {"RWIN_STATS", K::Bool, "0", "0|1", "core", "print each context's counters (Context::stats) to stderr when it ends"},
+    {"RWIN_TRACE", K::String, "off", "a directory", "core",
+     "write each context's timeline (Chrome Trace Event JSON) to DIR/rwin-trace-rank<R>-pid<P>.json when it ends"},
+    {"RWIN_TRACE_MAX_EVENTS", K::Int, "1000000", "1..4294967296", "core",
+     "events a context's trace keeps (later ones are counted as dropped)"},
     {"RWIN_SPIN_US", K::Int, "200", "0..1000000", "core",
      "how long a wait spins before yielding (0 when oversubscribed)"},
     // collectives

@@ -18,6 +18,7 @@
 #include "dtype_math.h"
 #include "ops.h"
 #include "stripe_locks.h"
+#include "wait_until.h"
 
 namespace rwin {
 
@@ -39,40 +40,43 @@ void lock_stripe(ContextImpl& c, uint64_t* word, uint64_t stripe, const LockWait
   if (try_lock(word, me) == 0) return;
   Deadline own(c.opt.op_timeout);
   Deadline& deadline = lw.deadline ? *lw.deadline : own;
-  Backoff backoff;
-  for (uint32_t spins = 1;; ++spins) {
-    const uint64_t holder = try_lock(word, me);
-    if (holder == 0) return;
-    if (spins % 64 != 0) {
-      backoff.idle();
-      continue;
-    }
-    // A holder only runs an element loop: this is rare and short, unless the holder died in it.
-    if (!lw.in_progress) c.progress();
-    c.watch();
-    const int h = holder <= static_cast<uint64_t>(c.nranks) ? static_cast<int>(holder) - 1 : -1;
-    const std::string what = c.who() + ": " + (lw.what ? *lw.what : std::string("applying put(Add)"));
-    if (h >= 0 && !c.peers[static_cast<size_t>(h)].failed.empty()) {
-      if (lw.in_progress) {
-        uint64_t expected = holder;  // break the dead holder's lock, then take it as usual
-        std::atomic_ref<uint64_t>(*word).compare_exchange_strong(expected, 0, std::memory_order_relaxed);
-        continue;
-      }
-      throw Error(ErrorCode::PeerFailed, what + ": " + stripe_name(lw, stripe) + " is locked by rank " +
-                                             std::to_string(h) + ", which failed: " +
-                                             c.peer_failed_text(h, c.peers[static_cast<size_t>(h)].failed));
-    }
-    if (lw.target >= 0 && !c.peers[static_cast<size_t>(lw.target)].failed.empty()) {
-      throw Error(ErrorCode::PeerFailed, what + ": " + c.peer_failed_text(lw.target, c.peers[static_cast<size_t>(lw.target)].failed));
-    }
-    if (deadline.passed()) {
-      c.degraded = true;
-      throw Error(ErrorCode::Timeout, what + ": " + stripe_name(lw, stripe) + " still locked by rank " +
-                                          (h >= 0 ? std::to_string(h) : "(lock word " + std::to_string(holder) + ")") +
-                                          " after " + std::to_string(deadline.limit().count()) + " ms");
-    }
-    backoff.idle();
-  }
+  uint64_t holder = 0;
+  int h = -1;
+  WaitFor wf{"stripe lock", lw.target};
+  wf.deadline_mask = 63;
+  const auto what = [&] { return c.who() + ": " + (lw.what ? *lw.what : std::string("applying put(Add)")); };
+  wait_until(
+      c, wf, deadline,
+      [&](uint64_t round) {
+        holder = try_lock(word, me);
+        if (holder == 0) return true;
+        if ((round & 63) != 63) return false;
+        // A holder only runs an element loop: this is rare and short, unless the holder died in it.
+        if (!lw.in_progress) c.progress();
+        c.watch();
+        h = holder <= static_cast<uint64_t>(c.nranks) ? static_cast<int>(holder) - 1 : -1;
+        if (h >= 0 && !c.peers[static_cast<size_t>(h)].failed.empty()) {
+          if (lw.in_progress) {
+            uint64_t expected = holder;  // break the dead holder's lock, then take it as usual
+            std::atomic_ref<uint64_t>(*word).compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+            return false;
+          }
+          throw Error(ErrorCode::PeerFailed, what() + ": " + stripe_name(lw, stripe) + " is locked by rank " +
+                                                 std::to_string(h) + ", which failed: " +
+                                                 c.peer_failed_text(h, c.peers[static_cast<size_t>(h)].failed));
+        }
+        if (lw.target >= 0 && !c.peers[static_cast<size_t>(lw.target)].failed.empty()) {
+          throw Error(ErrorCode::PeerFailed, what() + ": " + c.peer_failed_text(lw.target, c.peers[static_cast<size_t>(lw.target)].failed));
+        }
+        return false;
+      },
+      [&] {
+        c.degraded = true;
+        h = holder <= static_cast<uint64_t>(c.nranks) ? static_cast<int>(holder) - 1 : -1;
+        throw Error(ErrorCode::Timeout, what() + ": " + stripe_name(lw, stripe) + " still locked by rank " +
+                                            (h >= 0 ? std::to_string(h) : "(lock word " + std::to_string(holder) + ")") +
+                                            " after " + std::to_string(deadline.limit().count()) + " ms");
+      });
 }
 
 }  // namespace
@@ -116,30 +120,33 @@ void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
   // Every 100 ms of waiting, a flush probes it: to a dead peer it fails, naming it.
   auto next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   const auto wait_for = [&](auto done, const Chunk* ch) {
-    Backoff backoff;
-    while (!done()) {
-      c.progress();
-      if (done()) break;
-      c.watch();
-      if (ps.outstanding == 0 && ps.failed.empty() && std::chrono::steady_clock::now() > next_probe) {
-        c.post_flush(peer, deadline);
-        next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-      }
-      if (!ps.failed.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, ps.failed));
-      if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
-      if (deadline.passed()) {
-        c.degraded = true;
-        const std::string at = ch ? "waiting for a free slot for bytes " + std::to_string(ch->remote_offset) + "..+" +
-                                        std::to_string(ch->bytes) + " of the slice"
-                                  : "waiting for the peer to apply the last slots";
-        throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + at + ": " + std::to_string(st.posted_to[p] - acked()) +
-                                            " slot(s) posted and not applied after " +
-                                            std::to_string(deadline.limit().count()) +
-                                            " ms (the target applies them only while it is inside an rwin call; " +
-                                            c.tp->describe() + ")");
-      }
-      backoff.idle();
-    }
+    WaitFor wf{ch ? "a free staging slot" : "the target to apply its slots", peer};
+    wait_until(
+        c, wf, deadline,
+        [&](uint64_t) {
+          if (done()) return true;
+          c.progress();
+          if (done()) return true;
+          c.watch();
+          if (ps.outstanding == 0 && ps.failed.empty() && std::chrono::steady_clock::now() > next_probe) {
+            c.post_flush(peer, deadline);
+            next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+          }
+          if (!ps.failed.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, ps.failed));
+          if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
+          return false;
+        },
+        [&] {
+          c.degraded = true;
+          const std::string at = ch ? "waiting for a free slot for bytes " + std::to_string(ch->remote_offset) + "..+" +
+                                          std::to_string(ch->bytes) + " of the slice"
+                                    : "waiting for the peer to apply the last slots";
+          throw Error(ErrorCode::Timeout, c.who() + ": " + what + ": " + at + ": " + std::to_string(st.posted_to[p] - acked()) +
+                                              " slot(s) posted and not applied after " +
+                                              std::to_string(deadline.limit().count()) +
+                                              " ms (the target applies them only while it is inside an rwin call; " +
+                                              c.tp->describe() + ")");
+        });
     if (!tr.error.empty()) throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + ": " + c.peer_failed_text(peer, tr.error));
   };
   try {
@@ -217,6 +224,7 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& ds
   PeerStats& st = c.peer_stats[static_cast<size_t>(peer)];
   ++st.put_adds;
   st.put_add_bytes += static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
+  if (c.open_span) c.open_span->bytes += static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
   const std::string what = "put(Add) to peer " + std::to_string(peer) + " into " + dst.describe();
   const BufferState& b = *dst.buf;
   const transport::RemoteKey& rkey = *x.rkey;

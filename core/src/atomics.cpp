@@ -114,6 +114,7 @@ int64_t fetch_atomic(ContextImpl& c, const SignalTarget& t, int peer, Fetch k, i
   check_value(c, k, false, peer, dtype, t, k == Fetch::Add ? "addend" : "value", operand);
   if (k == Fetch::Cas) check_value(c, k, false, peer, dtype, t, "expected value", compare);
   ++c.peer_stats[static_cast<size_t>(peer)].fetching_atomics;
+  TraceSpan span(c.trace.get(), what, "atomic", peer, dtype_size(dtype));
   const uint64_t off = t.byte_at(0, 0);
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) {
     return widen(dtype, fetch_direct(m + off, t.width, k, operand, compare));
@@ -253,6 +254,7 @@ void fetch_nbi(ContextImpl& c, int64_t* out, const SignalTarget& t, int peer, Fe
   check_value(c, k, true, peer, dtype, t, k == Fetch::Add ? "addend" : "value", operand);
   if (k == Fetch::Cas) check_value(c, k, true, peer, dtype, t, "expected value", compare);
   ++c.peer_stats[static_cast<size_t>(peer)].fetching_atomics;
+  TraceSpan span(c.trace.get(), what, "atomic", peer, dtype_size(dtype));
   const uint64_t off = t.byte_at(0, 0);
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) {
     *out = widen(dtype, fetch_direct(m + off, t.width, k, operand, compare));  // done already

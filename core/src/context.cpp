@@ -221,6 +221,7 @@ void start_data_path(ContextImpl& c);
 
 Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()) {
   ContextImpl& c = *impl_;
+  c.born_ns = Tracer::now();
   c.uncaught_at_start = std::uncaught_exceptions();
   log::configure();            // a bad RWIN_LOG_* knob is warned about now, not at the first line
   knobs::warn_unknown_once();  // a misspelt RWIN_* variable, before anything uses the defaults
@@ -248,6 +249,7 @@ Context::Context(const Options& options) : impl_(std::make_unique<ContextImpl>()
 Context::Context(std::shared_ptr<Store> store, int rank, int nranks, const Options& options)
     : impl_(std::make_unique<ContextImpl>()) {
   ContextImpl& c = *impl_;
+  c.born_ns = Tracer::now();
   c.uncaught_at_start = std::uncaught_exceptions();
   log::configure();
   knobs::warn_unknown_once();
@@ -290,6 +292,17 @@ void start_data_path(ContextImpl& c) {
   c.nranks = c.opt.nranks;
   c.peers.resize(static_cast<size_t>(c.nranks));
   c.peer_stats.resize(static_cast<size_t>(c.nranks));
+  c.trace = Tracer::from_env(c.rank, c.nranks);
+  if (c.trace) {  // the rendezvous so far, as one span (the tracer exists from here on)
+    TraceEvent e;
+    e.t0 = c.born_ns;
+    e.dur = Tracer::now() - c.born_ns;
+    e.name = "bootstrap";
+    e.cat = "startup";
+    e.detail = c.opt.bootstrap.empty() ? std::string("tcp store") : c.opt.bootstrap;
+    c.trace->add(std::move(e));
+  }
+  TraceSpan connect_span(c.trace.get(), "connect", "startup");
   std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);
   transport::TransportConfig tc;
   tc.name = c.opt.transport;
@@ -319,6 +332,8 @@ void start_data_path(ContextImpl& c) {
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
     same_host = choose_spin(c);
+    // Every rank leaves that allgather at about the same moment: the trace's cross-host alignment.
+    if (c.trace) c.trace->sync_point(Tracer::now(), host_identity());
     c.caps = c.tp->capabilities();
     c.chunk_from = c.opt.chunk_bytes == 0 ? "the transport's default" : "RWIN_CHUNK_BYTES / Options";
     c.depth_from = c.opt.pipeline_depth <= 0 ? "the transport's default" : "RWIN_PIPELINE_DEPTH / Options";
@@ -389,6 +404,7 @@ Context::~Context() {
     bool met = false;
     if (healthy || !own_error) {
       try {
+        TraceSpan span(c.trace.get(), "shutdown barrier", "startup");
         c.leave_barrier(bound);  // every rank; a rank that fails meanwhile is not waited for
         met = true;
       } catch (const std::exception& e) {
@@ -413,6 +429,7 @@ Context::~Context() {
   } catch (...) {
     c.degraded = true;
   }
+  if (c.trace) c.trace->write();  // after the shutdown barrier: the file holds it
 }
 
 int Context::rank() const noexcept { return impl_->rank; }

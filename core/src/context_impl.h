@@ -14,6 +14,7 @@
 #include "backoff.h"
 #include "reg_cache.h"
 #include "staging.h"
+#include "trace.h"
 #include "bootstrap/bootstrap.h"
 #include "rwin/rwin.h"
 #include "transport/transport.h"
@@ -220,6 +221,11 @@ struct ContextImpl {
   // CPU-copy paths count through a const ContextImpl.
   mutable std::vector<PeerStats> peer_stats;
   Stats own_stats;  // its `peers` and `total` stay empty: stats() fills them
+  // RWIN_TRACE (trace.h): null when off, so every hook costs one test of this pointer.
+  std::unique_ptr<Tracer> trace;
+  uint64_t born_ns = 0;  // when the Context's constructor started (the start-up span)
+  // The span of the put/get call in progress, whose bytes and chunks the data path adds (transfer.cpp).
+  mutable TraceEvent* open_span = nullptr;
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
   std::vector<FetchOp> fetch_ops;       // index: Slot::index of a Fetch slot

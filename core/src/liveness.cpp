@@ -41,6 +41,7 @@ void ContextImpl::watch_now() {
     known_failures.push_back(KnownFailure{f.rank, f.how, f.when});
     degraded = true;
     const std::string text = "peer " + std::to_string(f.rank) + " failed (" + f.how + ")";
+    if (trace) trace->instant("peer failed", "failure", f.rank, text);
     if (static_cast<size_t>(f.rank) < peers.size()) {
       PeerState& ps = peers[static_cast<size_t>(f.rank)];
       if (ps.failed.empty()) ps.failed = text;

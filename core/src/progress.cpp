@@ -8,6 +8,7 @@
 
 #include "context_impl.h"
 #include "ops.h"
+#include "wait_until.h"
 
 namespace rwin {
 
@@ -46,27 +47,29 @@ void ContextImpl::peer_check_failed(int peer, const char* op) {
 void ContextImpl::post_blocking(Work& w, const Slot& s, Deadline& deadline, const char* what) {
   const uint32_t id = take_slot(s);
   w.cookie = id;
-  Backoff backoff;
-  for (;;) {
-    const PostResult r = tp->post(w);
-    if (r == PostResult::Ok) return;
-    if (r == PostResult::PeerFailed) {
-      free_slots.push_back(id);
-      std::string err = tp->peer_error(w.peer);
-      peers[static_cast<size_t>(w.peer)].failed = err;
-      throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
-                                             peer_failed_text(w.peer, err));
-    }
-    progress();
-    watch();  // a dead peer's post() then returns PeerFailed
-    if (deadline.passed()) {
-      free_slots.push_back(id);
-      degraded = true;
-      throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
-                                          ": transport stayed busy until the deadline (" + tp->describe() + ")");
-    }
-    backoff.idle();
-  }
+  WaitFor wf{"room in the transport's queue", w.peer};
+  wait_until(
+      *this, wf, deadline,
+      [&](uint64_t) {
+        const PostResult r = tp->post(w);
+        if (r == PostResult::Ok) return true;
+        if (r == PostResult::PeerFailed) {
+          free_slots.push_back(id);
+          std::string err = tp->peer_error(w.peer);
+          peers[static_cast<size_t>(w.peer)].failed = err;
+          throw Error(ErrorCode::PeerFailed, who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                                 peer_failed_text(w.peer, err));
+        }
+        progress();
+        watch();  // a dead peer's post() then returns PeerFailed
+        return false;
+      },
+      [&] {
+        free_slots.push_back(id);
+        degraded = true;
+        throw Error(ErrorCode::Timeout, who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                            ": transport stayed busy until the deadline (" + tp->describe() + ")");
+      });
 }
 
 void ContextImpl::progress() {
@@ -141,21 +144,24 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
     return;
   }
   if (ps.failed.empty()) post_flush(peer, deadline);
-  Backoff backoff;
-  while (ps.outstanding > 0 && ps.failed.empty()) {
-    progress();
-    watch();
-    if (!ps.failed.empty()) break;
-    if (deadline.passed()) {
-      degraded = true;
-      const std::string msg = who() + ": " + what + ": peer " + std::to_string(peer) +
-                              " did not complete its operations by the deadline; " + outstanding_summary() +
-                              fetch_summary(peer);
-      detach_fetches(peer);  // a late completion must not write into the caller's memory
-      throw Error(ErrorCode::Timeout, msg);
-    }
-    backoff.idle();
-  }
+  WaitFor wf{"flush", peer};
+  wait_until(
+      *this, wf, deadline,
+      [&](uint64_t) {
+        if (ps.outstanding == 0 || !ps.failed.empty()) return true;
+        progress();
+        if (ps.outstanding == 0 || !ps.failed.empty()) return true;
+        watch();
+        return !ps.failed.empty();
+      },
+      [&] {
+        degraded = true;
+        const std::string msg = who() + ": " + what + ": peer " + std::to_string(peer) +
+                                " did not complete its operations by the deadline; " + outstanding_summary() +
+                                fetch_summary(peer);
+        detach_fetches(peer);  // a late completion must not write into the caller's memory
+        throw Error(ErrorCode::Timeout, msg);
+      });
   if (!ps.failed.empty()) {
     detach_fetches(peer);
     throw Error(ErrorCode::PeerFailed, who() + ": " + what + ": " + peer_failed_text(peer, ps.failed));
@@ -264,17 +270,20 @@ void Context::fence(int peer) {
   ContextImpl& c = *impl_;
   c.check_peer(peer, "fence");
   ++c.peer_stats[static_cast<size_t>(peer)].fences;
+  TraceSpan span(c.trace.get(), "fence", "sync", peer);
   Deadline deadline(c.opt.op_timeout);
   c.drain(peer, deadline, "fence");
 }
 
 void Context::quiet() {
   ++impl_->own_stats.quiets;
+  TraceSpan span(impl_->trace.get(), "quiet", "sync");
   impl_->quiet(impl_->opt.op_timeout);
 }
 
 void Context::barrier() {
   ++impl_->own_stats.barriers;
+  TraceSpan span(impl_->trace.get(), "barrier", "sync");
   impl_->barrier(impl_->opt.op_timeout);
 }
 

@@ -5,6 +5,7 @@
 
 #include "context_impl.h"
 #include "ops.h"
+#include "wait_until.h"
 
 namespace rwin {
 
@@ -13,31 +14,6 @@ using transport::Op;
 using transport::Work;
 
 namespace {
-
-// Context::stats(): a blocked wait's time, from its first unsatisfied look to its return or throw (a
-// wait satisfied at once reads no clock).
-class WaitClock {
- public:
-  explicit WaitClock(Stats& s) noexcept : s_(s) {}
-  void start() noexcept {
-    ++s_.waits_blocked;
-    t0_ = std::chrono::steady_clock::now();
-    on_ = true;
-  }
-  ~WaitClock() {
-    if (on_) {
-      s_.wait_ns += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
-    }
-  }
-  WaitClock(const WaitClock&) = delete;
-  WaitClock& operator=(const WaitClock&) = delete;
-
- private:
-  Stats& s_;
-  std::chrono::steady_clock::time_point t0_{};
-  bool on_ = false;
-};
 
 constexpr size_t kCasResultWord = 1;  // scratch word for notify's CAS results (put(Add) reuses
                                       // it too, but never while a notify waits: one thread)
@@ -128,6 +104,11 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 t.w->describe());
   }
   ++c.peer_stats[static_cast<size_t>(peer)].notifies;
+  TraceSpan span(c.trace.get(), "notify", "sync", peer);
+  if (span.on()) {
+    span.event().detail = std::string(op == NotifyOp::Set ? "set " : "add ") + std::to_string(value) + " on '" +
+                          t.w->name() + "' " + element_name(t, 0, 0);
+  }
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
@@ -185,44 +166,63 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
   const int64_t n = t.elements();
   const int64_t cols = t.shape[1];
   int64_t k = 0;  // first element (row-major in the rectangle) that does not satisfy cmp yet
-  Backoff backoff;
   ++c.own_stats.waits;
-  WaitClock clock(c.own_stats);
-  for (uint64_t round = 0;; ++round) {
-    while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
-    if (k == n) return;
-    if (round == 0) clock.start();
-    if (!c.all_direct || (round & 15) == 15) c.progress();
-    const int64_t i = k / cols, j = k % cols;
-    if ((round & 63) == 0) {
-      c.watch();
-      if (c.failures_reported < c.known_failures.size()) {
-        // A failure is raised only by a wait still unsatisfied once it is known: what the peers sent
-        // before (maybe just delivered by the progress above) may satisfy this one. The failure then
-        // stays for the next wait.
-        c.progress();
-        while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
-        if (k == n) return;
-        const int64_t fi = k / cols, fj = k % cols;
-        c.raise_new_failure(" while waiting on signal '" + t.w->name() + "' " + element_name(t, fi, fj) + " for " +
-                            to_string(cmp) + " " + std::to_string(expected) + " (last value seen " +
-                            std::to_string(load_element(t, t.byte_at(fi, fj))) + ")");
-      }
-    }
-    if ((round & 63) == 0 && deadline.passed()) {
-      c.degraded = true;
-      throw Error(ErrorCode::Timeout,
-                  c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" +
-                      t.w->name() + "' " + element_name(t, i, j) + " (slice of " + std::to_string(n) +
-                      "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
-                      std::to_string(load_element(t, t.byte_at(i, j))) + "; " + c.outstanding_summary());
-    }
-    backoff.idle();
+  TraceSpan span(c.trace.get(), "wait", "sync");
+  if (span.on()) {
+    span.event().cmp = to_string(cmp);
+    span.event().expected = expected;
+    span.event().detail = "'" + t.w->name() + "' " + element_name(t, 0, 0) + (n > 1 ? " (slice of " + std::to_string(n) + ")" : "");
   }
+  const auto satisfied = [&] {
+    while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
+    return k == n;
+  };
+  WaitFor wf{"signal"};
+  wf.deadline_mask = 63;  // a signal wait reads the clock every 64 rounds only
+  wf.blocked_ns = &c.own_stats.wait_ns;
+  wf.blocked_count = &c.own_stats.waits_blocked;
+  wait_until(
+      c, wf, deadline,
+      [&](uint64_t round) {
+        if (satisfied()) return true;
+        // Where every peer is mapped here, nothing arrives through the transport: it needs only
+        // housekeeping now and then.
+        if (!c.all_direct || (round & 15) == 15) c.progress();
+        if ((round & 63) == 0) {
+          c.watch();
+          if (c.failures_reported < c.known_failures.size()) {
+            // A failure is raised only by a wait still unsatisfied once it is known: what the peers sent
+            // before (maybe just delivered by the progress above) may satisfy this one. The failure then
+            // stays for the next wait.
+            c.progress();
+            if (satisfied()) return true;
+            const int64_t fi = k / cols, fj = k % cols;
+            c.raise_new_failure(" while waiting on signal '" + t.w->name() + "' " + element_name(t, fi, fj) + " for " +
+                                to_string(cmp) + " " + std::to_string(expected) + " (last value seen " +
+                                std::to_string(load_element(t, t.byte_at(fi, fj))) + ")");
+          }
+        }
+        return false;
+      },
+      [&] {
+        c.degraded = true;
+        const int64_t i = k / cols, j = k % cols;
+        throw Error(ErrorCode::Timeout,
+                    c.who() + ": wait timed out after " + std::to_string(limit.count()) + " ms on signal '" +
+                        t.w->name() + "' " + element_name(t, i, j) + " (slice of " + std::to_string(n) +
+                        "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
+                        std::to_string(load_element(t, t.byte_at(i, j))) + "; " + c.outstanding_summary());
+      });
 }
 
 bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCmp cmp) {
   ++c.own_stats.tests;
+  TraceSpan span(c.trace.get(), "test", "sync");
+  if (span.on()) {
+    span.event().cmp = to_string(cmp);
+    span.event().expected = expected;
+    span.event().detail = "'" + t.w->name() + "' " + element_name(t, 0, 0);
+  }
   if (!c.all_direct || (++c.test_progress & 15) == 0) c.progress();
   for (int64_t i = 0; i < t.shape[0]; ++i) {
     for (int64_t j = 0; j < t.shape[1]; ++j) {

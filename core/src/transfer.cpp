@@ -6,6 +6,7 @@
 #include "common/copy.h"
 #include "context_impl.h"
 #include "ops.h"
+#include "wait_until.h"
 
 namespace rwin {
 
@@ -87,6 +88,10 @@ void count_transfer(const ContextImpl& c, Op op, int peer, uint64_t bytes, uint6
     p.get_bytes += bytes;
   }
   p.chunks += chunks;
+  if (c.open_span) {
+    c.open_span->bytes += bytes;
+    c.open_span->chunks += static_cast<uint32_t>(chunks);
+  }
 }
 uint64_t xfer_bytes(const Xfer& x) {
   return static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
@@ -166,46 +171,50 @@ void detail::run_single(ContextImpl& c, Work& w, const char* what, Deadline& dea
   c.sync_done = false;
   c.sync_error.clear();
   w.cookie = c.sync_cookie;
-  Backoff backoff;
-  for (;;) {
-    const PostResult r = c.tp->post(w);
-    if (r == PostResult::Ok) break;
-    if (r == PostResult::PeerFailed) {
-      std::string err = c.tp->peer_error(w.peer);
-      c.peers[static_cast<size_t>(w.peer)].failed = err;
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
-                                             c.peer_failed_text(w.peer, err));
-    }
-    c.progress();
-    c.watch();
-    if (deadline.passed()) {
-      c.degraded = true;
-      throw Error(ErrorCode::Timeout, c.who() + ": " + what + " to peer " + std::to_string(w.peer) +
-                                          ": transport stayed busy until the deadline (" + c.tp->describe() + ")");
-    }
-    backoff.idle();
-  }
-  backoff.reset();
+  WaitFor room{"room in the transport's queue", w.peer};
+  wait_until(
+      c, room, deadline,
+      [&](uint64_t) {
+        const PostResult r = c.tp->post(w);
+        if (r == PostResult::Ok) return true;
+        if (r == PostResult::PeerFailed) {
+          std::string err = c.tp->peer_error(w.peer);
+          c.peers[static_cast<size_t>(w.peer)].failed = err;
+          throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " to peer " + std::to_string(w.peer) + ": " +
+                                                 c.peer_failed_text(w.peer, err));
+        }
+        c.progress();
+        c.watch();
+        return false;
+      },
+      [&] {
+        c.degraded = true;
+        throw Error(ErrorCode::Timeout, c.who() + ": " + what + " to peer " + std::to_string(w.peer) +
+                                            ": transport stayed busy until the deadline (" + c.tp->describe() + ")");
+      });
   PeerState& ps = c.peers[static_cast<size_t>(w.peer)];
-  for (;;) {
-    c.progress();
-    if (c.sync_done) break;
-    c.watch();
-    if (!ps.failed.empty()) {
-      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
-                                             std::to_string(w.bytes) + " bytes): " + c.peer_failed_text(w.peer, ps.failed));
-    }
-    if (deadline.passed()) {
-      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
-                              std::to_string(w.bytes) + " bytes) unfinished after " +
-                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
-      c.peers[static_cast<size_t>(w.peer)].failed = msg;
-      c.sync_cookie = 0;  // its completion, if it ever comes, is stale
-      throw Error(ErrorCode::Timeout, msg);
-    }
-    backoff.idle();
-  }
+  WaitFor wf{"completion", w.peer};
+  wait_until(
+      c, wf, deadline,
+      [&](uint64_t) {
+        c.progress();
+        if (c.sync_done) return true;
+        c.watch();
+        if (!ps.failed.empty()) {
+          c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+          throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
+                                                 std::to_string(w.bytes) + " bytes): " + c.peer_failed_text(w.peer, ps.failed));
+        }
+        return false;
+      },
+      [&] {
+        const std::string msg = c.who() + ": " + what + " peer " + std::to_string(w.peer) + ": 1 chunk (" +
+                                std::to_string(w.bytes) + " bytes) unfinished after " +
+                                std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+        c.peers[static_cast<size_t>(w.peer)].failed = msg;
+        c.sync_cookie = 0;  // its completion, if it ever comes, is stale
+        throw Error(ErrorCode::Timeout, msg);
+      });
   if (!c.sync_error.empty()) {
     throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(w.peer) + " (" +
                                            std::to_string(w.bytes) + " bytes): " +
@@ -231,9 +240,8 @@ void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   Transfer tr;
   uint64_t index = 0;
   bool more = true;
-  Backoff backoff;
-  while (more || tr.inflight > 0) {
-    bool posted = false;
+  WaitFor wf{"chunk completions", peer};
+  for (;;) {
     while (more && tr.inflight < c.opt.pipeline_depth && tr.error.empty()) {
       more = planner.next(ch);
       if (!more) break;
@@ -251,36 +259,37 @@ void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
         throw;
       }
       tr.inflight++;
-      posted = true;
     }
     if (!tr.error.empty()) more = false;  // stop posting; collect what is in flight
     if (tr.inflight == 0) break;
-    c.progress();
-    if (tr.inflight == 0) continue;  // finished in this poll: no clock read on the fast path
-    c.watch();
-    // A failed peer may never complete the chunks still in flight (also after one of them failed).
-    if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
-      c.abandon(tr);  // chunks still in flight complete into nothing
-      throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
-                                             std::to_string(planner.total_bytes()) + " bytes, " +
-                                             std::to_string(tr.inflight) + " chunks in flight): " +
-                                             c.peer_failed_text(peer, tr.error.empty() ? f : tr.error));
-    }
-    if (deadline.passed()) {
-      const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
-                              std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
-                              " chunks (" + std::to_string(planner.total_bytes()) + " bytes) unfinished after " +
-                              std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
-      // A peer that cannot finish a transfer by the deadline is treated as failed.
-      c.peers[static_cast<size_t>(peer)].failed = msg;
-      c.abandon(tr);
-      throw Error(ErrorCode::Timeout, msg);
-    }
-    if (posted) {
-      backoff.reset();
-    } else {
-      backoff.idle();
-    }
+    // Until a chunk completes and one more may be posted (or, past the last, until all have).
+    const int room_at = more ? c.opt.pipeline_depth : 1;
+    wait_until(
+        c, wf, deadline,
+        [&](uint64_t) {
+          c.progress();
+          if (tr.inflight < room_at || (more && !tr.error.empty())) return true;  // an error stops the posting
+          c.watch();
+          // A failed peer may never complete the chunks still in flight (also after one of them failed).
+          if (const std::string& f = c.peers[static_cast<size_t>(peer)].failed; !f.empty()) {
+            c.abandon(tr);  // chunks still in flight complete into nothing
+            throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
+                                                   std::to_string(planner.total_bytes()) + " bytes, " +
+                                                   std::to_string(tr.inflight) + " chunks in flight): " +
+                                                   c.peer_failed_text(peer, tr.error.empty() ? f : tr.error));
+          }
+          return false;
+        },
+        [&] {
+          const std::string msg = c.who() + ": " + what + " peer " + std::to_string(peer) + ": " +
+                                  std::to_string(tr.inflight) + " of " + std::to_string(planner.total_chunks()) +
+                                  " chunks (" + std::to_string(planner.total_bytes()) + " bytes) unfinished after " +
+                                  std::to_string(c.opt.op_timeout.count()) + " ms (" + c.tp->describe() + ")";
+          // A peer that cannot finish a transfer by the deadline is treated as failed.
+          c.peers[static_cast<size_t>(peer)].failed = msg;
+          c.abandon(tr);
+          throw Error(ErrorCode::Timeout, msg);
+        });
   }
   if (!tr.error.empty()) {
     throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " peer " + std::to_string(peer) + " (" +
@@ -308,12 +317,26 @@ void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   c.progress();  // hands staged work to the device before returning (transport.h)
 }
 
+// The trace span of one put/get call (trace.h); count_transfer and run_accumulate add its bytes and
+// chunks. Null-pointer tests only when tracing is off.
+struct XferSpan {
+  const ContextImpl& c;
+  TraceSpan span;
+  XferSpan(const ContextImpl& ctx, const char* name, int peer) noexcept : c(ctx), span(ctx.trace.get(), name, "rma", peer) {
+    if (span.on()) c.open_span = &span.event();
+  }
+  ~XferSpan() { c.open_span = nullptr; }
+  XferSpan(const XferSpan&) = delete;
+  XferSpan& operator=(const XferSpan&) = delete;
+};
+
 }  // namespace
 
 void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomic) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put", peer, dst, src);
   if (src.elements() == 0) return;
+  XferSpan span(c, atomic == AtomicType::Add ? "put(Add)" : "put", peer);
   if (atomic != AtomicType::Add) {
     if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
   }
@@ -331,6 +354,7 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
+  XferSpan span(c, "put_nbi", peer);
   if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
   post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
@@ -341,6 +365,7 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
+  XferSpan span(c, "get_nbi", peer);
   if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
@@ -349,6 +374,7 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
+  XferSpan span(c, "get", peer);
   if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
@@ -386,6 +412,7 @@ void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer,
   WindowState& w = check_remote(c, what, peer, put ? "dst" : "src", remote);
   const uint64_t bytes = check_local(c, what, peer, put ? "src" : "dst", local, remote, w);
   if (bytes == 0) return;
+  XferSpan span(c, what, peer);
   if (char* m = w.mapped(peer)) return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
   if (nbi) {
     const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
@@ -408,6 +435,7 @@ void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomi
   if (atomic != AtomicType::Add) return local_transfer(c, Op::Write, false, "put", peer, dst, src);
   WindowState& d = check_remote(c, "put", peer, "dst", dst);
   if (check_local(c, "put", peer, "src", src, dst, d) == 0) return;
+  XferSpan span(c, "put(Add)", peer);
   run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d);  // reads src with the CPU
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;

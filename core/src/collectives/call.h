@@ -43,6 +43,8 @@ struct Call {
   template <class F>
   void run(CollKind kind, F&& body) {
     MsgHeader h = begin_call(t, kind, what);
+    TraceSpan span(t.c->trace.get(), what, "coll");
+    if (span.on()) span.event().detail = t.describe();
     try {
       body(h);
     } catch (const Error& e) {
