@@ -32,8 +32,8 @@ configure_file(cmake/rwin.pc.in ${CMAKE_CURRENT_BINARY_DIR}/rwin.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/rwin.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The programs (RPATH $ORIGIN/../lib: CMAKE_INSTALL_RPATH in the top CMakeLists.txt). rwin-perf only
-# with RWIN_BUILD_BENCH; rwin-info once tools/rwin-info exists.
-foreach(program rwinrun rwin-perf ring_shift rwin-info)
+# with RWIN_BUILD_BENCH.
+foreach(program rwinrun rwin-perf ring_shift rwin-info rwin-trace)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
