@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# RWIN_TRACE (docs/OBSERVING.md, "Timeline"): a 4-rank, 10-iteration ring shift under rwinrun writes one
+# trace file per rank; `rwin-trace merge` makes one Chrome Trace Event file of them that Debian's python3
+# json reads, with each rank's puts and notifies to the next rank and its waits; the summary names the
+# longest waits; two files for one rank are refused. Python sets the knob the same way.
+set -u
+bin=${1:?usage: trace.sh BIN_DIR}
+fail() { echo "FAIL trace: $*" >&2; exit 1; }
+export UCX_TLS=tcp,self UCX_NET_DEVICES=lo
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+n=4 iters=10
+out=$(RWIN_TRACE=$dir/t timeout 120 "$bin/rwinrun" -n $n -- "$bin/ring_shift" --mode put --size 1000 --iters $iters 2>&1) ||
+  fail "ring_shift with RWIN_TRACE failed: $out"
+mkdir -p "$dir/t" 2>/dev/null
+for r in 0 1 2 3; do
+  ls "$dir/t"/rwin-trace-rank$r-pid*.json >/dev/null 2>&1 || fail "no trace file of rank $r in $dir/t: $(ls "$dir/t")"
+done
+ls "$dir/t"/*.tmp* >/dev/null 2>&1 && fail "a temporary file was left: $(ls "$dir/t")"
+merged=$("$bin/rwin-trace" merge "$dir/t" -o "$dir/job.json" 2>&1) || fail "rwin-trace merge failed: $merged"
+grep -q "longest waits:" <<<"$merged" || fail "the merge printed no summary: $merged"
+grep -q "rank [0-3]: wait 'ring_signals' word" <<<"$merged" || fail "the longest waits name no ring wait: $merged"
+check=$(cat <<'PY'
+import json, sys
+n, iters = int(sys.argv[2]), int(sys.argv[3])
+doc = json.load(open(sys.argv[1]))  # a JSON parser's view, as Perfetto's
+ev = doc["traceEvents"]
+assert doc["otherData"]["ranks"] == list(range(n)), doc["otherData"]
+for e in ev:
+    assert e["ph"] in ("X", "i", "M"), e
+    assert isinstance(e["pid"], int) and isinstance(e["tid"], int), e
+    if e["ph"] != "M":
+        assert e["ts"] >= 0, e
+    if e["ph"] == "X":
+        assert e["dur"] >= 0, e
+assert sorted({e["pid"] for e in ev}) == list(range(n)), sorted({e["pid"] for e in ev})
+for r in range(n):
+    mine = [e for e in ev if e["pid"] == r and e["ph"] == "X"]
+    nxt = (r + 1) % n
+    puts = [e for e in mine if e["name"] == "put" and e["args"].get("peer") == nxt]
+    assert len(puts) == iters and all(e["args"]["bytes"] == 4000 for e in puts), (r, puts)
+    notifies = [e for e in mine if e["name"] == "notify" and e["args"].get("peer") == nxt]
+    assert len(notifies) >= iters, (r, len(notifies))
+    waits = [e for e in mine if e["name"] == "wait" and "ring_signals" in e["args"]["detail"]]
+    assert len(waits) >= iters and all(e["args"]["cmp"] in ("==", "!=", ">", ">=", "<", "<=") and "expected" in e["args"] for e in waits), (r, waits[:2])
+    names = {e["name"] for e in mine}
+    for want in ("bootstrap", "connect", "shutdown barrier"):
+        assert want in names, (r, want, names)
+    # Each put ends before the notify after it begins: the ring's order, on one clock.
+    first_put = min(e["ts"] for e in puts)
+    assert any(e["ts"] >= first_put for e in notifies), r
+print(f"trace: {n} ranks, {len(ev)} events; each rank's {iters} puts and notifies to rank r+1 and its waits")
+PY
+)
+/usr/bin/python3 -c "$check" "$dir/job.json" $n $iters || fail "the merged trace does not show the ring"
+sum=$("$bin/rwin-trace" summary "$dir/job.json" 2>&1) || fail "rwin-trace summary failed: $sum"
+grep -Eq '^  put +40 ' <<<"$sum" || fail "the summary does not count the ring's 40 puts: $sum"
+# Two files claiming rank 0 (two jobs in one directory) are refused, naming both.
+f0=$(ls "$dir/t"/rwin-trace-rank0-pid*.json)
+cp "$f0" "$dir/t/rwin-trace-rank0-pid1.json"
+err=$("$bin/rwin-trace" merge "$dir/t" -o "$dir/job2.json" 2>&1) && fail "merge accepted two files of rank 0: $err"
+grep -q "two files" <<<"$err" || fail "the refusal does not say why: $err"
+[[ -e $dir/job2.json ]] && fail "a refused merge wrote its output"
+# Through Python: the knob is read by the Context the bindings make.
+[[ -d $bin/../python/rwin ]] || fail "no Python package in $bin/../python (the build makes it)"
+{
+  py=$(cat <<'PY'
+import glob, json, os, sys, rwin
+ctx = rwin.Context()
+ctx.barrier()
+del ctx
+import gc; gc.collect()
+PY
+)
+  out=$(RWIN_TRACE=$dir/py PYTHONPATH=$bin/../python timeout 120 "$bin/rwinrun" -n 2 -- /usr/bin/python3 -c "$py" 2>&1) ||
+    fail "python with RWIN_TRACE failed: $out"
+  [[ $(ls "$dir/py"/rwin-trace-rank*-pid*.json 2>/dev/null | wc -l) -eq 2 ]] || fail "python ranks wrote no traces: $(ls "$dir/py" 2>&1)"
+  m=$("$bin/rwin-trace" merge -q "$dir/py" -o "$dir/py.json" 2>&1) || fail "merging python's traces failed: $m"
+  /usr/bin/python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+assert sorted({e["pid"] for e in ev}) == [0, 1]
+assert sum(e["name"] == "barrier" for e in ev) >= 2, [e["name"] for e in ev]
+ ' "$dir/py.json" || fail "python's merged trace lacks its barriers"
+}
+echo "PASS trace"
