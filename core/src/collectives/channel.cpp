@@ -253,6 +253,9 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
   const uint64_t want = std::min<uint64_t>((payload_bytes + 63) & ~uint64_t{63}, t.cfg.chunk_bytes);
   uint64_t slot = kHeaderBytes + std::max<uint64_t>(want, 64);
   if (t.signals && t.slot_bytes >= slot) return;
+  // A phase of its own in the timeline: the first call (and a growth) registers and exchanges windows.
+  TraceSpan span(c.trace.get(), "workspace", "coll");
+  if (span.on()) span.event().bytes = payload_bytes;
   if (t.scratch && h) {
     // Growing is collective: first make sure every member grows in this call (a member with other
     // arguments, which does not, finds a handshake where it expects data: a mismatch on both sides).
