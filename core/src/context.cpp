@@ -297,10 +297,11 @@ void start_data_path(ContextImpl& c) {
     TraceEvent e;
     e.t0 = c.born_ns;
     e.dur = Tracer::now() - c.born_ns;
+    e.ns = true;
     e.name = "bootstrap";
     e.cat = "startup";
-    e.detail = c.opt.bootstrap.empty() ? std::string("tcp store") : c.opt.bootstrap;
-    c.trace->add(std::move(e));
+    e.detail = c.trace->text(c.opt.bootstrap.empty() ? std::string("tcp store") : c.opt.bootstrap);
+    c.trace->add(e);
   }
   TraceSpan connect_span(c.trace.get(), "connect", "startup");
   std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);

@@ -48,6 +48,7 @@ struct BufferState {
   // barrier instead of the job's).
   std::string team;  // "team 3 {1, 3}"; empty: the job's
   std::function<void()> team_sync;
+  uint32_t trace_name = 0;  // its name's Tracer::intern id once a traced operation named it (0: not yet)
 
   std::string describe() const;  // "buffer 'b' (65536 bytes)"
   void release() noexcept;       // drops native resources; the buffer becomes "freed"

@@ -29,6 +29,17 @@ std::string element_name(const SignalTarget& t, int64_t i, int64_t j) {
   return "element [" + std::to_string(t.offsets[0] + i) + ", " + std::to_string(t.offsets[1] + j) + "]";
 }
 
+// The signal element of a notify/wait/test span, as numbers (trace.h): formatted when the file is written.
+void trace_signal(ContextImpl& c, TraceEvent& e, const SignalTarget& t, int64_t n) {
+  BufferState& b = *t.w->buf;
+  if (!b.trace_name) b.trace_name = c.trace->text(b.name);
+  e.sig_name = b.trace_name;
+  e.sig_word = t.w->is_signal;
+  e.sig_i = t.offsets[0];
+  e.sig_j = t.offsets[1];
+  e.sig_n = n;
+}
+
 // The int32 lane of an 8-byte word, updated with compare-and-swap: guess, CAS, retry with what the
 // CAS found. The neighbouring lane is written back exactly as seen, so concurrent updates of it
 // (by any rank, through either path) are never lost. Blocking: one round trip per attempt.
@@ -106,8 +117,9 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
   ++c.peer_stats[static_cast<size_t>(peer)].notifies;
   TraceSpan span(c.trace.get(), "notify", "sync", peer);
   if (span.on()) {
-    span.event().detail = std::string(op == NotifyOp::Set ? "set " : "add ") + std::to_string(value) + " on '" +
-                          t.w->name() + "' " + element_name(t, 0, 0);
+    trace_signal(c, span.event(), t, 1);
+    span.event().sig_op = op == NotifyOp::Set ? "set" : "add";
+    span.event().sig_value = value;
   }
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
   Deadline deadline(c.opt.op_timeout);
@@ -171,7 +183,7 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
   if (span.on()) {
     span.event().cmp = to_string(cmp);
     span.event().expected = expected;
-    span.event().detail = "'" + t.w->name() + "' " + element_name(t, 0, 0) + (n > 1 ? " (slice of " + std::to_string(n) + ")" : "");
+    trace_signal(c, span.event(), t, n);
   }
   const auto satisfied = [&] {
     while (k < n && compare(load_element(t, t.byte_at(k / cols, k % cols)), cmp, expected)) ++k;
@@ -221,7 +233,7 @@ bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
   if (span.on()) {
     span.event().cmp = to_string(cmp);
     span.event().expected = expected;
-    span.event().detail = "'" + t.w->name() + "' " + element_name(t, 0, 0);
+    trace_signal(c, span.event(), t, t.elements());
   }
   if (!c.all_direct || (++c.test_progress & 15) == 0) c.progress();
   for (int64_t i = 0; i < t.shape[0]; ++i) {

@@ -61,6 +61,23 @@ void mkdirs(const std::string& dir) {
   }
 }
 
+// The kernel's word on the TSC (x86 flags in /proc/cpuinfo): usable as a clock only when its rate is
+// constant and it runs in every C-state; otherwise spans read clock_gettime.
+bool invariant_tsc() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool constant = false, nonstop = false;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "flags", 5) != 0) continue;
+    constant = std::strstr(line, " constant_tsc") != nullptr;
+    nonstop = std::strstr(line, " nonstop_tsc") != nullptr;
+    break;
+  }
+  std::fclose(f);
+  return constant && nonstop;
+}
+
 }  // namespace
 
 std::unique_ptr<Tracer> Tracer::from_env(int rank, int nranks) {
@@ -69,7 +86,7 @@ std::unique_ptr<Tracer> Tracer::from_env(int rank, int nranks) {
   return std::make_unique<Tracer>(dir, rank, nranks);
 }
 
-Tracer::Tracer(std::string dir, int r, int n) : rank(r), nranks(n), created_ns_(now()) {
+Tracer::Tracer(std::string dir, int r, int n) : rank(r), nranks(n) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   mkdirs(dir);
   uint64_t max = 1000000;
@@ -81,30 +98,42 @@ Tracer::Tracer(std::string dir, int r, int n) : rank(r), nranks(n), created_ns_(
     }
   }
   max_events_ = static_cast<size_t>(max);
-  events_.reserve(std::min<size_t>(max_events_, 4096));
+  blocks_.push_back(std::make_unique<TraceEvent[]>(std::min(max_events_, kBlock)));  // value-initialised: touched
+#if defined(__x86_64__)
+  tsc_ = invariant_tsc();
+#endif
+  created_ns_ = now();
+  tick0_ = stamp();
   char name[256] = {};
   (void)::gethostname(name, sizeof name - 1);
   host_ = name;
   path_ = dir + "/rwin-trace-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) + ".json";
 }
 
-void Tracer::add(TraceEvent&& e) {
-  if (events_.size() >= max_events_) {
+void Tracer::add(const TraceEvent& e) {
+  if (count_ >= max_events_) {
     ++dropped_;
     return;
   }
-  events_.push_back(std::move(e));
+  if (count_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<TraceEvent[]>(kBlock));
+  blocks_[count_ / kBlock][count_ % kBlock] = e;
+  ++count_;
 }
 
 void Tracer::instant(const char* name, const char* cat, int peer, std::string detail) {
   TraceEvent e;
-  e.t0 = now();
+  e.t0 = stamp();
   e.name = name;
   e.cat = cat;
   e.peer = peer;
-  e.detail = std::move(detail);
+  e.detail = text(std::move(detail));
   e.instant = true;
-  add(std::move(e));
+  add(e);
+}
+
+uint32_t Tracer::text(std::string s) {
+  texts_.push_back(std::move(s));
+  return static_cast<uint32_t>(texts_.size());
 }
 
 void Tracer::sync_point(uint64_t t, std::string clock_id) {
@@ -115,22 +144,35 @@ void Tracer::sync_point(uint64_t t, std::string clock_id) {
 void Tracer::write() noexcept {
   try {
     const std::string r = std::to_string(rank);
+    // Ticks to ns: the line through (tick0_, created_ns_) and this moment (exact for clock_gettime).
+    const uint64_t end_ns = now(), end_tick = stamp();
+    const long double per_tick =
+        end_tick > tick0_ ? static_cast<long double>(end_ns - created_ns_) / static_cast<long double>(end_tick - tick0_) : 1.0L;
+    const auto at = [&](const TraceEvent& e) -> uint64_t {
+      if (e.ns) return e.t0;
+      const long double d = static_cast<long double>(static_cast<int64_t>(e.t0 - tick0_)) * per_tick;
+      return static_cast<uint64_t>(static_cast<long double>(created_ns_) + d);
+    };
+    const auto length = [&](const TraceEvent& e) -> uint64_t {
+      return e.ns ? e.dur : static_cast<uint64_t>(static_cast<long double>(e.dur) * per_tick + 0.5L);
+    };
     std::string out;
-    out.reserve(256 + events_.size() * 160);
+    out.reserve(256 + count_ * 160);
     out += "{\"traceEvents\":[\n";
     out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + r + ",\"tid\":0,\"args\":{\"name\":";
     escape(out, "rank " + r + (host_.empty() ? std::string() : " (" + host_ + ")"));
     out += "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + r + ",\"tid\":0,\"args\":{\"sort_index\":" + r + "}}";
-    for (const TraceEvent& e : events_) {
+    for (size_t i = 0; i < count_; ++i) {
+      const TraceEvent& e = blocks_[i / kBlock][i % kBlock];
       out += ",\n{\"name\":";
       escape(out, e.name);
       out += ",\"cat\":";
       escape(out, e.cat);
       out += e.instant ? ",\"ph\":\"i\",\"s\":\"p\",\"ts\":" : ",\"ph\":\"X\",\"ts\":";
-      micros(out, e.t0);
+      micros(out, at(e));
       if (!e.instant) {
         out += ",\"dur\":";
-        micros(out, e.dur);
+        micros(out, length(e));
       }
       out += ",\"pid\":" + r + ",\"tid\":0,\"args\":{";
       bool first = true;
@@ -163,9 +205,18 @@ void Tracer::write() noexcept {
         key("on");
         escape(out, e.on);
       }
-      if (!e.detail.empty()) {
+      if (e.sig_name && e.sig_name <= texts_.size()) {
+        std::string d;
+        if (e.sig_op) d = std::string(e.sig_op) + " " + std::to_string(e.sig_value) + " on ";
+        d += "'" + texts_[e.sig_name - 1] + "' ";
+        d += e.sig_word ? "word " + std::to_string(e.sig_j)
+                        : "element [" + std::to_string(e.sig_i) + ", " + std::to_string(e.sig_j) + "]";
+        if (e.sig_n > 1) d += " (slice of " + std::to_string(e.sig_n) + ")";
         key("detail");
-        escape(out, e.detail);
+        escape(out, d);
+      } else if (e.detail && e.detail <= texts_.size()) {
+        key("detail");
+        escape(out, texts_[e.detail - 1]);
       }
       if (e.failed) {
         key("failed");
@@ -176,10 +227,12 @@ void Tracer::write() noexcept {
     out += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"rwin_trace\":1,\"rank\":" + r +
            ",\"nranks\":" + std::to_string(nranks) + ",\"pid\":" + std::to_string(::getpid()) + ",\"host\":";
     escape(out, host_);
-    out += ",\"clock\":\"CLOCK_MONOTONIC\",\"clock_id\":";
+    out += ",\"clock\":\"CLOCK_MONOTONIC\",\"timer\":";
+    escape(out, tsc_ ? "tsc" : "clock_gettime");
+    out += ",\"clock_id\":";
     escape(out, clock_id_);
     out += ",\"sync_ns\":" + std::to_string(sync_ns_) +
-           ",\"created_ns\":" + std::to_string(created_ns_) + ",\"events\":" + std::to_string(events_.size()) +
+           ",\"created_ns\":" + std::to_string(created_ns_) + ",\"events\":" + std::to_string(count_) +
            ",\"dropped\":" + std::to_string(dropped_) + "}}\n";
     // Written whole under a temporary name, then renamed: a reader never sees half a file.
     const std::string tmp = path_ + ".tmp";

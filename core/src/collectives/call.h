@@ -44,7 +44,7 @@ struct Call {
   void run(CollKind kind, F&& body) {
     MsgHeader h = begin_call(t, kind, what);
     TraceSpan span(t.c->trace.get(), what, "coll");
-    if (span.on()) span.event().detail = t.describe();
+    if (span.on()) span.detail(t.describe());
     try {
       body(h);
     } catch (const Error& e) {

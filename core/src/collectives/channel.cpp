@@ -347,7 +347,7 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   }
   ensure_workspace(t, 0, nullptr);
   TraceSpan span(c.trace.get(), "team barrier", "coll");
-  if (span.on()) span.event().detail = what;
+  if (span.on()) span.detail(what);
   c.quiet(c.opt.op_timeout);  // every put/notify issued before is complete at its target
   const int64_t seq = static_cast<int64_t>(++t.barrier_seq);
   Waiter w(t, what);
@@ -380,8 +380,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   ContextImpl& c = *t.c;
   TraceSpan span(c.trace.get(), "exchange", "coll");
   if (span.on()) {
-    span.event().detail = std::string(what) + " phase " + std::to_string(x.header.phase) + ", " +
-                          std::to_string(x.out.size()) + " out / " + std::to_string(x.in.size()) + " in flows";
+    span.detail(std::string(what) + " phase " + std::to_string(x.header.phase) + ", " + std::to_string(x.out.size()) +
+                " out / " + std::to_string(x.in.size()) + " in flows");
   }
   const uint64_t cp = chunk_payload(t);
   const uint64_t k = static_cast<uint64_t>(t.cfg.slots);
