@@ -139,6 +139,7 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   describe = "agent " + address + " " + tr->describe();
   last_control = AgentClock::now();
   RWIN_LOG(Info, Core, "rwin: %s: listening", describe.c_str());
+  trace = detail::Tracer::for_agent(address, describe);
 }
 
 void AgentImpl::start() {
@@ -182,6 +183,7 @@ void AgentImpl::close() noexcept {
   } catch (...) {
   }
   closed = true;
+  if (trace) trace->write();  // never throws
 }
 
 void AgentImpl::fail(ErrorCode code, const std::string& msg) const { throw Error(code, describe + ": " + msg); }
@@ -734,26 +736,45 @@ Agent::~Agent() {
 std::string Agent::address() const { return impl_->address; }
 std::string Agent::describe() const { return impl_->describe; }
 
+namespace {
+
+// The timeline span of one agent call (RWIN_TRACE): its name, bytes, the region it reaches ("region 0
+// generation 1 of agent 127.0.0.1:40123" at offset N) and whether it threw.
+struct AgentSpan {
+  detail::TraceSpan span;
+  AgentSpan(AgentImpl& a, const char* name, uint64_t bytes, const RemoteRegionState* r = nullptr, uint64_t off = 0)
+      : span(a.trace.get(), name, "agent", -1, bytes) {
+    if (span.on() && r) span.detail(a.region_name(*r) + " at offset " + std::to_string(off));
+  }
+};
+
+}  // namespace
+
 Region Agent::register_memory(void* data, size_t bytes) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "register", bytes);
   return impl_->register_memory(data, bytes);
 }
 RemoteRegion Agent::import_region(std::span<const uint8_t> descriptor) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "import", 0);  // a first import connects to the owner: its set-up shows here
   return impl_->import_region(descriptor);
 }
 void Agent::put(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "put", bytes, dst.s_.get(), offset);
   impl_->put(dst, offset, src, bytes);
 }
 void Agent::get(void* dst, const RemoteRegion& src, uint64_t offset, size_t bytes) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "get", bytes, src.s_.get(), offset);
   impl_->get(dst, src, offset, bytes);
 }
 void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes,
                        const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
   CallLock lk(*impl_);
   AgentImpl& a = *impl_;
+  AgentSpan span(a, "put_notify", bytes, dst.s_.get(), offset);
   // Both checked before anything is sent: a bad signal must not leave the data half announced.
   RemoteRegionState& d = a.use(dst, "put_notify (data)", offset, bytes);
   RemoteRegionState& s = a.use(signal, "put_notify (signal)", signal_offset, 8);
@@ -773,19 +794,32 @@ void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src
 }
 void Agent::notify(const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, op == NotifyOp::Set ? "notify(Set)" : "notify", 0, signal.s_.get(), signal_offset);
   impl_->notify(signal, signal_offset, value, op);
 }
 void Agent::flush() {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "flush", 0);
   impl_->flush();
 }
 void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp,
                  std::optional<std::chrono::milliseconds> timeout) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "wait", 0);
+  if (span.span.on()) {
+    span.span.event().cmp = to_string(cmp);
+    span.span.event().expected = expected;
+    span.span.detail("own region at offset " + std::to_string(offset));
+  }
   impl_->wait(signal, offset, expected, cmp, timeout.value_or(impl_->opt.op_timeout));
 }
 bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp) {
   CallLock lk(*impl_);
+  AgentSpan span(*impl_, "test", 0);
+  if (span.span.on()) {
+    span.span.event().cmp = to_string(cmp);
+    span.span.event().expected = expected;
+  }
   impl_->progress_once(false);
   return impl_->check(signal, offset, expected, cmp, "test");
 }

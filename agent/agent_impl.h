@@ -20,6 +20,7 @@
 #include "agent/agent_wire.h"
 #include "bootstrap/socket_util.h"
 #include "reg_cache.h"
+#include "trace.h"
 #include "rwin/agent.h"
 #include "transport/transport.h"
 
@@ -167,6 +168,9 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   std::thread thread;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> rounds{0}, sleeps{0}, timer_sleeps{0};  // AgentStats, counted by the thread
+  // RWIN_TRACE: this agent's timeline (core/src/trace.h), written at close; null when off. Touched
+  // under mu only (calls and the progress thread).
+  std::unique_ptr<detail::Tracer> trace;
   std::atomic<int> callers{0};  // user calls inside or waiting for mu (CallLock): the thread stays out
   // Wakes the progress thread from its sleep: on close, and when a call changed what it must watch
   // (a new control connection, queued control bytes) or armed the transport itself.

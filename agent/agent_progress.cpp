@@ -152,6 +152,10 @@ void AgentImpl::fail_conn(Conn& c, const std::string& why, bool orderly) {
   c.wbuf.clear();
   c.rbuf.clear();
   if (c.tpeer >= 0 && tr) tr->fail_peer(c.tpeer, describe + ": peer agent " + c.label + " failed: " + why);
+  if (trace && (established || c.outbound)) {  // strangers refused before a handshake are not peers
+    trace->instant(orderly ? "peer closed" : "peer failed", "failure", -1,
+                   "peer agent " + c.label + " (" + (c.outbound ? "outbound" : "inbound") + " connection): " + why);
+  }
   for (PendingRevoke* p : revokes) p->conns.erase(c.id);
   if (orderly) {
     RWIN_LOG(Info, Core, "rwin: %s: peer agent %s (%s connection) %s", describe.c_str(), c.label.c_str(),

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,6 +87,18 @@ std::unique_ptr<Tracer> Tracer::from_env(int rank, int nranks) {
   return std::make_unique<Tracer>(dir, rank, nranks);
 }
 
+std::unique_ptr<Tracer> Tracer::for_agent(const std::string& address, const std::string& label) {
+  const char* dir = knobs::env("RWIN_TRACE");
+  if (!dir) return nullptr;
+  static std::atomic<int> seq{0};  // agents of this process
+  auto t = std::make_unique<Tracer>(dir, -1, 0);
+  t->agent_ = address;
+  t->label_ = label;
+  t->path_ = t->path_.substr(0, t->path_.rfind('/') + 1) + "rwin-trace-agent-pid" + std::to_string(::getpid()) + "-" +
+             std::to_string(seq.fetch_add(1)) + ".json";
+  return t;
+}
+
 Tracer::Tracer(std::string dir, int r, int n) : rank(r), nranks(n) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   mkdirs(dir);
@@ -143,7 +156,8 @@ void Tracer::sync_point(uint64_t t, std::string clock_id) {
 
 void Tracer::write() noexcept {
   try {
-    const std::string r = std::to_string(rank);
+    // A rank's row is its rank; an agent's the process id (rwin-trace merge renumbers them).
+    const std::string r = agent_.empty() ? std::to_string(rank) : std::to_string(::getpid());
     // Ticks to ns: the line through (tick0_, created_ns_) and this moment (exact for clock_gettime).
     const uint64_t end_ns = now(), end_tick = stamp();
     const long double per_tick =
@@ -160,7 +174,7 @@ void Tracer::write() noexcept {
     out.reserve(256 + count_ * 160);
     out += "{\"traceEvents\":[\n";
     out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + r + ",\"tid\":0,\"args\":{\"name\":";
-    escape(out, "rank " + r + (host_.empty() ? std::string() : " (" + host_ + ")"));
+    escape(out, (agent_.empty() ? "rank " + r : label_) + (host_.empty() ? std::string() : " (" + host_ + ")"));
     out += "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + r + ",\"tid\":0,\"args\":{\"sort_index\":" + r + "}}";
     for (size_t i = 0; i < count_; ++i) {
       const TraceEvent& e = blocks_[i / kBlock][i % kBlock];
@@ -224,9 +238,15 @@ void Tracer::write() noexcept {
       }
       out += "}}";
     }
-    out += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"rwin_trace\":1,\"rank\":" + r +
+    out += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"rwin_trace\":1,\"rank\":" + std::to_string(rank) +
            ",\"nranks\":" + std::to_string(nranks) + ",\"pid\":" + std::to_string(::getpid()) + ",\"host\":";
     escape(out, host_);
+    if (!agent_.empty()) {
+      out += ",\"agent\":";
+      escape(out, agent_);
+      out += ",\"label\":";
+      escape(out, label_);
+    }
     out += ",\"clock\":\"CLOCK_MONOTONIC\",\"timer\":";
     escape(out, tsc_ ? "tsc" : "clock_gettime");
     out += ",\"clock_id\":";

@@ -55,6 +55,10 @@ class Tracer {
   // cannot be a directory is an error naming the knob, raised at start-up rather than lost at the end.
   static std::unique_ptr<Tracer> from_env(int rank, int nranks);
   Tracer(std::string dir, int rank, int nranks);
+  // An agent's (rwin::Agent: no rank of a job): DIR/rwin-trace-agent-pid<P>-<n>.json, shown as
+  // `label` ("agent 127.0.0.1:40123 ucx(tcp)"); otherData.rank -1 and otherData.agent the address.
+  // Null when RWIN_TRACE is unset.
+  static std::unique_ptr<Tracer> for_agent(const std::string& address, const std::string& label);
 
   static uint64_t now() noexcept {
     return static_cast<uint64_t>(
@@ -102,6 +106,7 @@ class Tracer {
   uint64_t created_ns_ = 0;
   bool tsc_ = false;
   uint64_t tick0_ = 0;  // stamp() at created_ns_
+  std::string agent_, label_;  // an agent's address and row name (empty: a rank's)
 };
 
 // A span over the rest of a scope: one event from construction to destruction, marked failed when an

@@ -83,4 +83,52 @@ assert sorted({e["pid"] for e in ev}) == [0, 1]
 assert sum(e["name"] == "barrier" for e in ev) >= 2, [e["name"] for e in ev]
  ' "$dir/py.json" || fail "python's merged trace lacks its barriers"
 }
+# Agents (run-time peers): each writes its own file at close; the merge gives each a row named by its
+# address, with its calls (put, get, put_notify naming the region they reach, wait with its comparison).
+agent_py=$(cat <<'PY'
+import numpy as np, rwin
+a = rwin.Agent(progress_thread=True)
+b = rwin.Agent(progress_thread=True)
+buf = np.zeros(64, np.int64)
+rb = b.register(buf)
+remote = a.import_region(rb.descriptor())
+src = np.arange(4, dtype=np.int64)
+a.put(remote, 0, src)
+a.put_notify(remote, 64, src, remote, 480, 1)
+b.wait(rb, 480, 1)
+out = np.zeros(4, np.int64)
+a.get(out, remote, 0)
+a.flush()
+assert list(out) == [0, 1, 2, 3], out
+print(a.address, b.address)
+a.close()
+b.close()
+PY
+)
+addrs=$(RWIN_TRACE=$dir/ag PYTHONPATH=$bin/../python timeout 120 /usr/bin/python3 -c "$agent_py" 2>&1) ||
+  fail "two traced agents failed: $addrs"
+[[ $(ls "$dir/ag"/rwin-trace-agent-pid*.json 2>/dev/null | wc -l) -eq 2 ]] || fail "two agents wrote no two files: $(ls "$dir/ag" 2>&1)"
+m=$("$bin/rwin-trace" merge "$dir/ag" -o "$dir/ag.json" 2>&1) || fail "merging the agents' traces failed: $m"
+grep -q "0 rank(s), 2 agent(s)" <<<"$m" || fail "the merge does not count two agents: $m"
+/usr/bin/python3 -c '
+import json, sys
+a, b = sys.argv[2].split()
+doc = json.load(open(sys.argv[1]))
+assert sorted(doc["otherData"]["agents"].values()) == sorted([a, b]), doc["otherData"]
+ev = doc["traceEvents"]
+rows = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+pa = [p for p, n in rows.items() if n.startswith("agent " + a + " ")]
+pb = [p for p, n in rows.items() if n.startswith("agent " + b + " ")]
+assert len(pa) == 1 and len(pb) == 1 and pa[0] >= 1000, rows
+mine = lambda p, name: [e for e in ev if e["pid"] == p and e["name"] == name and e["ph"] == "X"]
+put = mine(pa[0], "put")
+assert len(put) == 1 and put[0]["args"]["bytes"] == 32 and put[0]["cat"] == "agent", put
+assert ("of agent " + b) in put[0]["args"]["detail"] and "at offset 0" in put[0]["args"]["detail"], put
+pn = mine(pa[0], "put_notify")
+assert len(pn) == 1 and "at offset 64" in pn[0]["args"]["detail"], pn
+assert len(mine(pa[0], "get")) == 1 and len(mine(pa[0], "import")) == 1 and len(mine(pa[0], "flush")) == 1
+w = mine(pb[0], "wait")
+assert len(w) == 1 and w[0]["args"]["cmp"] == ">=" and w[0]["args"]["expected"] == 1, w
+assert len(mine(pb[0], "register")) == 1
+' "$dir/ag.json" "$addrs" || fail "the agents' merged trace lacks their calls: $(cat "$dir/ag.json" | head -c 3000)"
 echo "PASS trace"

@@ -30,8 +30,13 @@ struct RankFile {
   std::string path;
   json doc;
   int rank = -1;
+  std::string agent;     // an agent's file (rwin::Agent): its address; its row is renumbered
+  int pid = -1;          // the row in the merged file: the rank, or kAgentRow + n for agents
   int64_t shift_ns = 0;  // added to every timestamp of this file
 };
+
+constexpr int kAgentRow = 1000;  // the agents' rows follow the ranks
+
 
 [[noreturn]] void die(const std::string& msg) {
   std::cerr << "rwin-trace: " << msg << "\n";
@@ -54,14 +59,15 @@ int64_t ts_ns(const json& e, const char* key) {
   return static_cast<int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5));
 }
 
-// The rank files of DIR (or the one merged file), checked: each an rwin trace, one file per rank.
+// The rank files (and agent files) of DIR, checked: each an rwin trace, one file per rank.
 std::vector<RankFile> load_dir(const std::string& dir) {
   std::vector<RankFile> files;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) die(dir + ": not a directory");
   for (const auto& ent : fs::directory_iterator(dir)) {
     const std::string name = ent.path().filename().string();
-    if (name.rfind("rwin-trace-rank", 0) != 0 || ent.path().extension() != ".json") continue;
+    const bool agent = name.rfind("rwin-trace-agent-", 0) == 0;
+    if ((!agent && name.rfind("rwin-trace-rank", 0) != 0) || ent.path().extension() != ".json") continue;
     RankFile f;
     f.path = ent.path().string();
     f.doc = load(f.path);
@@ -70,17 +76,29 @@ std::vector<RankFile> load_dir(const std::string& dir) {
       die(f.path + ": not an rwin trace file (no otherData.rwin_trace / rank / traceEvents)");
     }
     f.rank = od["rank"].get<int>();
+    if (agent) {
+      f.agent = od.value("agent", std::string("?"));
+      f.rank = -1;
+    }
     files.push_back(std::move(f));
   }
-  if (files.empty()) die(dir + ": no rwin-trace-rank*.json files (was RWIN_TRACE set to this directory?)");
-  std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+  if (files.empty()) {
+    die(dir + ": no rwin-trace-rank*.json or rwin-trace-agent-*.json files (was RWIN_TRACE set to this directory?)");
+  }
+  // Ranks first, in order; then agents by address.
+  std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) {
+    if (a.agent.empty() != b.agent.empty()) return a.agent.empty();
+    return a.agent.empty() ? a.rank < b.rank : a.agent < b.agent;
+  });
+  int agents = 0;
+  for (auto& f : files) f.pid = f.agent.empty() ? f.rank : kAgentRow + agents++;
   for (size_t i = 1; i < files.size(); ++i) {
-    if (files[i].rank == files[i - 1].rank) {
+    if (files[i].agent.empty() && files[i].rank == files[i - 1].rank) {
       die("rank " + std::to_string(files[i].rank) + " has two files, " + files[i - 1].path + " and " + files[i].path +
           ": traces of several runs in one directory? (use a fresh RWIN_TRACE directory per run)");
     }
   }
-  const int nranks = files.front().doc["otherData"].value("nranks", 0);
+  const int nranks = files.front().doc["otherData"].value("nranks", 0);  // 0 when only agents
   std::vector<int> missing;
   for (int r = 0; r < nranks; ++r) {
     if (!std::any_of(files.begin(), files.end(), [r](const RankFile& f) { return f.rank == r; })) missing.push_back(r);
@@ -96,11 +114,18 @@ std::vector<RankFile> load_dir(const std::string& dir) {
   const std::string ref_clock = ref.value("clock_id", "");
   const int64_t ref_sync = ref.value("sync_ns", int64_t{0});
   std::map<std::string, int64_t> shift;  // clock_id -> shift
-  for (auto& f : files) {
+  for (auto& f : files) {  // ranks first: an agent on a rank's host takes that host's shift
     const json& od = f.doc["otherData"];
     const std::string clock = od.value("clock_id", "");
     if (clock == ref_clock) continue;
-    if (!shift.count(clock)) shift[clock] = ref_sync - od.value("sync_ns", int64_t{0});
+    if (!shift.count(clock)) {
+      if (!f.agent.empty()) {  // an agent has no start-up sync point
+        std::cerr << "rwin-trace: warning: " << f.path << " (agent " << f.agent
+                  << ") is from a host with no rank file: its times are not aligned\n";
+        continue;
+      }
+      shift[clock] = ref_sync - od.value("sync_ns", int64_t{0});
+    }
     f.shift_ns = shift[clock];
   }
   return files;
@@ -123,6 +148,8 @@ json merged_events(std::vector<RankFile>& files) {
         const int64_t t = ts_ns(e, "ts") + f.shift_ns - t_min;
         e["ts"] = static_cast<double>(t) / 1000.0;
       }
+      e["pid"] = f.pid;
+      if (e.value("name", "") == "process_sort_index") e["args"]["sort_index"] = f.pid;
       out.push_back(std::move(e));
     }
   }
@@ -147,6 +174,17 @@ std::string ms(int64_t ns) {
 }
 
 void print_summary(const json& events, std::ostream& os, size_t top) {
+  std::map<int, std::string> rows;  // pid -> the row's name ("agent 127.0.0.1:40123 ucx(tcp)")
+  for (const auto& e : events) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") {
+      const std::string n = e.value("args", json::object()).value("name", std::string());
+      rows[e.value("pid", -1)] = n.substr(0, n.find(" ("));  // without the host
+    }
+  }
+  const auto who = [&](int pid) {
+    const auto it = rows.find(pid);
+    return it != rows.end() && pid >= kAgentRow ? it->second : "rank " + std::to_string(pid);
+  };
   std::map<std::string, Agg> by_kind;        // name
   std::map<std::pair<int, int>, Agg> by_peer;  // (rank, peer): data movement and sync with a peer
   struct Wait {
@@ -163,7 +201,7 @@ void print_summary(const json& events, std::ostream& os, size_t top) {
     const json args = e.value("args", json::object());
     const std::string name = e.value("name", "");
     if (ph == "i") {
-      failures.push_back("rank " + std::to_string(rank) + ": " + name + ": " + args.value("detail", std::string()));
+      failures.push_back(who(rank) + ": " + name + ": " + args.value("detail", std::string()));
       continue;
     }
     if (ph != "X") continue;
@@ -197,14 +235,14 @@ void print_summary(const json& events, std::ostream& os, size_t top) {
   os << "time per peer (operations naming a peer, by rank -> peer):\n";
   for (const auto& [rp, a] : by_peer) {
     char line[160];
-    std::snprintf(line, sizeof line, "  rank %d -> peer %d: %llu ops, %s ms, %llu bytes\n", rp.first, rp.second,
+    std::snprintf(line, sizeof line, "  %s -> peer %d: %llu ops, %s ms, %llu bytes\n", who(rp.first).c_str(), rp.second,
                   static_cast<unsigned long long>(a.count), ms(a.ns).c_str(), static_cast<unsigned long long>(a.bytes));
     os << line;
   }
   std::sort(waits.begin(), waits.end(), [](const Wait& a, const Wait& b) { return a.ns > b.ns; });
   os << "longest waits:\n";
   for (size_t i = 0; i < waits.size() && i < top; ++i) {
-    os << "  " << ms(waits[i].ns) << " ms  rank " << waits[i].rank << ": " << waits[i].text << "\n";
+    os << "  " << ms(waits[i].ns) << " ms  " << who(waits[i].rank) << ": " << waits[i].text << "\n";
   }
   if (waits.empty()) os << "  (none)\n";
   os << "failures: " << (failures.empty() ? "none" : std::to_string(failures.size())) << "\n";
@@ -250,12 +288,16 @@ int main(int argc, char** argv) {
       json doc;
       doc["traceEvents"] = merged_events(files);
       doc["displayTimeUnit"] = "ns";
-      json ranks = json::array(), shifts = json::object();
+      json ranks = json::array(), agents = json::object(), shifts = json::object();
       for (const auto& f : files) {
-        ranks.push_back(f.rank);
-        shifts[std::to_string(f.rank)] = f.shift_ns;
+        if (f.agent.empty()) {
+          ranks.push_back(f.rank);
+        } else {
+          agents[std::to_string(f.pid)] = f.agent;
+        }
+        shifts[std::to_string(f.pid)] = f.shift_ns;
       }
-      doc["otherData"] = {{"rwin_merged", 1}, {"ranks", ranks}, {"clock_shift_ns", shifts}};
+      doc["otherData"] = {{"rwin_merged", 1}, {"ranks", ranks}, {"agents", agents}, {"clock_shift_ns", shifts}};
       if (out.empty()) out = (fs::path(dir) / "job.json").string();
       const std::string tmp = out + ".tmp";
       {
@@ -265,7 +307,8 @@ int main(int argc, char** argv) {
         if (!o) die("writing " + tmp + " failed");
       }
       fs::rename(tmp, out);
-      std::cout << "rwin-trace: " << files.size() << " rank(s), " << doc["traceEvents"].size() << " events -> " << out
+      std::cout << "rwin-trace: " << ranks.size() << " rank(s), " << agents.size() << " agent(s), "
+                << doc["traceEvents"].size() << " events -> " << out
                 << "\n";
       if (!quiet) print_summary(doc["traceEvents"], std::cout, top);
     } else if (*summary) {
