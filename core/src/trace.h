@@ -14,8 +14,9 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <type_traits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -115,34 +116,36 @@ class TraceSpan {
  public:
   TraceSpan(Tracer* t, const char* name, const char* cat, int peer = -1, uint64_t bytes = 0) noexcept : t_(t) {
     if (!t_) return;
-    e_.name = name;
-    e_.cat = cat;
-    e_.peer = peer;
-    e_.bytes = bytes;
+    e_.emplace();
+    e_->name = name;
+    e_->cat = cat;
+    e_->peer = peer;
+    e_->bytes = bytes;
     unwinding_ = std::uncaught_exceptions();
-    e_.t0 = t_->stamp();
+    e_->t0 = t_->stamp();
   }
   ~TraceSpan() {
     if (!t_) return;
-    e_.dur = t_->stamp() - e_.t0;
-    e_.failed = std::uncaught_exceptions() > unwinding_;
+    e_->dur = t_->stamp() - e_->t0;
+    e_->failed = std::uncaught_exceptions() > unwinding_;
     try {
-      t_->add(e_);
+      t_->add(*e_);
     } catch (...) {  // out of memory while tracing: the event is lost, the program is not
     }
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
   bool on() const noexcept { return t_ != nullptr; }
-  TraceEvent& event() noexcept { return e_; }  // to add fields known later (chunks, cmp)
+  TraceEvent& event() noexcept { return *e_; }  // only when on(): fields known later (chunks, cmp)
   void detail(std::string s) {  // a text shown as args.detail (stored once, by id)
-    if (t_) e_.detail = t_->text(std::move(s));
+    if (t_) e_->detail = t_->text(std::move(s));
   }
 
  private:
   Tracer* t_;
   int unwinding_ = 0;
-  TraceEvent e_;
+  // Engaged only when tracing: off, a span costs no initialisation of its ~150-byte event.
+  std::optional<TraceEvent> e_;
 };
 
 }  // namespace rwin::detail
