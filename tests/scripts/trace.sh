@@ -7,6 +7,9 @@ set -u
 bin=${1:?usage: trace.sh BIN_DIR}
 fail() { echo "FAIL trace: $*" >&2; exit 1; }
 export UCX_TLS=tcp,self UCX_NET_DEVICES=lo
+source "$(dirname "$0")/../lib/python_env.sh"
+# Python with this build's package (an ASan build's needs its runtime preloaded: python_env.sh).
+pyrun() { (rwin_python_asan_env "$bin/../python" trace >/dev/null; PYTHONPATH=$bin/../python exec "$@"); }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 n=4 iters=10
@@ -72,8 +75,9 @@ del ctx
 import gc; gc.collect()
 PY
 )
-  out=$(RWIN_TRACE=$dir/py PYTHONPATH=$bin/../python timeout 120 "$bin/rwinrun" -n 2 -- /usr/bin/python3 -c "$py" 2>&1) ||
+  out=$(RWIN_TRACE=$dir/py pyrun timeout 120 "$bin/rwinrun" -n 2 -- /usr/bin/python3 -c "$py" 2>&1) ||
     fail "python with RWIN_TRACE failed: $out"
+  rwin_sanitizer_clean "$out" || fail "a sanitizer report: $out"
   [[ $(ls "$dir/py"/rwin-trace-rank*-pid*.json 2>/dev/null | wc -l) -eq 2 ]] || fail "python ranks wrote no traces: $(ls "$dir/py" 2>&1)"
   m=$("$bin/rwin-trace" merge -q "$dir/py" -o "$dir/py.json" 2>&1) || fail "merging python's traces failed: $m"
   /usr/bin/python3 -c '
@@ -105,8 +109,10 @@ a.close()
 b.close()
 PY
 )
-addrs=$(RWIN_TRACE=$dir/ag PYTHONPATH=$bin/../python timeout 120 /usr/bin/python3 -c "$agent_py" 2>&1) ||
+addrs=$(RWIN_TRACE=$dir/ag pyrun timeout 120 /usr/bin/python3 -c "$agent_py" 2>&1) ||
   fail "two traced agents failed: $addrs"
+rwin_sanitizer_clean "$addrs" || fail "a sanitizer report: $addrs"
+addrs=$(tail -n 1 <<<"$addrs")
 [[ $(ls "$dir/ag"/rwin-trace-agent-pid*.json 2>/dev/null | wc -l) -eq 2 ]] || fail "two agents wrote no two files: $(ls "$dir/ag" 2>&1)"
 m=$("$bin/rwin-trace" merge "$dir/ag" -o "$dir/ag.json" 2>&1) || fail "merging the agents' traces failed: $m"
 grep -q "0 rank(s), 2 agent(s)" <<<"$m" || fail "the merge does not count two agents: $m"
