@@ -2,6 +2,8 @@
 #include <limits>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <numeric>
@@ -209,22 +211,35 @@ TEST_P(Contract, NotifySetOverwritesAndWaitComparesEveryWay) {
   });
 }
 
-// A notify is on its way when notify() returns: the notifier then leaves rwin (sleeps, as if
-// computing) for longer than the waiter's deadline, and the waiter must still see it.
+// A notify is on its way when notify() returns: the notifier then leaves rwin (as if computing)
+// until the waiter has seen it, told through memory the forked ranks share outside rwin. Were the
+// notify held back until a further call, the waiter's deadline would pass first.
 TEST_P(Contract, NotifyLeavesWithoutAFurtherCall) {
-  run(2, [](Context& ctx) {
+  void* m = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* seen = new (m) std::atomic<int>(0);
+  run(2, [seen](Context& ctx) {
     auto data = ctx.alloc_window("data", DType::I64, {1, 4096});
     auto sig = ctx.alloc_signals("sig", 1);
     ctx.barrier();
     if (ctx.rank() == 0) {
       ctx.put(data.all(), 1, data.all());
       ctx.notify(sig.at(0), 1, 1);
-      std::this_thread::sleep_for(std::chrono::seconds(6));  // no rwin call meanwhile
+      // No rwin call until rank 1 saw the notify (or gave up: its wait failed, which fails the test).
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (seen->load() == 0 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     } else {
-      ctx.wait(sig.at(0), 1, WaitCmp::GE, std::chrono::milliseconds(4000));
+      struct Raise {  // whatever the wait does, rank 0 stops waiting for it
+        std::atomic<int>* f;
+        ~Raise() { f->store(1); }
+      } raise{seen};
+      ctx.wait(sig.at(0), 1, WaitCmp::GE, std::chrono::milliseconds(10000));
     }
     ctx.barrier();
   });
+  ::munmap(m, sizeof(std::atomic<int>));
 }
 
 // put returns when src may be reused: overwriting src right after put must not change what
