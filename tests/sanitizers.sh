@@ -7,7 +7,8 @@
 # RWIN_TEST_TIER=ci (tests/run-all.sh's default) runs ASan+UBSan over a representative subset of the
 # host suite and fuzzes 5 s per target; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
 # The sanitizer builds are -O1 -g1 (ASan's advice; half the compile time of -O2 -g, line tables kept
-# for the reports).
+# for the reports); the test programs and the Python bindings -O0 (RWIN_TEST_CXX_FLAGS: half their
+# compile time again, and they are most of the tree; librwin, what the sanitizers watch, stays -O1).
 # usage: tests/sanitizers.sh [--build-only|--run-only] [asan] [tsan] [fuzz]   (no part: all three)
 #   --build-only  configure and build the parts' trees, run nothing (run-all.sh builds them in the
 #                 background, niced, while the release build's tests run)
@@ -50,7 +51,7 @@ export LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0
 # clang fuzz tree, so no warning goes unseen.
 gcc_san_flags=-DCMAKE_CXX_FLAGS="-Wno-stringop-overflow -Wno-stringop-overread -Wno-array-bounds"
 build_asan() {
-  configure build-asan OFF -DRWIN_SANITIZE=address,undefined -DRWIN_BUILD_BENCH=OFF "$gcc_san_flags" && build build-asan
+  configure build-asan OFF -DRWIN_SANITIZE=address,undefined -DRWIN_BUILD_BENCH=OFF -DRWIN_TEST_CXX_FLAGS=-O0 "$gcc_san_flags" && build build-asan
 }
 run_asan() {
   # Excluded, with the reason: tests/lib/tiers.sh (RWIN_ASAN_ALWAYS_SKIP; the CI tier's subset,
@@ -65,7 +66,7 @@ run_asan() {
 }
 
 build_tsan() {
-  configure build-tsan OFF -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF "$gcc_san_flags" &&
+  configure build-tsan OFF -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF -DRWIN_TEST_CXX_FLAGS=-O0 "$gcc_san_flags" &&
     build build-tsan rwin_unit_tests rwinrun ring_shift rwin_agent_tests
 }
 run_tsan() {
