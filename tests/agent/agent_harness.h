@@ -75,6 +75,22 @@ inline int reap(pid_t p, std::chrono::seconds limit = 60s) {
   }
 }
 
+// SIGSTOPs child `p` and returns once every thread of it has stopped (waitpid reports a group stop
+// only then): a thread still running after kill(2) returned could take a peer's request and be
+// frozen while writing its reply (docs/AGENT.md, "Peers killed over shared memory").
+inline void stop_child(pid_t p, std::chrono::seconds limit = 30s) {
+  if (kill(p, SIGSTOP) != 0) throw std::runtime_error("kill(SIGSTOP) failed");
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int st = 0;
+    const pid_t r = waitpid(p, &st, WNOHANG | WUNTRACED);
+    if (r == p && WIFSTOPPED(st)) return;
+    if (r == p) throw std::runtime_error("child ended instead of stopping");
+    if (std::chrono::steady_clock::now() > end) throw std::runtime_error("child did not stop within the limit");
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 struct TempDir {
   std::string path;
   TempDir() {

@@ -254,11 +254,12 @@ TEST_P(AgentMp, StaleDescriptor) {
 
 // A peer killed mid-transfer (kill -9) and another stopped (SIGSTOP: only the keepalive can tell):
 // the survivor's calls fail naming each, with no crash, and it keeps working with a third.
-// Over UCX's shared memory the victim is first brought to rest (frozen with nothing of its own to
-// send) and killed while the survivor's transfers to it are in flight: a process killed while it
-// writes into the survivor's receive FIFO leaves that FIFO blocked for every peer (UCX claims a slot,
-// then fills it; docs/AGENT.md, "Peers killed over shared memory"), which no library above UCX can
-// undo. Over tcp it is killed in the middle of both directions' traffic.
+// Over UCX's shared memory the victim is first brought to rest (every thread stopped with nothing of
+// its own to send) and killed while the survivor's transfers to it are in flight, and the stopped one
+// is wholly stopped before the survivor asks it anything: a process killed or frozen while it writes
+// into the survivor's receive FIFO leaves that FIFO blocked for every peer (UCX claims a slot, then
+// fills it; docs/AGENT.md, "Peers killed over shared memory"), which no library above UCX can undo.
+// Over tcp the victim is killed in the middle of both directions' traffic.
 TEST_P(AgentMp, PeerKilledAndStopped) {
   const bool shm = std::string(GetParam().ucx_tls).find("posix") != std::string::npos;
   auto owner = [&](const std::string& name) {
@@ -321,13 +322,13 @@ TEST_P(AgentMp, PeerKilledAndStopped) {
   });
   if (shm) {
     await(dir, "c.quiet");
-    kill(victim, SIGSTOP);
+    stop_child(victim);
     publish(dir, "victim.frozen");
   }
   await(dir, "c.started");
   kill(victim, SIGKILL);
   EXPECT_EQ(reap(victim), 128 + SIGKILL);
-  kill(stopped, SIGSTOP);
+  stop_child(stopped);  // all of it, before the survivor asks it anything
   publish(dir, "stopped.stopped");
   EXPECT_EQ(reap(client), 0);
   kill(stopped, SIGKILL);

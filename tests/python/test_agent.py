@@ -320,7 +320,7 @@ def test_register_deregister_cycles(agent, workers):
 
 # Over UCX's shared memory a process killed while it writes into our receive FIFO blocks that FIFO
 # for every peer (docs/AGENT.md, "Peers killed over shared memory"): there the victim is frozen at
-# rest (every reply of its received) and killed while our puts to it are in flight.
+# rest (every reply of its received, every thread stopped) and killed while our puts to it are in flight.
 SHM = "posix" in os.environ.get("UCX_TLS", "") and OPTS.get("transport", "ucx") == "ucx"
 
 
@@ -335,6 +335,7 @@ def test_peer_killed_mid_transfer(agent, workers):
         agent.flush()
         agent.get(np.zeros(8, np.uint8), remote, 0)
         os.kill(victim.p.pid, signal.SIGSTOP)
+        os.waitpid(victim.p.pid, os.WUNTRACED)  # returns once every thread of it has stopped
 
     def pump():
         try:
