@@ -6,9 +6,11 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 #include "agent/agent_impl.h"
 #include "backoff.h"
@@ -16,6 +18,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/parse_number.h"
 
 namespace rwin {
 
@@ -43,6 +46,52 @@ constexpr auto kSpinBeforeSleep = 2ms;
 
 }  // namespace
 
+// Binds and listens (non-blocking, close-on-exec) on the first address `addr` resolves to.
+Fd listen_on(const std::string& addr, const std::string& what, std::string& bound) {
+  bootstrap::HostPort hp;
+  try {
+    hp = bootstrap::HostPort::parse(addr);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::InvalidArgument, what + ": " + e.what());
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(hp.port);
+  const int gai = getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &res);
+  if (gai != 0) throw Error(ErrorCode::InvalidArgument, what + ": cannot resolve '" + addr + "': " + gai_strerror(gai));
+  Fd fd;
+  std::string err = "no address";
+  for (addrinfo* ai = res; ai && !fd; ai = ai->ai_next) {
+    Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!s) {
+      err = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = std::string("bind: ") + std::strerror(errno);
+      continue;
+    }
+    if (::listen(s.get(), 128) != 0) {
+      err = std::string("listen: ") + std::strerror(errno);
+      continue;
+    }
+    fd = std::move(s);
+  }
+  freeaddrinfo(res);
+  if (!fd) throw Error(ErrorCode::InvalidArgument, what + ": cannot listen on " + addr + ": " + err);
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl);
+  hp.port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                     : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  bound = hp.str();
+  return fd;
+}
+
 RemoteRegionState::~RemoteRegionState() {
   if (!key) return;
   if (auto a = agent.lock()) {
@@ -67,48 +116,38 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
                     std::to_string(ms(opt.keepalive_timeout)) +
                     " ms): each must be > 0 and keepalive_timeout > keepalive_interval");
   }
-  bootstrap::HostPort hp;
-  try {
-    hp = bootstrap::HostPort::parse(opt.listen);
-  } catch (const std::exception& e) {
-    throw Error(ErrorCode::InvalidArgument, std::string("agent: listen: ") + e.what());
+  // Metrics: the option, else RWIN_METRICS; checked before anything is made, started last.
+  std::string metrics_spec = opt.metrics, metrics_source = "AgentOptions::metrics";
+  if (metrics_spec.empty()) {
+    if (const char* v = knobs::env("RWIN_METRICS")) metrics_spec = v, metrics_source = "RWIN_METRICS";
+  } else {
+    knobs::set_in_code("RWIN_METRICS", metrics_spec);
   }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(hp.port);
-  const int gai = getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &res);
-  if (gai != 0) {
-    throw Error(ErrorCode::InvalidArgument, "agent: cannot resolve listen address '" + opt.listen + "': " + gai_strerror(gai));
+  if (metrics_spec == "off") metrics_spec.clear();
+  auto metrics_interval = opt.metrics_interval;
+  if (!metrics_spec.empty()) {
+    if (metrics_interval < 0ms) {
+      throw Error(ErrorCode::InvalidArgument, "agent: metrics_interval " + std::to_string(ms(metrics_interval)) +
+                                                  " ms: must be > 0 (0: RWIN_METRICS_INTERVAL_MS, default 1000)");
+    }
+    if (metrics_interval == 0ms) {
+      metrics_interval = 1000ms;
+      if (const char* v = knobs::env("RWIN_METRICS_INTERVAL_MS")) {
+        uint64_t n = 0;
+        const std::string why = common::parse_u64_in(v, 1, 86400000, n);
+        if (!why.empty()) {
+          throw Error(ErrorCode::InvalidArgument, std::string("RWIN_METRICS_INTERVAL_MS='") + v +
+                                                      "' is not an integer in [1, 86400000] (" + why +
+                                                      "); expected decimal digits only (milliseconds)");
+        }
+        metrics_interval = std::chrono::milliseconds(n);
+      }
+    }
+    if (const std::string why = check_metric_labels(opt.metrics_labels); !why.empty()) {
+      throw Error(ErrorCode::InvalidArgument, "agent: metrics_labels: " + why);
+    }
   }
-  std::string err = "no address";
-  for (addrinfo* ai = res; ai && !listen_fd; ai = ai->ai_next) {
-    Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!s) {
-      err = std::string("socket: ") + std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = std::string("bind: ") + std::strerror(errno);
-      continue;
-    }
-    if (::listen(s.get(), 128) != 0) {
-      err = std::string("listen: ") + std::strerror(errno);
-      continue;
-    }
-    listen_fd = std::move(s);
-  }
-  freeaddrinfo(res);
-  if (!listen_fd) throw Error(ErrorCode::InvalidArgument, "agent: cannot listen on " + opt.listen + ": " + err);
-  sockaddr_storage ss{};
-  socklen_t sl = sizeof ss;
-  getsockname(listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl);
-  hp.port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                     : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  address = hp.str();
+  listen_fd = listen_on(opt.listen, "agent: listen", address);
   bootstrap::auth::random_bytes(token.data(), token.size());
 
   tp::TransportConfig cfg;
@@ -138,6 +177,15 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   if (!wake_fd) throw Error(ErrorCode::Transport, "agent " + address + ": eventfd: " + std::strerror(errno));
   describe = "agent " + address + " " + tr->describe();
   last_control = AgentClock::now();
+  if (!metrics_spec.empty()) {
+    // Every sample carries agent="<control address>", then the caller's labels (a Domain's rank).
+    std::vector<std::pair<std::string, std::string>> labels{{"agent", address}};
+    labels.insert(labels.end(), opt.metrics_labels.begin(), opt.metrics_labels.end());
+    metrics = MetricsExporter::start(
+        metrics_spec, metrics_source, metrics_interval,
+        [this, labels, t = tr->describe()] { return render_metrics(counters, labels, t); }, describe);
+    RWIN_LOG(Info, Core, "rwin: %s: metrics at %s", describe.c_str(), metrics->address().c_str());
+  }
   RWIN_LOG(Info, Core, "rwin: %s: listening", describe.c_str());
   trace = detail::Tracer::for_agent(address, describe);
 }
@@ -183,10 +231,20 @@ void AgentImpl::close() noexcept {
   } catch (...) {
   }
   closed = true;
+  // Nothing is registered or connected any more; the file form's last write says so.
+  counters.regions.store(0, std::memory_order_relaxed);
+  for (auto& p : counters.peers) p.store(0, std::memory_order_relaxed);
+  if (metrics) metrics->stop();
   if (trace) trace->write();  // never throws
 }
 
 void AgentImpl::fail(ErrorCode code, const std::string& msg) const { throw Error(code, describe + ": " + msg); }
+
+void AgentImpl::sync_reg_cache_counters() noexcept {
+  if (!regcache) return;
+  counters.reg_cache_hits.store(regcache->stats().hits, std::memory_order_relaxed);
+  counters.reg_cache_misses.store(regcache->stats().misses, std::memory_order_relaxed);
+}
 
 std::string AgentImpl::region_name(const RemoteRegionState& r) const {
   return "region " + std::to_string(r.id) + " generation " + std::to_string(r.gen) + " of agent " + r.peer;
@@ -233,6 +291,7 @@ Region AgentImpl::register_memory(void* data, size_t bytes) {
   st->live = true;
   slots[id].live = st;
   ++live_regions;
+  counters.regions.fetch_add(1, std::memory_order_relaxed);
   Region r;
   r.s_ = std::move(st);
   return r;
@@ -250,6 +309,8 @@ void AgentImpl::deregister(RegionState& r) {
   auto keep = std::move(s.live);  // `r` may be owned only by the slot
   free_slots.push_back(r.id);
   --live_regions;
+  counters.regions.fetch_sub(1, std::memory_order_relaxed);
+  counters.op(AgentOp::Deregister, 0);  // revoked here, whether or not every importer acknowledges
   PendingRevoke pr{r.id, r.gen, {}};
   for (uint64_t cid : r.importers) {
     auto it = conns.find(cid);
@@ -548,6 +609,10 @@ void AgentImpl::get(void* dst, const RemoteRegion& src, uint64_t off, size_t n) 
 void AgentImpl::transfer(tp::Op op, const RemoteRegion& remote, uint64_t off, void* local, size_t n) {
   const bool put = op == tp::Op::Write;
   const char* name = put ? "put" : "get";
+  struct Sync {
+    AgentImpl& a;
+    ~Sync() { a.sync_reg_cache_counters(); }
+  } sync{*this};
   RemoteRegionState& r = use(remote, name, off, n);
   if (n == 0) return;
   if (local == nullptr) {
@@ -717,7 +782,12 @@ void Region::deregister() {
   auto a = s_->agent.lock();
   if (!a) return;
   CallLock lk(*a);
-  a->deregister(*s_);
+  try {
+    a->deregister(*s_);  // counts the deregistration itself (a repeated call is no operation)
+  } catch (...) {
+    a->counters.error(AgentOp::Deregister);
+    throw;
+  }
 }
 bool Region::valid() const {
   if (!s_ || !s_->live) return false;
@@ -729,12 +799,35 @@ size_t RemoteRegion::bytes() const { return s_ ? s_->bytes : 0; }
 std::string RemoteRegion::peer() const { return s_ ? s_->peer : std::string(); }
 bool RemoteRegion::stale() const { return s_ && s_->stale; }
 
+namespace {
+
+// A public call, counted (AgentStats, the metrics): returned (with its data bytes) or threw.
+template <class F>
+auto counted(AgentImpl& a, AgentOp op, uint64_t bytes, F&& f) -> decltype(f()) {
+  try {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      a.counters.op(op, bytes);
+    } else {
+      auto r = f();
+      a.counters.op(op, bytes);
+      return r;
+    }
+  } catch (...) {
+    a.counters.error(op);
+    throw;
+  }
+}
+
+}  // namespace
+
 Agent::Agent(const AgentOptions& opt) : impl_(std::make_shared<AgentImpl>(opt)) { impl_->start(); }
 Agent::~Agent() {
   if (impl_) impl_->close();
 }
 std::string Agent::address() const { return impl_->address; }
 std::string Agent::describe() const { return impl_->describe; }
+std::string Agent::metrics_address() const { return impl_->metrics ? impl_->metrics->address() : std::string(); }
 
 namespace {
 
@@ -753,54 +846,56 @@ struct AgentSpan {
 Region Agent::register_memory(void* data, size_t bytes) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "register", bytes);
-  return impl_->register_memory(data, bytes);
+  return counted(*impl_, AgentOp::Register, 0, [&] { return impl_->register_memory(data, bytes); });
 }
 RemoteRegion Agent::import_region(std::span<const uint8_t> descriptor) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "import", 0);  // a first import connects to the owner: its set-up shows here
-  return impl_->import_region(descriptor);
+  return counted(*impl_, AgentOp::Import, 0, [&] { return impl_->import_region(descriptor); });
 }
 void Agent::put(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "put", bytes, dst.s_.get(), offset);
-  impl_->put(dst, offset, src, bytes);
+  counted(*impl_, AgentOp::Put, bytes, [&] { impl_->put(dst, offset, src, bytes); });
 }
 void Agent::get(void* dst, const RemoteRegion& src, uint64_t offset, size_t bytes) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "get", bytes, src.s_.get(), offset);
-  impl_->get(dst, src, offset, bytes);
+  counted(*impl_, AgentOp::Get, bytes, [&] { impl_->get(dst, src, offset, bytes); });
 }
 void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes,
                        const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
   CallLock lk(*impl_);
   AgentImpl& a = *impl_;
   AgentSpan span(a, "put_notify", bytes, dst.s_.get(), offset);
-  // Both checked before anything is sent: a bad signal must not leave the data half announced.
-  RemoteRegionState& d = a.use(dst, "put_notify (data)", offset, bytes);
-  RemoteRegionState& s = a.use(signal, "put_notify (signal)", signal_offset, 8);
-  if ((s.base + signal_offset) % 8 != 0) {
-    a.fail(ErrorCode::Misaligned, "put_notify: the signal word at offset " + std::to_string(signal_offset) + " of " +
-                                      a.region_name(s) + " is not 8-byte aligned");
-  }
-  a.put(dst, offset, src, bytes);
-  // Data, then signal: the transport orders an atomic after writes to the same peer only where
-  // write_then_atomic_ordered says so; otherwise (or for a signal at another peer) a Flush between.
-  Conn& dc = a.conn_of(d);
-  Conn& sc = a.conn_of(s);
-  if (bytes > 0 && (&dc != &sc || !a.tr->write_then_atomic_ordered(dc.tpeer))) {
-    a.flush_conn(dc, "put_notify: flush of the data into " + a.region_name(d));
-  }
-  a.notify(signal, signal_offset, value, op);
+  counted(a, AgentOp::PutNotify, bytes, [&] {
+    // Both checked before anything is sent: a bad signal must not leave the data half announced.
+    RemoteRegionState& d = a.use(dst, "put_notify (data)", offset, bytes);
+    RemoteRegionState& s = a.use(signal, "put_notify (signal)", signal_offset, 8);
+    if ((s.base + signal_offset) % 8 != 0) {
+      a.fail(ErrorCode::Misaligned, "put_notify: the signal word at offset " + std::to_string(signal_offset) + " of " +
+                                        a.region_name(s) + " is not 8-byte aligned");
+    }
+    a.put(dst, offset, src, bytes);
+    // Data, then signal: the transport orders an atomic after writes to the same peer only where
+    // write_then_atomic_ordered says so; otherwise (or for a signal at another peer) a Flush between.
+    Conn& dc = a.conn_of(d);
+    Conn& sc = a.conn_of(s);
+    if (bytes > 0 && (&dc != &sc || !a.tr->write_then_atomic_ordered(dc.tpeer))) {
+      a.flush_conn(dc, "put_notify: flush of the data into " + a.region_name(d));
+    }
+    a.notify(signal, signal_offset, value, op);
+  });
 }
 void Agent::notify(const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, op == NotifyOp::Set ? "notify(Set)" : "notify", 0, signal.s_.get(), signal_offset);
-  impl_->notify(signal, signal_offset, value, op);
+  counted(*impl_, AgentOp::Notify, 0, [&] { impl_->notify(signal, signal_offset, value, op); });
 }
 void Agent::flush() {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "flush", 0);
-  impl_->flush();
+  counted(*impl_, AgentOp::Flush, 0, [&] { impl_->flush(); });
 }
 void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp,
                  std::optional<std::chrono::milliseconds> timeout) {
@@ -811,7 +906,8 @@ void Agent::wait(const Region& signal, uint64_t offset, int64_t expected, WaitCm
     span.span.event().expected = expected;
     span.span.detail("own region at offset " + std::to_string(offset));
   }
-  impl_->wait(signal, offset, expected, cmp, timeout.value_or(impl_->opt.op_timeout));
+  counted(*impl_, AgentOp::Wait, 0,
+          [&] { impl_->wait(signal, offset, expected, cmp, timeout.value_or(impl_->opt.op_timeout)); });
 }
 bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCmp cmp) {
   CallLock lk(*impl_);
@@ -820,19 +916,44 @@ bool Agent::test(const Region& signal, uint64_t offset, int64_t expected, WaitCm
     span.span.event().cmp = to_string(cmp);
     span.span.event().expected = expected;
   }
-  impl_->progress_once(false);
-  return impl_->check(signal, offset, expected, cmp, "test");
+  return counted(*impl_, AgentOp::Test, 0, [&] {
+    impl_->progress_once(false);
+    return impl_->check(signal, offset, expected, cmp, "test");
+  });
 }
+// Lock-free: the counters are atomics (a stats() call never waits behind a blocking call).
 AgentStats Agent::stats() const {
+  const AgentCounters& c = impl_->counters;
+  const auto ops = [&](AgentOp o) { return AgentCounters::get(c.ops[static_cast<size_t>(o)]); };
+  const auto bytes = [&](AgentOp o) { return AgentCounters::get(c.bytes[static_cast<size_t>(o)]); };
   AgentStats s;
-  s.thread_rounds = impl_->rounds.load(std::memory_order_relaxed);
-  s.thread_sleeps = impl_->sleeps.load(std::memory_order_relaxed);
-  s.thread_timer_sleeps = impl_->timer_sleeps.load(std::memory_order_relaxed);
-  CallLock lk(*impl_);
-  if (impl_->regcache) {
-    s.reg_cache_hits = impl_->regcache->stats().hits;
-    s.reg_cache_misses = impl_->regcache->stats().misses;
+  s.thread_rounds = AgentCounters::get(c.rounds);
+  s.thread_sleeps = AgentCounters::get(c.sleeps);
+  s.thread_timer_sleeps = AgentCounters::get(c.timer_sleeps);
+  s.reg_cache_hits = AgentCounters::get(c.reg_cache_hits);
+  s.reg_cache_misses = AgentCounters::get(c.reg_cache_misses);
+  s.puts = ops(AgentOp::Put);
+  s.put_bytes = bytes(AgentOp::Put);
+  s.gets = ops(AgentOp::Get);
+  s.get_bytes = bytes(AgentOp::Get);
+  s.put_notifies = ops(AgentOp::PutNotify);
+  s.put_notify_bytes = bytes(AgentOp::PutNotify);
+  s.notifies = ops(AgentOp::Notify);
+  s.flushes = ops(AgentOp::Flush);
+  s.waits = ops(AgentOp::Wait);
+  s.tests = ops(AgentOp::Test);
+  for (const auto& e : c.errors) s.errors += AgentCounters::get(e);
+  s.regions_registered = ops(AgentOp::Register);
+  s.regions_deregistered = ops(AgentOp::Deregister);
+  s.regions = static_cast<uint64_t>(std::max<int64_t>(0, c.regions.load(std::memory_order_relaxed)));
+  s.imports = ops(AgentOp::Import);
+  for (size_t d = 0; d < 2; ++d) {
+    s.peers_connected += AgentCounters::get(c.connected[d]);
+    s.peer_failures += AgentCounters::get(c.failures[d]);
+    s.peer_closes += AgentCounters::get(c.closes[d]);
+    s.peers += static_cast<uint64_t>(std::max<int64_t>(0, c.peers[d].load(std::memory_order_relaxed)));
   }
+  s.refused = AgentCounters::get(c.refused);
   return s;
 }
 

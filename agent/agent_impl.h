@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/agent_wire.h"
+#include "agent/metrics.h"
 #include "bootstrap/socket_util.h"
 #include "reg_cache.h"
 #include "trace.h"
@@ -27,6 +28,10 @@
 namespace rwin {
 
 using AgentClock = std::chrono::steady_clock;
+
+// Binds and listens on `addr` ("host:port", port 0 = ephemeral); `bound` gets it with the port bound.
+// Throws Error(InvalidArgument) starting with `what`.
+bootstrap::detail::Fd listen_on(const std::string& addr, const std::string& what, std::string& bound);
 
 // One control connection. Outbound: we imported from that agent (we post to it). Inbound: that
 // agent imported from us (it posts to us). A pair of agents importing from each other has two.
@@ -99,6 +104,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   void send(Conn& c, const agent::Msg& m);
   void flush_wbuf(Conn& c);
   void fail_conn(Conn& c, const std::string& why, bool orderly = false);
+  void mark_ready(Conn& c);  // its handshake completed: Ready, counted
   void drop_stranger(Conn& c, const std::string& why);
   void on_completion(const transport::Completion& comp);
   void revoke_flush(uint64_t conn, uint64_t id, uint64_t gen);
@@ -117,6 +123,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   void post(Conn& c, transport::Work w, Track& t, const std::string& what);
   void wait_track(Track& t, Conn& c, AgentClock::time_point deadline, const std::string& what, int until);
   std::string region_name(const RemoteRegionState& r) const;
+  void sync_reg_cache_counters() noexcept;  // RegCache::stats() into the counters (under mu)
 
   AgentOptions opt;
   std::recursive_mutex mu;
@@ -167,7 +174,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
 
   std::thread thread;
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> rounds{0}, sleeps{0}, timer_sleeps{0};  // AgentStats, counted by the thread
+  AgentCounters counters;  // AgentStats and the metrics (agent/metrics.h)
   // RWIN_TRACE: this agent's timeline (core/src/trace.h), written at close; null when off. Touched
   // under mu only (calls and the progress thread).
   std::unique_ptr<detail::Tracer> trace;
@@ -176,6 +183,9 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   // (a new control connection, queued control bytes) or armed the transport itself.
   bootstrap::detail::Fd wake_fd;
   std::vector<pollfd> sleep_fds;  // a blocking call's sleep (under mu)
+  // RWIN_METRICS / AgentOptions::metrics: null when off. Last member: it renders `counters` from its
+  // own thread, so it is stopped (close()) or destroyed before anything it reads.
+  std::unique_ptr<MetricsExporter> metrics;
 };
 
 // A user call's hold on the agent. Counted before it locks, so the progress thread leaves the lock

@@ -86,7 +86,7 @@ void AgentImpl::on_completion(const tp::Completion& comp) {
     Msg m;
     m.type = MsgType::Ready;
     send(*c->second, m);
-    if (c->second->state == Conn::State::AwaitWireup) c->second->state = Conn::State::Ready;
+    if (c->second->state == Conn::State::AwaitWireup) mark_ready(*c->second);
   }
   // Anything else belongs to a call that gave up (peer failed, deadline): nobody waits for it.
 }
@@ -143,9 +143,26 @@ void AgentImpl::flush_wbuf(Conn& c) {
   }
 }
 
+void AgentImpl::mark_ready(Conn& c) {
+  c.state = Conn::State::Ready;
+  const size_t dir = c.outbound ? 0 : 1;
+  AgentCounters::add(counters.connected[dir]);
+  counters.peers[dir].fetch_add(1, std::memory_order_relaxed);
+}
+
 void AgentImpl::fail_conn(Conn& c, const std::string& why, bool orderly) {
   if (c.state == Conn::State::Failed) return;
   const bool established = c.state == Conn::State::Ready;
+  // Counted as the log below names it: an orderly close, a peer's failure, or a refused stranger.
+  const size_t dir = c.outbound ? 0 : 1;
+  if (established) counters.peers[dir].fetch_sub(1, std::memory_order_relaxed);
+  if (orderly) {
+    AgentCounters::add(counters.closes[dir]);
+  } else if (established || c.outbound) {
+    AgentCounters::add(counters.failures[dir]);
+  } else {
+    AgentCounters::add(counters.refused);
+  }
   c.state = Conn::State::Failed;
   c.error = why;
   c.fd.reset();
@@ -196,6 +213,7 @@ void AgentImpl::accept_all() {
     if (handshaking >= kMaxHandshaking) {
       RWIN_LOG(Warn, Core, "rwin: %s: refused a control connection from %s: %zu handshakes already pending",
                describe.c_str(), from.c_str(), handshaking);
+      AgentCounters::add(counters.refused);
       continue;
     }
     bootstrap::detail::set_nodelay(fd);
@@ -313,13 +331,13 @@ void AgentImpl::handle(Conn& c, const Msg& m) {
         Msg rd;
         rd.type = MsgType::Ready;
         send(c, rd);
-        if (c.state == Conn::State::AwaitWireup) c.state = Conn::State::Ready;
+        if (c.state == Conn::State::AwaitWireup) mark_ready(c);
       }
       return;
     }
     case Conn::State::AwaitReady:
       if (m.type != MsgType::Ready) return unexpected();
-      c.state = Conn::State::Ready;
+      mark_ready(c);
       return;
     case Conn::State::AwaitWireup:
     case Conn::State::Ready:
@@ -503,7 +521,7 @@ void AgentImpl::thread_main() {
     {
       std::lock_guard lk(mu);
       if (closed) return;
-      rounds.fetch_add(1, std::memory_order_relaxed);
+      AgentCounters::add(counters.rounds);
       try {
         any = progress_once(true);
         // Serving a peer's request completes nothing of ours: a short spin after each wake-up
@@ -532,7 +550,7 @@ void AgentImpl::thread_main() {
       refused = AgentClock::time_point{};
     }
     if (sleep_ms >= 0) {
-      sleeps.fetch_add(1, std::memory_order_relaxed);
+      AgentCounters::add(counters.sleeps);
       ::poll(pf.data(), pf.size(), sleep_ms);
       if (pf.back().revents & POLLIN) {
         eventfd_t v;
@@ -547,7 +565,7 @@ void AgentImpl::thread_main() {
       sched_yield();
       continue;
     }
-    timer_sleeps.fetch_add(1, std::memory_order_relaxed);
+    AgentCounters::add(counters.timer_sleeps);
     const long us = std::min(250L, 10L * (idle - kIdleSpins));
     timespec ts{0, us * 1000};
     nanosleep(&ts, nullptr);

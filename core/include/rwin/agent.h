@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rwin/rwin.h"  // Error, ErrorCode, NotifyOp, WaitCmp
@@ -38,11 +39,23 @@ struct AgentOptions {
   std::chrono::milliseconds keepalive_interval{500};
   std::chrono::milliseconds keepalive_timeout{5000};  // a peer silent this long has failed
   bool progress_thread = false;  // serve peers while no thread of this process is inside rwin
+  // Prometheus metrics of this agent (docs/OBSERVING.md, "Metrics"): "host:port" serves HTTP GET
+  // /metrics there (port 0 = ephemeral: metrics_address() tells; no authentication, so keep it on
+  // loopback or a trusted network), "file:PATH" rewrites PATH atomically every metrics_interval and
+  // at close (%p = pid, %h = host), "off" = none. Empty: the RWIN_METRICS variable (unset: none).
+  std::string metrics;
+  std::chrono::milliseconds metrics_interval{0};  // file form; 0 = RWIN_METRICS_INTERVAL_MS (1000)
+  // Labels on every sample besides agent="<address()>" (rwin::Domain adds rank and domain).
+  std::vector<std::pair<std::string, std::string>> metrics_labels;
 };
 
-// What the progress thread did: for checks and for "why does my idle server use CPU". An idle
-// thread sleeps on its sockets and the transport's wake-up descriptor (sleeps); where the transport
-// cannot wake it and needs its progress, it polls on a timer (timer_sleeps, up to 250 us each).
+// What the agent did, counted since it was made (never reset: subtract two snapshots). The same
+// counters are its Prometheus metrics (AgentOptions::metrics), which break some down further (errors
+// by operation, connections by direction). docs/OBSERVING.md, "Agent counters and metrics".
+//
+// The progress thread: for checks and for "why does my idle server use CPU". An idle thread sleeps on
+// its sockets and the transport's wake-up descriptor (sleeps); where the transport cannot wake it and
+// needs its progress, it polls on a timer (timer_sleeps, up to 250 us each).
 struct AgentStats {
   uint64_t thread_rounds = 0;        // progress rounds of the thread
   uint64_t thread_sleeps = 0;        // sleeps on descriptors, woken by traffic, a deadline or a call
@@ -51,6 +64,26 @@ struct AgentStats {
   // no registration): a hit costs no ibv_reg_mr.
   uint64_t reg_cache_hits = 0;
   uint64_t reg_cache_misses = 0;
+  // This agent's calls that returned, as initiator (put, get, put_notify, notify, flush) or on its own
+  // signal words (wait, test), and the data bytes of put, get and put_notify. What peers did to this
+  // agent's regions is not counted: over verbs the adapter serves it without the agent.
+  uint64_t puts = 0, put_bytes = 0;
+  uint64_t gets = 0, get_bytes = 0;
+  uint64_t put_notifies = 0, put_notify_bytes = 0;  // a put_notify counts here only (not as put + notify)
+  uint64_t notifies = 0;
+  uint64_t flushes = 0;
+  uint64_t waits = 0;  // a wait that timed out counts in errors instead
+  uint64_t tests = 0;
+  uint64_t errors = 0;  // calls above, register_memory, import_region and deregister that threw
+  uint64_t regions_registered = 0, regions_deregistered = 0;
+  uint64_t regions = 0;  // registered now
+  uint64_t imports = 0;  // descriptors imported (import_region that returned)
+  // Control connections with other agents (one per importer and owner pair and direction: two agents
+  // importing from each other have two): handshakes completed, failed after it (a transport error,
+  // silence, EOF, fail_peer) or closed in order (the peer's agent closed), and established now.
+  uint64_t peers_connected = 0, peer_failures = 0, peer_closes = 0;
+  uint64_t peers = 0;
+  uint64_t refused = 0;  // strangers and garbage: connections to the listener refused before a handshake
 };
 
 struct AgentImpl;
@@ -103,6 +136,8 @@ class Agent {
 
   std::string address() const;      // the bound control address, "host:port"
   std::string describe() const;     // "agent 127.0.0.1:40123 ucx(tcp)": used in every message
+  // Where the metrics are: the bound "host:port" of the HTTP endpoint, "file:PATH", or "" (off).
+  std::string metrics_address() const;
 
   Region register_memory(void* data, size_t bytes);  // bytes > 0
   // Connects to the owner on first use (bounded by connect_timeout). Throws InvalidArgument for a
