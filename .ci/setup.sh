@@ -13,6 +13,7 @@ packages=(build-essential cmake ninja-build pkg-config git
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # python/: import rwin
           python3-grpcio  # examples/tensor_service, bench/agent_vs_grpc.py: the runtime's gRPC path
           libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev  # tools' arguments, JSON, logging
+          libmicrohttpd-dev python3-prometheus-client  # agents' metrics endpoint (RWIN_METRICS); its Python test's parser
           libpmix-dev slurm-wlm slurmd slurmctld munge  # PMIx bootstrap; the Slurm test (tests/slurm)
           patchelf stress-ng)  # tests/rxe/location.sh (a relocated build tree); tests/ledger.sh --load
 missing=()

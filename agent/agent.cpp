@@ -123,7 +123,9 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   } else {
     knobs::set_in_code("RWIN_METRICS", metrics_spec);
   }
-  if (metrics_spec == "off") metrics_spec.clear();
+  // A malformed spec throws here, before anything is made; "off" turns the variable's off too.
+  const MetricsSpec parsed = MetricsExporter::parse(metrics_spec, metrics_source);
+  if (!parsed.http && !parsed.file) metrics_spec.clear();
   auto metrics_interval = opt.metrics_interval;
   if (!metrics_spec.empty()) {
     if (metrics_interval < 0ms) {
@@ -801,13 +803,15 @@ bool RemoteRegion::stale() const { return s_ && s_->stale; }
 
 namespace {
 
-// A public call, counted (AgentStats, the metrics): returned (with its data bytes) or threw.
+// A public call, counted (AgentStats, the metrics): returned (with its data bytes) or threw. `peer`:
+// the region the call reached (put, get, put_notify's data, notify), counted by its owner too.
 template <class F>
-auto counted(AgentImpl& a, AgentOp op, uint64_t bytes, F&& f) -> decltype(f()) {
+auto counted(AgentImpl& a, AgentOp op, uint64_t bytes, F&& f, const RemoteRegion* peer = nullptr) -> decltype(f()) {
   try {
     if constexpr (std::is_void_v<decltype(f())>) {
       f();
       a.counters.op(op, bytes);
+      if (peer && !peer->peer().empty()) a.counters.peer_op(peer->peer(), op, bytes);
     } else {
       auto r = f();
       a.counters.op(op, bytes);
@@ -856,12 +860,12 @@ RemoteRegion Agent::import_region(std::span<const uint8_t> descriptor) {
 void Agent::put(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "put", bytes, dst.s_.get(), offset);
-  counted(*impl_, AgentOp::Put, bytes, [&] { impl_->put(dst, offset, src, bytes); });
+  counted(*impl_, AgentOp::Put, bytes, [&] { impl_->put(dst, offset, src, bytes); }, &dst);
 }
 void Agent::get(void* dst, const RemoteRegion& src, uint64_t offset, size_t bytes) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, "get", bytes, src.s_.get(), offset);
-  counted(*impl_, AgentOp::Get, bytes, [&] { impl_->get(dst, src, offset, bytes); });
+  counted(*impl_, AgentOp::Get, bytes, [&] { impl_->get(dst, src, offset, bytes); }, &src);
 }
 void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src, size_t bytes,
                        const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
@@ -885,12 +889,12 @@ void Agent::put_notify(const RemoteRegion& dst, uint64_t offset, const void* src
       a.flush_conn(dc, "put_notify: flush of the data into " + a.region_name(d));
     }
     a.notify(signal, signal_offset, value, op);
-  });
+  }, &dst);
 }
 void Agent::notify(const RemoteRegion& signal, uint64_t signal_offset, int64_t value, NotifyOp op) {
   CallLock lk(*impl_);
   AgentSpan span(*impl_, op == NotifyOp::Set ? "notify(Set)" : "notify", 0, signal.s_.get(), signal_offset);
-  counted(*impl_, AgentOp::Notify, 0, [&] { impl_->notify(signal, signal_offset, value, op); });
+  counted(*impl_, AgentOp::Notify, 0, [&] { impl_->notify(signal, signal_offset, value, op); }, &signal);
 }
 void Agent::flush() {
   CallLock lk(*impl_);

@@ -20,12 +20,11 @@
 #include <thread>
 
 #include "agent/agent_impl.h"  // listen_on
+#include "bootstrap/bootstrap.h"  // HostPort
 #include "common/log.h"
 #include "rwin/rwin.h"
 
-#ifdef RWIN_HAVE_MICROHTTPD
 #include <microhttpd.h>
-#endif
 
 namespace rwin {
 
@@ -87,15 +86,19 @@ class Text {
   }
   // One sample; `key`/`value` one more label when key is not null.
   template <class N>
-  void sample(const char* name, N n, const char* key = nullptr, const std::string& value = {}) {
+  void sample(const char* name, N n, const char* key = nullptr, const std::string& value = {},
+              const char* key2 = nullptr, const std::string& value2 = {}) {
     out_ += name;
     out_ += '{';
     out_ += common_;
-    if (key) {
-      if (!common_.empty()) out_ += ',';
-      out_ += key;
+    bool first = common_.empty();
+    for (auto [k, v] : {std::pair{key, &value}, std::pair{key2, &value2}}) {
+      if (!k) continue;
+      if (!first) out_ += ',';
+      first = false;
+      out_ += k;
       out_ += "=\"";
-      escape_into(out_, value);
+      escape_into(out_, *v);
       out_ += '"';
     }
     out_ += "} ";
@@ -128,6 +131,23 @@ std::string render_metrics(const AgentCounters& c, const Labels& labels, const s
   for (AgentOp o : kCalls) t.sample("rwin_agent_operations_total", C::get(c.ops[at(o)]), "op", agent_op_name(o));
   t.family("rwin_agent_bytes_total", "counter", "Data bytes of the put, get and put_notify calls that returned.");
   for (AgentOp o : kData) t.sample("rwin_agent_bytes_total", C::get(c.bytes[at(o)]), "op", agent_op_name(o));
+  const auto by_peer = c.peers_copy();
+  t.family("rwin_agent_peer_operations_total", "counter",
+           "Calls of this agent to one peer agent that returned, by peer (the owner's control address, or "
+           "\"other\" past 256 peers) and operation (put, get, put_notify, notify).");
+  for (const auto& [peer, pc] : by_peer) {
+    for (size_t i = 0; i < AgentCounters::kPeerOps; ++i) {
+      t.sample("rwin_agent_peer_operations_total", pc.ops[i], "peer", peer, "op", agent_op_name(static_cast<AgentOp>(i)));
+    }
+  }
+  t.family("rwin_agent_peer_bytes_total", "counter",
+           "Data bytes of the put, get and put_notify calls of this agent to one peer agent that returned, by peer and "
+           "operation.");
+  for (const auto& [peer, pc] : by_peer) {
+    for (AgentOp o : kData) {
+      t.sample("rwin_agent_peer_bytes_total", pc.bytes[at(o)], "peer", peer, "op", agent_op_name(o));
+    }
+  }
   t.family("rwin_agent_errors_total", "counter",
            "Calls of this agent that threw an error (a bad argument, a failed peer, a timeout), by operation.");
   for (size_t i = 0; i < kAgentOps; ++i) {
@@ -179,13 +199,13 @@ std::string render_metrics(const AgentCounters& c, const Labels& labels, const s
 }
 
 std::string check_metric_labels(const Labels& labels) {
-  std::vector<std::string> seen{"agent", "op", "direction", "transport"};  // the metrics' own
+  std::vector<std::string> seen{"agent", "op", "direction", "transport", "peer"};  // the metrics' own
   for (const auto& [k, v] : labels) {
     bool ok = !k.empty() && !(k[0] >= '0' && k[0] <= '9') && k.rfind("__", 0) != 0;
     for (char ch : k) ok = ok && (ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'));
     if (!ok) return "label name '" + k + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)";
     for (const auto& s : seen) {
-      if (s == k) return "label '" + k + "' is given twice or is one the metrics set themselves (agent, op, direction, transport)";
+      if (s == k) return "label '" + k + "' is given twice or is one the metrics set themselves (agent, op, direction, transport, peer)";
     }
     seen.push_back(k);
   }
@@ -194,7 +214,9 @@ std::string check_metric_labels(const Labels& labels) {
 
 namespace {
 
-constexpr const char* kForms = "expected host:port (HTTP GET /metrics; port 0 = ephemeral), file:PATH, or off";
+constexpr const char* kForms =
+    "expected [http://]HOST:PORT or :PORT (HTTP GET /metrics; :PORT = 127.0.0.1:PORT; port 0 = ephemeral), "
+    "file:PATH, or off";
 constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 [[noreturn]] void bad(const std::string& source, const std::string& spec, const std::string& why,
@@ -243,8 +265,13 @@ class FileExporter final : public MetricsExporter {
   }
   ~FileExporter() override { stop(); }
 
-  // The first write happens here, in the caller's thread: a path that cannot be written fails start-up.
-  std::string first_write() { return write_once(); }
+  // The first write happens here, in the caller's thread: a path that cannot be written fails start-up
+  // (and the exporter is dropped without another try).
+  std::string first_write() {
+    std::string err = write_once();
+    if (!err.empty()) stopped_ = true;
+    return err;
+  }
   void run() {
     thread_ = std::thread([this] {
       std::unique_lock lk(mu_);
@@ -326,7 +353,6 @@ class FileExporter final : public MetricsExporter {
   std::thread thread_;
 };
 
-#ifdef RWIN_HAVE_MICROHTTPD
 // "host:port": libmicrohttpd's own polling thread answers GET (and HEAD) /metrics; the handler only
 // renders the atomics. A listener of our own (bound like the agent's control listener) is handed
 // to it, so the bound port is known and the address resolution matches the agent's.
@@ -337,7 +363,7 @@ class HttpExporter final : public MetricsExporter {
   ~HttpExporter() override { stop(); }
 
   void start(const std::string& spec, const std::string& source) {
-    bootstrap::detail::Fd fd = listen_on(spec, "agent: " + source, address_);
+    bootstrap::detail::Fd fd = listen_on(spec, "HTTP server", address_);
     const unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     d_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &HttpExporter::handle, this,
                           MHD_OPTION_EXTERNAL_LOGGER, &HttpExporter::log, this,  //
@@ -388,7 +414,9 @@ class HttpExporter final : public MetricsExporter {
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     const size_t n = std::strlen(buf);
     if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
-    RWIN_LOG(Warn, Core, "rwin: %s: metrics server: %s", static_cast<HttpExporter*>(cls)->describe_.c_str(), buf);
+    // A stranger's malformed request is logged here too ("Error processing request ... 400"): info, so
+    // a port scanner does not fill a service's log (start-up failures throw instead).
+    RWIN_LOG(Info, Core, "rwin: %s: metrics server: %s", static_cast<HttpExporter*>(cls)->describe_.c_str(), buf);
   }
 
   std::function<std::string()> render_;
@@ -396,39 +424,57 @@ class HttpExporter final : public MetricsExporter {
   std::string address_;
   MHD_Daemon* d_ = nullptr;
 };
-#endif
 
 }  // namespace
+
+MetricsSpec MetricsExporter::parse(const std::string& spec, const std::string& source) {
+  MetricsSpec m;
+  if (spec.empty() || spec == "off") return m;
+  if (spec.rfind("file:", 0) == 0) {
+    m.file = true;
+    m.target = expand(spec.substr(5));
+    if (m.target.empty()) bad(source, spec, std::string("no path after 'file:'; ") + kForms);
+    return m;
+  }
+  // [http://]HOST:PORT, or :PORT for 127.0.0.1:PORT; nothing after the port (the path is /metrics).
+  std::string addr = spec;
+  if (addr.rfind("http://", 0) == 0) addr = addr.substr(7);
+  if (addr.find("://") != std::string::npos || addr.find('/') != std::string::npos) {
+    bad(source, spec, std::string("not an address (only the http:// scheme; no path, it is always /metrics); ") + kForms);
+  }
+  if (addr.find(':') == std::string::npos) bad(source, spec, std::string("no ':port'; ") + kForms);
+  if (addr[0] == ':') addr = "127.0.0.1" + addr;
+  try {
+    (void)bootstrap::HostPort::parse(addr);
+  } catch (const std::exception& e) {
+    bad(source, spec, std::string(e.what()) + "; " + kForms);
+  }
+  m.http = true;
+  m.target = addr;
+  return m;
+}
 
 std::unique_ptr<MetricsExporter> MetricsExporter::start(const std::string& spec, const std::string& source,
                                                         std::chrono::milliseconds interval,
                                                         std::function<std::string()> render,
                                                         const std::string& describe) {
-  if (spec.rfind("file:", 0) == 0) {
-    const std::string path = expand(spec.substr(5));
-    if (path.empty()) bad(source, spec, std::string("no path after 'file:'; ") + kForms);
-    auto f = std::make_unique<FileExporter>(path, interval, std::move(render), describe);
+  const MetricsSpec m = parse(spec, source);
+  if (m.file) {
+    auto f = std::make_unique<FileExporter>(m.target, interval, std::move(render), describe);
     if (const std::string err = f->first_write(); !err.empty()) bad(source, spec, err, ErrorCode::Transport);
     f->run();
     return f;
   }
-  if (spec.find("://") != std::string::npos || spec.find('/') != std::string::npos) {
-    bad(source, spec, std::string("not an address; ") + kForms);
-  }
-  if (spec.find(':') == std::string::npos) bad(source, spec, std::string("no ':port'; ") + kForms);
-#ifdef RWIN_HAVE_MICROHTTPD
+  if (!m.http) return nullptr;
   auto h = std::make_unique<HttpExporter>(std::move(render), describe);
   try {
-    h->start(spec, source);
+    h->start(m.target, source);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;
-    throw Error(ErrorCode::InvalidArgument, std::string(e.what()) + "; " + kForms);
+    // listen_on: cannot resolve or bind (in use, not an address of this host).
+    throw Error(ErrorCode::InvalidArgument, "agent: " + source + "='" + spec + "': " + e.what());
   }
   return h;
-#else
-  (void)interval, (void)render, (void)describe;
-  bad(source, spec, "this rwin was built without libmicrohttpd, which the HTTP form needs (file:PATH works)");
-#endif
 }
 
 }  // namespace rwin

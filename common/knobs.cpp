@@ -76,6 +76,10 @@ constexpr Knob kTable[] = {
      "write each context's timeline (Chrome Trace Event JSON) to DIR/rwin-trace-rank<R>-pid<P>.json when it ends"},
     {"RWIN_TRACE_MAX_EVENTS", K::Int, "1000000", "1..4294967296", "core",
      "events a context's trace keeps (later ones are counted as dropped)"},
+    {"RWIN_METRICS", K::String, "off", "[http://]HOST:PORT, :PORT, file:PATH or off", "core",
+     "agents: serve Prometheus metrics over HTTP GET /metrics at HOST:PORT (:PORT = 127.0.0.1), or rewrite file PATH"},
+    {"RWIN_METRICS_INTERVAL_MS", K::Int, "1000", "1..86400000", "core",
+     "agents: how often RWIN_METRICS=file:PATH rewrites the file"},
     {"RWIN_SPIN_US", K::Int, "200", "0..1000000", "core",
      "how long a wait spins before yielding (0 when oversubscribed)"},
     // collectives

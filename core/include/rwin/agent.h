@@ -39,19 +39,21 @@ struct AgentOptions {
   std::chrono::milliseconds keepalive_interval{500};
   std::chrono::milliseconds keepalive_timeout{5000};  // a peer silent this long has failed
   bool progress_thread = false;  // serve peers while no thread of this process is inside rwin
-  // Prometheus metrics of this agent (docs/OBSERVING.md, "Metrics"): "host:port" serves HTTP GET
-  // /metrics there (port 0 = ephemeral: metrics_address() tells; no authentication, so keep it on
-  // loopback or a trusted network), "file:PATH" rewrites PATH atomically every metrics_interval and
-  // at close (%p = pid, %h = host), "off" = none. Empty: the RWIN_METRICS variable (unset: none).
+  // Prometheus metrics of this agent (docs/OBSERVING.md, "Metrics"): "HOST:PORT", "http://HOST:PORT"
+  // or ":PORT" (= 127.0.0.1:PORT) serves HTTP GET /metrics there, bound to that address only (port 0 =
+  // ephemeral: metrics_address() tells; no authentication, so keep it on loopback or a trusted
+  // network); "file:PATH" rewrites PATH atomically every metrics_interval and at close (%p = pid,
+  // %h = host); "off" = none. Empty: the RWIN_METRICS variable (unset: none).
   std::string metrics;
   std::chrono::milliseconds metrics_interval{0};  // file form; 0 = RWIN_METRICS_INTERVAL_MS (1000)
-  // Labels on every sample besides agent="<address()>" (rwin::Domain adds rank and domain).
+  // Labels on every sample besides agent="<address()>" (Prometheus label names; not agent, op,
+  // direction, transport or peer).
   std::vector<std::pair<std::string, std::string>> metrics_labels;
 };
 
 // What the agent did, counted since it was made (never reset: subtract two snapshots). The same
 // counters are its Prometheus metrics (AgentOptions::metrics), which break some down further (errors
-// by operation, connections by direction). docs/OBSERVING.md, "Agent counters and metrics".
+// by operation, connections by direction). docs/OBSERVING.md, "Metrics".
 //
 // The progress thread: for checks and for "why does my idle server use CPU". An idle thread sleeps on
 // its sockets and the transport's wake-up descriptor (sleeps); where the transport cannot wake it and
