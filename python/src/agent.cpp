@@ -233,7 +233,7 @@ void bind_agent(py::module_& m) {
                       "process is elsewhere (asleep, blocked in another library). Timeouts in seconds.")
       .def(py::init([](const std::string& listen, const std::string& transport, bool progress_thread, py::object op_timeout,
                        py::object connect_timeout, py::object keepalive_interval, py::object keepalive_timeout,
-                       py::object ib_device, int ib_port, int gid_index) {
+                       py::object ib_device, int ib_port, int gid_index, py::object metrics, py::object metrics_interval) {
              rwin::AgentOptions o;
              o.listen = listen;
              o.transport = transport;
@@ -245,6 +245,8 @@ void bind_agent(py::module_& m) {
              if (!ib_device.is_none()) o.ib_device = ib_device.cast<std::string>();
              o.ib_port = ib_port;
              o.gid_index = gid_index;
+             if (!metrics.is_none()) o.metrics = metrics.cast<std::string>();
+             if (!metrics_interval.is_none()) o.metrics_interval = seconds_arg(metrics_interval, "rwin.Agent: metrics_interval");
              auto pa = std::make_unique<PyAgent>();
              pa->pid = getpid();
              pa->gen = g_fork_gen.load(std::memory_order_relaxed);
@@ -259,9 +261,13 @@ void bind_agent(py::module_& m) {
            py::arg("listen") = "127.0.0.1:0", py::kw_only(), py::arg("transport") = "ucx",
            py::arg("progress_thread") = false, py::arg("op_timeout") = py::none(), py::arg("connect_timeout") = py::none(),
            py::arg("keepalive_interval") = py::none(), py::arg("keepalive_timeout") = py::none(),
-           py::arg("ib_device") = py::none(), py::arg("ib_port") = 1, py::arg("gid_index") = -1)
+           py::arg("ib_device") = py::none(), py::arg("ib_port") = 1, py::arg("gid_index") = -1,
+           py::arg("metrics") = py::none(), py::arg("metrics_interval") = py::none())
       .def_property_readonly("address", [](const PyAgent& a) { return a.live("address")->address(); },
                              "the bound control address, \"host:port\"")
+      .def_property_readonly("metrics_address", [](const PyAgent& a) { return a.live("metrics_address")->metrics_address(); },
+                             "where the Prometheus metrics are (metrics= or RWIN_METRICS): the bound \"host:port\" of\n"
+                             "the HTTP endpoint (GET /metrics), \"file:PATH\", or \"\" when off")
       .def_property_readonly("transport", [](const PyAgent& a) { return a.transport; })
       .def_property_readonly("closed", [](const PyAgent& a) { return !a.a; })
       .def("describe", [](const PyAgent& a) { return a.name; })
@@ -407,9 +413,32 @@ void bind_agent(py::module_& m) {
              d["thread_rounds"] = st.thread_rounds;
              d["thread_sleeps"] = st.thread_sleeps;
              d["thread_timer_sleeps"] = st.thread_timer_sleeps;
+             d["reg_cache_hits"] = st.reg_cache_hits;
+             d["reg_cache_misses"] = st.reg_cache_misses;
+             d["puts"] = st.puts;
+             d["put_bytes"] = st.put_bytes;
+             d["gets"] = st.gets;
+             d["get_bytes"] = st.get_bytes;
+             d["put_notifies"] = st.put_notifies;
+             d["put_notify_bytes"] = st.put_notify_bytes;
+             d["notifies"] = st.notifies;
+             d["flushes"] = st.flushes;
+             d["waits"] = st.waits;
+             d["tests"] = st.tests;
+             d["errors"] = st.errors;
+             d["regions_registered"] = st.regions_registered;
+             d["regions_deregistered"] = st.regions_deregistered;
+             d["regions"] = st.regions;
+             d["imports"] = st.imports;
+             d["peers_connected"] = st.peers_connected;
+             d["peer_failures"] = st.peer_failures;
+             d["peer_closes"] = st.peer_closes;
+             d["peers"] = st.peers;
+             d["refused"] = st.refused;
              return d;
            },
-           "the progress thread's rounds, its sleeps on descriptors and its timer sleeps (rwin::AgentStats)");
+           "the agent's counters (rwin::AgentStats): the progress thread's rounds and sleeps, calls and bytes by\n"
+           "operation, errors, regions, imports, peer connections; the same as its Prometheus metrics");
 }
 
 }  // namespace rwin_py
