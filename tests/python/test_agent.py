@@ -556,3 +556,108 @@ def test_bad_arguments(agent, workers):
     agent.put(remote, 0, pattern(9, 4096))
     agent.flush()
     assert w.call("read", id="d", off=0, n=4096) == sha(pattern(9, 4096))
+
+
+def _parse_metrics(text):
+    """{(name, frozenset(labels)): value} of a Prometheus text scrape: with prometheus_client's parser
+    when installed (python3-prometheus-client; it also checks the format), else a strict local one."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        text_string_to_metric_families = None
+    out = {}
+    if text_string_to_metric_families is not None:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(s.name, frozenset(s.labels.items()))] = s.value
+        return out
+    import re
+    typed = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("#"):
+            continue
+        m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)', line)
+        assert m, line
+        assert m.group(1) in typed, line
+        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def _metric(samples, name, **labels):
+    hits = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+def test_metrics_scrape(workers):
+    """An agent with metrics on 127.0.0.1:0 (issue 28): a known sequence of calls to a worker's regions,
+    then a scrape over HTTP (urllib) with exact counts, by operation and by peer."""
+    import urllib.error
+    import urllib.request
+    w = workers()
+    wd = w.register("wd", 1 << 16, seed=3)
+    ws = w.register("ws", 64, dtype="int64")
+    with rwin.Agent(**OPTS, metrics="127.0.0.1:0") as a:
+        addr = a.metrics_address
+        host, port = addr.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        remote, rsig = a.import_region(wd), a.import_region(ws)
+        for i in range(3):
+            a.put(remote, i * 1000, pattern(4, 1000))
+        got = np.zeros(500, np.uint8)
+        a.get(got, remote, 0)
+        a.get(got, remote, 100)
+        a.put_notify(remote, 8192, pattern(5, 100), rsig, 0, 1)
+        for _ in range(3):
+            a.notify(rsig, 8, 1)
+        a.notify(rsig, 16, 7, op=rwin.NotifyOp.Set)
+        a.flush()
+        with pytest.raises(rwin.Error):
+            a.put(remote, (1 << 16) - 10, np.zeros(11, np.uint8))
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=20) as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = r.read().decode()
+        s = _parse_metrics(text)
+        me = a.address
+        assert _metric(s, "rwin_agent_operations_total", op="put", agent=me) == 3
+        assert _metric(s, "rwin_agent_operations_total", op="get") == 2
+        assert _metric(s, "rwin_agent_operations_total", op="put_notify") == 1
+        assert _metric(s, "rwin_agent_operations_total", op="notify") == 4
+        assert _metric(s, "rwin_agent_operations_total", op="flush") == 1
+        assert _metric(s, "rwin_agent_bytes_total", op="put") == 3000
+        assert _metric(s, "rwin_agent_bytes_total", op="get") == 1000
+        assert _metric(s, "rwin_agent_bytes_total", op="put_notify") == 100
+        assert _metric(s, "rwin_agent_errors_total", op="put") == 1
+        assert _metric(s, "rwin_agent_imports_total") == 2
+        assert _metric(s, "rwin_agent_peers", direction="outbound") == 1
+        assert _metric(s, "rwin_agent_peer_operations_total", peer=w.address, op="put") == 3
+        assert _metric(s, "rwin_agent_peer_bytes_total", peer=w.address, op="get") == 1000
+        st = a.stats()
+        assert (st["puts"], st["put_bytes"], st["gets"], st["errors"], st["imports"]) == (3, 3000, 2, 1, 2)
+        assert w.call("read", id="ws", off=0, n=64, words=True)[:3] == [1, 3, 7]
+        # only GET /metrics
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://{addr}/", timeout=20)
+        assert e.value.code == 404
+    assert a.closed
+
+
+def test_metrics_file_and_bad_specs(tmp_path):
+    path = tmp_path / "agent.prom"
+    with rwin.Agent(**OPTS, metrics=f"file:{path}", metrics_interval=3600) as a:
+        assert a.metrics_address == f"file:{path}"
+        a.register(np.zeros(4096, np.uint8))
+    s = _parse_metrics(path.read_text())  # the last write, at close
+    assert _metric(s, "rwin_agent_regions_registered_total") == 1
+    assert _metric(s, "rwin_agent_regions") == 0
+    with rwin.Agent(**OPTS) as a:
+        assert a.metrics_address == ""
+    with pytest.raises(rwin.InvalidArgumentError, match=r"AgentOptions::metrics='nonsense'.*no ':port'"):
+        rwin.Agent(**OPTS, metrics="nonsense")
+    with pytest.raises(rwin.InvalidArgumentError, match="no path"):
+        rwin.Agent(**OPTS, metrics="http://127.0.0.1:0/metrics")
