@@ -463,7 +463,7 @@ def idle_round(agent, w):
     got = np.zeros(4096, np.uint8)
     agent.get(got, remote, 0)  # connected both ways: keepalives run while idle
     before = agent.stats()
-    assert set(before) == {"thread_rounds", "thread_sleeps", "thread_timer_sleeps"}
+    assert {"thread_rounds", "thread_sleeps", "thread_timer_sleeps", "puts", "gets", "errors", "peers"} <= set(before)
     time.sleep(0.3)
     after = agent.stats()
     assert after["thread_timer_sleeps"] == before["thread_timer_sleeps"]
