@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <set>
@@ -559,6 +560,52 @@ TEST_F(Metrics, GarbageClients) {
   for (int fd : idle) ::close(fd);
   r.deregister();
   EXPECT_EQ(value(scrape(m), "rwin_agent_regions"), 0);
+}
+
+// Scrapes from another thread while calls run (the counters are read without the agent's lock: TSan
+// runs this): every scrape's put count lies between the last one and the final count, which is exact.
+TEST_F(Metrics, ScrapesDuringCalls) {
+  std::vector<uint8_t> mem(1 << 16);
+  Agent owner(options(/*progress_thread=*/true));
+  Region r = owner.register_memory(mem.data(), mem.size());
+  auto o = options();
+  o.metrics = "127.0.0.1:0";
+  Agent a(o);
+  const std::string m = a.metrics_address();
+  RemoteRegion d = a.import_region(r.descriptor());
+  constexpr int kPuts = 300;
+  std::atomic<bool> done{false};
+  std::atomic<int> scrapes{0};
+  std::string failure;
+  std::thread scraper([&] {
+    try {
+      double last = 0;
+      while (!done.load()) {
+        const double n = value(scrape(m), "rwin_agent_operations_total", {{"op", "put"}});
+        REQUIRE(n >= last && n <= kPuts);
+        last = n;
+        scrapes.fetch_add(1);
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  std::vector<uint8_t> buf(256, 1);
+  for (int i = 0; i < kPuts; ++i) {
+    a.put(d, static_cast<uint64_t>(i) * 128, buf.data(), buf.size());
+    if (i % 50 == 0) a.flush();
+  }
+  a.flush();
+  // At least one scrape overlapped the calls or follows them (not a timing check: waited for).
+  while (scrapes.load() < 2 && failure.empty()) std::this_thread::sleep_for(1ms);
+  done = true;
+  scraper.join();
+  EXPECT_EQ(failure, "");
+  const auto ss = scrape(m);
+  EXPECT_EQ(value(ss, "rwin_agent_operations_total", {{"op", "put"}}), kPuts);
+  EXPECT_EQ(value(ss, "rwin_agent_bytes_total", {{"op", "put"}}), kPuts * 256.0);
+  EXPECT_EQ(value(ss, "rwin_agent_peer_operations_total", {{"peer", owner.address()}, {"op", "put"}}), kPuts);
+  EXPECT_EQ(value(ss, "rwin_agent_operations_total", {{"op", "flush"}}), kPuts / 50 + 1);
 }
 
 // Two agents in one process need two ports; close() stops the server (the port is free again).
