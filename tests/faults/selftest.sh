@@ -2,8 +2,8 @@
 # Checks the fault suite's own bookkeeping with a fake ring_shift (fake_ring_shift.sh) whose behaviour
 # is known: detection times, crash, hang and wrong-message counting, the closing line and the exit
 # status. The five modes run at once (the fake binds no port; each run has its own directory):
-# ~12 s instead of ~45 s one after another. Needs no rwin build. No timing bound: the fake sleeps RWIN_RANK x 0.5 s after
-# it notices a death, so a survivor's measured detection is at least that (a loaded machine only
+# ~19 s instead of ~45 s one after another. Needs no rwin build. No timing bound: the fake sleeps
+# RWIN_RANK x 0.5 s after it notices a death, so a survivor's measured detection is at least that (a loaded machine only
 # adds), and per-process timing shows as rank 3's time above rank 1's (1 s apart by construction).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
