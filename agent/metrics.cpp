@@ -84,6 +84,12 @@ class Text {
     out_ += type;
     out_ += '\n';
   }
+  // A family of one unlabelled sample (the name written once).
+  template <class N>
+  void single(const char* name, const char* type, const char* help, N n) {
+    family(name, type, help);
+    sample(name, n);
+  }
   // One sample; `key`/`value` one more label when key is not null.
   template <class N>
   void sample(const char* name, N n, const char* key = nullptr, const std::string& value = {},
@@ -153,14 +159,14 @@ std::string render_metrics(const AgentCounters& c, const Labels& labels, const s
   for (size_t i = 0; i < kAgentOps; ++i) {
     t.sample("rwin_agent_errors_total", C::get(c.errors[i]), "op", agent_op_name(static_cast<AgentOp>(i)));
   }
-  t.family("rwin_agent_regions_registered_total", "counter", "Regions registered (register_memory that returned).");
-  t.sample("rwin_agent_regions_registered_total", C::get(c.ops[at(AgentOp::Register)]));
-  t.family("rwin_agent_regions_deregistered_total", "counter", "Regions deregistered (revoked at their importers).");
-  t.sample("rwin_agent_regions_deregistered_total", C::get(c.ops[at(AgentOp::Deregister)]));
-  t.family("rwin_agent_regions", "gauge", "Regions registered now.");
-  t.sample("rwin_agent_regions", std::max<int64_t>(0, c.regions.load(std::memory_order_relaxed)));
-  t.family("rwin_agent_imports_total", "counter", "Descriptors imported (import_region that returned).");
-  t.sample("rwin_agent_imports_total", C::get(c.ops[at(AgentOp::Import)]));
+  t.single("rwin_agent_regions_registered_total", "counter", "Regions registered (register_memory that returned).",
+           C::get(c.ops[at(AgentOp::Register)]));
+  t.single("rwin_agent_regions_deregistered_total", "counter", "Regions deregistered (revoked at their importers).",
+           C::get(c.ops[at(AgentOp::Deregister)]));
+  t.single("rwin_agent_regions", "gauge", "Regions registered now.",
+           std::max<int64_t>(0, c.regions.load(std::memory_order_relaxed)));
+  t.single("rwin_agent_imports_total", "counter", "Descriptors imported (import_region that returned).",
+           C::get(c.ops[at(AgentOp::Import)]));
   t.family("rwin_agent_peers_connected_total", "counter",
            "Control connections with another agent whose handshake completed, by direction (outbound: this "
            "agent imported from that one; inbound: that one imported from this one).");
@@ -177,24 +183,24 @@ std::string render_metrics(const AgentCounters& c, const Labels& labels, const s
   t.family("rwin_agent_peer_closes_total", "counter",
            "Connections ended in order because the other agent closed (its bye), by direction.");
   for (size_t d = 0; d < 2; ++d) t.sample("rwin_agent_peer_closes_total", C::get(c.closes[d]), "direction", kDirection[d]);
-  t.family("rwin_agent_refused_total", "counter",
+  t.single("rwin_agent_refused_total", "counter",
            "Connections to the control listener refused before a handshake completed: strangers, garbage, a "
-           "wrong token, a handshake past connect_timeout, too many handshakes at once.");
-  t.sample("rwin_agent_refused_total", C::get(c.refused));
-  t.family("rwin_agent_progress_rounds_total", "counter", "Progress rounds of the agent's progress thread.");
-  t.sample("rwin_agent_progress_rounds_total", C::get(c.rounds));
-  t.family("rwin_agent_progress_sleeps_total", "counter",
-           "Sleeps of the progress thread on its descriptors, woken by traffic, a deadline or a call.");
-  t.sample("rwin_agent_progress_sleeps_total", C::get(c.sleeps));
-  t.family("rwin_agent_progress_timer_sleeps_total", "counter",
-           "Sleeps of the progress thread on its timer schedule (a transport that cannot wake it).");
-  t.sample("rwin_agent_progress_timer_sleeps_total", C::get(c.timer_sleeps));
-  t.family("rwin_agent_reg_cache_hits_total", "counter",
-           "Local memory of put and get found registered in the registration cache (verbs; 0 over UCX).");
-  t.sample("rwin_agent_reg_cache_hits_total", C::get(c.reg_cache_hits));
-  t.family("rwin_agent_reg_cache_misses_total", "counter",
-           "Local memory of put and get registered by the registration cache (verbs; 0 over UCX).");
-  t.sample("rwin_agent_reg_cache_misses_total", C::get(c.reg_cache_misses));
+           "wrong token, a handshake past connect_timeout, too many handshakes at once.",
+           C::get(c.refused));
+  t.single("rwin_agent_progress_rounds_total", "counter", "Progress rounds of the agent's progress thread.",
+           C::get(c.rounds));
+  t.single("rwin_agent_progress_sleeps_total", "counter",
+           "Sleeps of the progress thread on its descriptors, woken by traffic, a deadline or a call.",
+           C::get(c.sleeps));
+  t.single("rwin_agent_progress_timer_sleeps_total", "counter",
+           "Sleeps of the progress thread on its timer schedule (a transport that cannot wake it).",
+           C::get(c.timer_sleeps));
+  t.single("rwin_agent_reg_cache_hits_total", "counter",
+           "Local memory of put and get found registered in the registration cache (verbs; 0 over UCX).",
+           C::get(c.reg_cache_hits));
+  t.single("rwin_agent_reg_cache_misses_total", "counter",
+           "Local memory of put and get registered by the registration cache (verbs; 0 over UCX).",
+           C::get(c.reg_cache_misses));
   return t.take();
 }
 
