@@ -221,7 +221,7 @@ Args parse(int argc, char** argv) {
   app.add_option("--batches", a.batches, "batches per test and size (default 20)")->transform(Count(1, INT32_MAX))->type_name("N");
   app.add_option("--max-bytes", a.max_bytes, "caps iterations at max(20, B / size) (default 256M)")
       ->transform(Size(1))->type_name("B");
-  app.add_option("--transport", a.transport, "ucx | verbs (default: RWIN_TRANSPORT, else ucx)")->type_name("T");
+  app.add_option("--transport", a.transport, "ucx | tcp | verbs (default: RWIN_TRANSPORT, else ucx)")->type_name("T");
   app.add_option("--device", a.device, "UCX_NET_DEVICES for ucx, the IB device for verbs")->type_name("D");
   app.add_option("--chunk", a.chunk, "rwin chunk size (RWIN_CHUNK_BYTES)")->transform(Size(1))->type_name("B");
   app.add_option("--depth", a.depth, "rwin pipeline depth (RWIN_PIPELINE_DEPTH)")->transform(Count(1, INT32_MAX))->type_name("N");

@@ -35,7 +35,7 @@ constexpr Knob kTable[] = {
     {"RWIN_TIMEOUT_MS", K::Int, "60000", "1..86400000", "core",
      "default deadline of every blocking operation and later bootstrap call"},
     // transport choice and tuning
-    {"RWIN_TRANSPORT", K::Enum, "ucx", "ucx|verbs", "core", "the transport"},
+    {"RWIN_TRANSPORT", K::Enum, "ucx", "ucx|tcp|verbs", "core", "the transport (tcp: rwin's own sockets, docs/TCP.md)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",
      "verbs device (e.g. rxe0)"},
     {"RWIN_IB_PORT", K::Int, "1", "1..255", "transport", "verbs port"},

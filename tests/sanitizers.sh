@@ -76,7 +76,7 @@ run_tsan() {
   # thread of rank 0 next to the main thread.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error --timeout 900 -j"$jobs" \
-    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv)|^script\.rwinrun_' || return 1
+    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv|TcpWire|TcpTransport)|^script\.rwinrun_' || return 1
   # The agent (rwin/agent.h): its progress thread beside the callers' threads (ConcurrentCallers*,
   # the passive servers, the sleeping thread and its wake-ups), over UCX tcp and shared memory.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -99,6 +99,16 @@ run_tsan() {
     done
   done
   echo "tsan: ring_shift put/get over tcp and shared memory: OK"
+  # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
+  # atomics (put(Add) lands through the staging path) while the main thread posts and waits.
+  for mode in put get add; do
+    out=$(RWIN_TRANSPORT=tcp TSAN_OPTIONS=halt_on_error=1 \
+      build-tsan/bin/rwinrun -n 3 --timeout 300 -- build-tsan/bin/ring_shift --mode $mode --size 100003 --iters 3 2>&1)
+    if ! grep -q "all ranks OK" <<<"$out" || grep -q "ThreadSanitizer" <<<"$out"; then
+      echo "tsan: ring_shift $mode RWIN_TRANSPORT=tcp failed:"; echo "$out"; return 1
+    fi
+  done
+  echo "tsan: ring_shift put/get/add over rwin's tcp transport: OK"
 }
 
 build_fuzz() {

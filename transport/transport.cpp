@@ -1,5 +1,6 @@
 #include "transport/transport.h"
 
+#include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
 #ifdef RWIN_HAVE_VERBS
 #include "transport/verbs/verbs_transport.h"
@@ -35,14 +36,15 @@ std::unique_ptr<MemoryRegion> Transport::expose_memory(void* addr, size_t bytes)
 
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   if (cfg.name == "ucx") return make_ucx_transport(cfg);
+  if (cfg.name == "tcp") return make_tcp_transport(cfg);
 #ifdef RWIN_HAVE_VERBS
   if (cfg.name == "verbs") return make_verbs_transport(cfg);
-  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, verbs)");
+  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp, verbs)");
 #else
   if (cfg.name == "verbs") {
     throw TransportError("transport 'verbs' is not built in (libibverbs-dev was not found at configure time)");
   }
-  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx)");
+  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp)");
 #endif
 }
 

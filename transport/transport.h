@@ -241,7 +241,7 @@ class Transport {
 };
 
 struct TransportConfig {
-  std::string name;        // "ucx" or "verbs"
+  std::string name;        // "ucx", "tcp" or "verbs"
   std::string ib_device;   // verbs: device name, empty = first usable
   int ib_port = 1;         // verbs: port number
   int gid_index = -1;      // verbs: -1 = auto (RoCE v2 IPv4-mapped GID where present)

@@ -314,8 +314,8 @@ void start_data_path(ContextImpl& c) {
   tc.nranks = c.nranks;
   tc.ucx_rma = c.opt.ucx_rma;
   tc.ucx_tcp_zcopy = c.opt.ucx_tcp_zcopy == 1;
-  if (tc.name == "ucx") {
-    // The interface that reaches the root carries UCX's tcp traffic too. Asked for by name
+  if (tc.name == "ucx" || tc.name == "tcp") {
+    // The interface that reaches the root carries UCX's (or rwin's own) tcp traffic too. Asked for by name
     // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.
     // On a caller's store there is no root to route to: RWIN_IFNAME or UCX's own choice.
     try {

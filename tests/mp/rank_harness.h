@@ -79,6 +79,7 @@ inline std::vector<TransportParam> transports() {
       {"ucx_tcp_native", "ucx", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}, {"RWIN_UCX_RMA", "native"}}, true},
       {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false},
       {"ucx_shm_native", "ucx", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_UCX_RMA", "native"}}, false},
+      {"tcp", "tcp", {{"RWIN_IFNAME", "lo"}}, true},  // rwin's own sockets (transport/tcp)
       {"verbs", "verbs", {}, true},
   };
 }

@@ -1,0 +1,301 @@
+// rwin's own tcp transport (transport/tcp) at the transport seam: its wire checks, and two ranks
+// in one process (one thread each) moving data, with the target rank never calling the transport
+// (its receiver thread serves: the passive target). Also run under TSan (tests/sanitizers.sh).
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/tcp/tcp_wire.h"
+#include "transport/transport.h"
+
+namespace {
+
+namespace tp = rwin::transport;
+namespace w = rwin::transport::tcpw;
+using namespace std::chrono_literals;
+
+// ---- wire checks --------------------------------------------------------------------------------
+
+w::ReqHeader req(w::Req t, uint64_t len, uint64_t addr = 64) {
+  w::ReqHeader h;
+  h.type = static_cast<uint8_t>(t);
+  h.len = len;
+  h.addr = addr;
+  h.region = 1;
+  return h;
+}
+
+TEST(TcpWire, RequestsOfEveryKindAreCheckedBeforeAnyRegionIsLookedUp) {
+  EXPECT_EQ(w::check_request(req(w::Req::Write, 4096)), "");
+  EXPECT_EQ(w::check_request(req(w::Req::Read, 1)), "");
+  EXPECT_EQ(w::check_request(req(w::Req::FetchAdd, 8)), "");
+  EXPECT_NE(w::check_request(req(w::Req::Write, 0)).find("0 bytes"), std::string::npos);
+  EXPECT_NE(w::check_request(req(w::Req::Read, w::kMaxFrameBytes + 1)).find("allowed in one frame"), std::string::npos);
+  EXPECT_NE(w::check_request(req(w::Req::AtomicAdd, 4)).find("atomics are 8"), std::string::npos);
+  EXPECT_NE(w::check_request(req(w::Req::Swap, 8, 68)).find("not 8-byte aligned"), std::string::npos);
+  w::ReqHeader f = req(w::Req::Flush, 0, 0);
+  f.region = 0;
+  EXPECT_EQ(w::check_request(f), "");
+  f.len = 8;
+  EXPECT_NE(w::check_request(f).find("with a payload"), std::string::npos);
+  w::ReqHeader bad = req(w::Req::Write, 8);
+  bad.pad[1] = 1;
+  EXPECT_NE(w::check_request(bad).find("padding"), std::string::npos);
+  bad = req(w::Req::Write, 8);
+  bad.type = 99;
+  EXPECT_NE(w::check_request(bad).find("unknown request type 99"), std::string::npos);
+}
+
+TEST(TcpWire, RepliesAndHellosAreChecked) {
+  w::RepHeader r;
+  r.type = static_cast<uint8_t>(w::Rep::Value);
+  EXPECT_EQ(w::check_reply(r), "");
+  r.len = 3;
+  EXPECT_NE(w::check_reply(r), "");
+  r.type = static_cast<uint8_t>(w::Rep::Refused);
+  EXPECT_EQ(w::check_reply(r), "");
+  r.len = w::kMaxRefusalBytes + 1;
+  EXPECT_NE(w::check_reply(r).find("refusal"), std::string::npos);
+  r.type = 0;
+  EXPECT_NE(w::check_reply(r).find("unknown reply type"), std::string::npos);
+
+  w::Hello h;
+  h.src = 1;
+  h.dst = 0;
+  EXPECT_EQ(w::check_hello(h, 0, 2), "");
+  EXPECT_NE(w::check_hello(h, 1, 2).find("meant for rank 0, this is rank 1"), std::string::npos);
+  h.src = 2;
+  EXPECT_NE(w::check_hello(h, 0, 2).find("outside the job of 2"), std::string::npos);
+  h.src = 1;
+  h.version = 9;
+  EXPECT_NE(w::check_hello(h, 0, 2).find("wire version 9"), std::string::npos);
+  h.version = w::kVersion;
+  h.magic = 0x47455420;  // "GET ": an HTTP client
+  EXPECT_NE(w::check_hello(h, 0, 2).find("not an rwin tcp hello"), std::string::npos);
+}
+
+TEST(TcpWire, InsideNeverOverflows) {
+  const uint64_t top = std::numeric_limits<uint64_t>::max();
+  EXPECT_TRUE(w::inside(1000, 100, 1000, 100));
+  EXPECT_TRUE(w::inside(1000, 100, 1099, 1));
+  EXPECT_FALSE(w::inside(1000, 100, 1099, 2));
+  EXPECT_FALSE(w::inside(1000, 100, 999, 1));
+  EXPECT_FALSE(w::inside(1000, 100, top - 4, 8));  // addr + len wraps
+  EXPECT_FALSE(w::inside(1000, 100, 1000, top));
+  EXPECT_FALSE(w::inside(top - 10, 100, top - 10, 11 + 100));
+}
+
+// ---- two ranks in one process -------------------------------------------------------------------
+
+struct Rank {
+  std::unique_ptr<rwin::bootstrap::Bootstrap> bs;
+  std::unique_ptr<tp::Transport> t;
+  std::unique_ptr<tp::MemoryRegion> window;
+};
+
+// Ranks 0 and 1 of a job of 2, connected, each with a 1 MiB window.
+struct Pair {
+  Rank r[2];
+  std::unique_ptr<tp::RemoteKey> key_of_1;  // rank 1's window, as rank 0 sees it
+  std::unique_ptr<tp::RemoteKey> key_of_0;
+  static constexpr size_t kBytes = 1 << 20;
+
+  Pair() {
+    const uint16_t port = free_port();
+    const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
+    std::string errs[2];
+    auto start = [&](int me) {
+      try {
+        r[me].bs = std::make_unique<rwin::bootstrap::Bootstrap>(me, 2, root, 20000ms);
+        tp::TransportConfig cfg;
+        cfg.name = "tcp";
+        cfg.rank = me;
+        cfg.nranks = 2;
+        cfg.ifname = "lo";
+        r[me].t = tp::make_transport(cfg);
+        r[me].t->connect(*r[me].bs);
+        r[me].window = r[me].t->allocate(kBytes);
+      } catch (const std::exception& e) {
+        errs[me] = e.what();
+      }
+    };
+    std::thread one(start, 1);
+    start(0);
+    one.join();
+    if (!errs[0].empty() || !errs[1].empty()) throw std::runtime_error("start-up: " + errs[0] + " | " + errs[1]);
+    key_of_1 = r[0].t->unpack_key(1, r[1].window->packed_key());
+    key_of_0 = r[1].t->unpack_key(0, r[0].window->packed_key());
+  }
+  ~Pair() {
+    for (auto& x : r) {
+      if (x.t) x.t->quiesce(false);
+    }
+  }
+  static uint16_t free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  char* mem(int rank) const { return static_cast<char*>(r[rank].window->addr()); }
+  uint64_t at1(size_t off) const { return key_of_1->base() + off; }
+
+  // Rank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
+  tp::Completion run(tp::Work w) {
+    w.peer = 1;
+    w.rkey = w.op == tp::Op::Flush ? nullptr : key_of_1.get();
+    w.cookie = ++cookie;
+    std::vector<tp::Completion> done;
+    tp::PostResult pr = r[0].t->post(w);
+    if (pr != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < until) {
+      r[0].t->poll(done);
+      for (auto& c : done) {
+        if (c.cookie == w.cookie) return c;
+      }
+    }
+    return {w.cookie, false, "no completion within 20 s"};
+  }
+  uint64_t cookie = 0;
+};
+
+tp::Work work(tp::Op op, void* local, uint64_t addr, size_t bytes, uint64_t operand = 0, uint64_t compare = 0) {
+  tp::Work w;
+  w.op = op;
+  w.local = local;
+  w.remote_addr = addr;
+  w.bytes = bytes;
+  w.operand = operand;
+  w.compare = compare;
+  return w;
+}
+
+TEST(TcpTransport, WritesReadsAndAtomicsLandWithoutTheTargetCallingTheTransport) {
+  Pair p;
+  // Rank 1's thread is gone: only its receiver thread can serve.
+  std::vector<char> src(300001);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
+  ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(4096), src.size())).ok);
+  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+  EXPECT_EQ(std::memcmp(p.mem(1) + 4096, src.data(), src.size()), 0);
+  EXPECT_EQ(p.mem(1)[4095], 0) << "nothing lands before the range";
+  EXPECT_EQ(p.mem(1)[4096 + src.size()], 0) << "nothing lands after the range";
+
+  std::vector<char> back(src.size());
+  ASSERT_TRUE(p.run(work(tp::Op::Read, back.data(), p.at1(4096), back.size())).ok);
+  EXPECT_EQ(back, src);
+
+  uint64_t old = 0;
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 5)).ok);
+  EXPECT_EQ(old, 0u);
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 7)).ok);
+  EXPECT_EQ(old, 5u);
+  ASSERT_TRUE(p.run(work(tp::Op::Swap, &old, p.at1(0), 8, 100)).ok);
+  EXPECT_EQ(old, 12u);
+  ASSERT_TRUE(p.run(work(tp::Op::CompareSwap, &old, p.at1(0), 8, 200, 99)).ok);  // fails: 100 != 99
+  EXPECT_EQ(old, 100u);
+  ASSERT_TRUE(p.run(work(tp::Op::CompareSwap, &old, p.at1(0), 8, 200, 100)).ok);
+  EXPECT_EQ(old, 100u);
+  uint64_t now = 0;
+  std::memcpy(&now, p.mem(1), 8);
+  EXPECT_EQ(now, 200u);
+}
+
+TEST(TcpTransport, AnAtomicAfterWritesIsAppliedAfterThemWithNoFlush) {
+  Pair p;
+  ASSERT_TRUE(p.r[0].t->write_then_atomic_ordered(1));
+  std::vector<uint32_t> src(100000);
+  for (int round = 1; round <= 20; ++round) {
+    for (auto& x : src) x = static_cast<uint32_t>(round);
+    ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(64), src.size() * 4)).ok);
+    ASSERT_TRUE(p.run(work(tp::Op::AtomicAdd, nullptr, p.at1(0), 8, 1)).ok);
+    // The target's memory as its owner sees it: once the flag moved, the data is all there.
+    auto* flag = reinterpret_cast<uint64_t*>(p.mem(1));
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < static_cast<uint64_t>(round) && std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_EQ(__atomic_load_n(flag, __ATOMIC_ACQUIRE), static_cast<uint64_t>(round));
+    const auto* got = reinterpret_cast<const uint32_t*>(p.mem(1) + 64);
+    for (size_t i = 0; i < src.size(); i += 997) ASSERT_EQ(got[i], static_cast<uint32_t>(round)) << i;
+    ASSERT_EQ(got[src.size() - 1], static_cast<uint32_t>(round));
+  }
+}
+
+TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
+  Pair p;
+  // The core checks slices before it posts; this is the target's own defence against a peer that did not.
+  std::vector<char> src(4096, 'x');
+  const auto c = p.run(work(tp::Op::Write, src.data(), p.at1(Pair::kBytes - 100), src.size()));
+  EXPECT_TRUE(c.ok) << "a write completes once sent: " << c.error;
+  const auto f = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+  ASSERT_FALSE(f.ok);
+  for (const char* part : {"rank 0 -> peer 1", "rank 1 refused it", "write of 4096 bytes at offset 1048476",
+                           "(1048576 bytes)"}) {
+    EXPECT_NE(f.error.find(part), std::string::npos) << part << " missing in: " << f.error;
+  }
+  for (size_t i = 0; i < Pair::kBytes; i += 4096) ASSERT_EQ(p.mem(1)[i], 0) << "nothing landed at " << i;
+  EXPECT_EQ(p.mem(1)[Pair::kBytes - 1], 0);
+  EXPECT_EQ(p.r[0].t->post(work(tp::Op::Flush, nullptr, 0, 0)), tp::PostResult::PeerFailed);
+}
+
+TEST(TcpTransport, ADeadPeerFailsWhatWaitsForItAndIsNamed) {
+  Pair p;
+  std::vector<char> dst(64);
+  p.r[1].t->quiesce(false);  // rank 1 goes away without a goodbye: its sockets close
+  const auto c = p.run(work(tp::Op::Read, dst.data(), p.at1(0), dst.size()));
+  ASSERT_FALSE(c.ok);
+  EXPECT_NE(c.error.find("rank 0 -> peer 1"), std::string::npos) << c.error;
+  EXPECT_NE(p.r[0].t->peer_error(1).find("closed"), std::string::npos) << p.r[0].t->peer_error(1);
+  // Rank 0 still reaches itself.
+  std::vector<char> mine(64, 'a');
+  tp::Work w = work(tp::Op::Write, mine.data(), p.key_of_0->base(), mine.size());
+  w.peer = 0;
+  w.rkey = p.key_of_0.get();
+  EXPECT_EQ(p.r[0].t->post(w), tp::PostResult::Ok);
+}
+
+TEST(TcpTransport, AfterStartUpTheListenerIsClosedSoStrangersHaveNothingToKnockOn) {
+  Pair p;
+  const std::string d = p.r[0].t->describe();  // "tcp(127.0.0.1:PORT)"
+  const auto colon = d.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << d;
+  const int port = std::stoi(d.substr(colon + 1));
+  // The receiver thread closes it once every rank is in; give it a bounded moment.
+  bool refused = false;
+  for (int i = 0; i < 200 && !refused; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(fd);
+    if (!refused) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(refused) << "port " << port << " still accepts connections";
+  // And the job still works.
+  uint64_t old = 1;
+  EXPECT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  EXPECT_EQ(old, 0u);
+}
+
+}  // namespace

@@ -1,0 +1,398 @@
+// The tcp transport's life: construction, regions and keys, the collective connect() (listener,
+// endpoint exchange, authenticated dial to every rank) and the bounded teardown.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/netif.h"
+#include "common/log.h"
+#include "transport/tcp/tcp_transport.h"
+#include "transport/tcp/tcp_transport_impl.h"
+
+namespace rwin::transport {
+
+std::unique_ptr<Transport> make_tcp_transport(const TransportConfig& cfg) {
+  return std::make_unique<tcp::TcpTransport>(cfg);
+}
+
+namespace tcp {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+
+std::string addr_text(uint32_t ipv4_net, uint16_t port) {
+  char buf[INET_ADDRSTRLEN] = {};
+  in_addr a{};
+  a.s_addr = ipv4_net;
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return std::string(buf) + ":" + std::to_string(port);
+}
+
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1000));
+}
+
+// Blocking-with-deadline I/O on a non-blocking socket (connect() only; the data path never blocks).
+void io_all(int fd, void* buf, size_t n, bool sending, Clock::time_point deadline, const std::string& what) {
+  char* p = static_cast<char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                              : ::recv(fd, p + done, n - done, MSG_DONTWAIT);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) throw TransportError(what + ": the connection was closed");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw TransportError(what + ": " + errno_text(errno));
+    if (Clock::now() >= deadline) throw TransportError(what + ": no progress before the start-up deadline");
+    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+    (void)::poll(&pfd, 1, ms_left(deadline));
+  }
+}
+
+}  // namespace
+
+// ---- regions ----------------------------------------------------------------------------------
+
+TcpRegion::TcpRegion(std::shared_ptr<RegionTable> table, size_t bytes) : table_(std::move(table)) {
+  try {
+    buf_ = pages::PageBuffer(std::max<size_t>(bytes, 1), pages::huge_mode_from_env());
+  } catch (const std::invalid_argument& e) {
+    throw TransportError(std::string("tcp: ") + e.what());
+  } catch (const std::system_error& e) {
+    throw TransportError("tcp: allocating " + std::to_string(bytes) + " bytes failed: " + e.what());
+  }
+  addr_ = buf_.data();
+  bytes_ = bytes;
+  std::lock_guard<std::mutex> g(table_->mu);
+  id_ = table_->next_id++;
+  table_->live[id_] = {static_cast<char*>(addr_), bytes_};
+}
+
+TcpRegion::TcpRegion(std::shared_ptr<RegionTable> table, void* addr, size_t bytes, bool exposed)
+    : table_(std::move(table)) {
+  addr_ = addr;
+  bytes_ = bytes;
+  if (!exposed) return;
+  std::lock_guard<std::mutex> g(table_->mu);
+  id_ = table_->next_id++;
+  table_->live[id_] = {static_cast<char*>(addr_), bytes_};
+}
+
+TcpRegion::~TcpRegion() {
+  if (id_ == 0) return;
+  // Taking the mutex waits for a receive into this region that is under way; once the entry is
+  // gone the receiver thread discards what peers still send for it.
+  std::lock_guard<std::mutex> g(table_->mu);
+  table_->live.erase(id_);
+}
+
+std::vector<uint8_t> TcpRegion::packed_key() const {
+  if (id_ == 0) {
+    throw TransportError("tcp: caller memory registered for local use (" + std::to_string(bytes_) +
+                         " bytes) has no remote key");
+  }
+  tcpw::PackedKey k;
+  k.region = id_;
+  k.base = reinterpret_cast<uint64_t>(addr_);
+  k.bytes = bytes_;
+  std::vector<uint8_t> out(sizeof k);
+  std::memcpy(out.data(), &k, sizeof k);
+  return out;
+}
+
+void RxBuffer::compact() noexcept {
+  if (begin == 0) return;
+  std::memmove(data.get(), data.get() + begin, end - begin);
+  end -= begin;
+  begin = 0;
+}
+
+// ---- the transport ----------------------------------------------------------------------------
+
+TcpTransport::TcpTransport(const TransportConfig& cfg) : rank_(cfg.rank), nranks_(cfg.nranks), ifname_(cfg.ifname) {
+  if (cfg.dynamic_peers) throw TransportError("tcp: run-time peers (the agent) are not supported by this transport yet");
+  if (nranks_ <= 0 || rank_ < 0 || rank_ >= nranks_) {
+    throw TransportError("tcp: rank " + std::to_string(rank_) + " of " + std::to_string(nranks_));
+  }
+  peers_.reserve(static_cast<size_t>(nranks_));
+  for (int p = 0; p < nranks_; ++p) peers_.push_back(std::make_unique<Peer>());
+  if (!ifname_.empty()) {
+    for (const auto& [name, addr] : bootstrap::list_ipv4_interfaces()) {
+      if (name == ifname_) {
+        bind_addr_ = addr;
+        break;
+      }
+    }
+    if (bind_addr_.empty()) throw TransportError("tcp: interface '" + ifname_ + "' has no IPv4 address (RWIN_IFNAME)");
+  } else {
+    try {
+      std::string how;
+      bind_addr_ = bootstrap::choose_serve_address("", how);
+    } catch (const bootstrap::BootstrapError& e) {
+      throw TransportError(std::string("tcp: no address to listen on: ") + e.what());
+    }
+  }
+  try {
+    bootstrap::auth::random_bytes(secret_, sizeof secret_);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw TransportError(std::string("tcp: ") + e.what());
+  }
+}
+
+TcpTransport::~TcpTransport() { quiesce(false); }
+
+std::string TcpTransport::describe() const {
+  return "tcp(" + bind_addr_ + (port_ ? ":" + std::to_string(port_) : std::string()) + ")";
+}
+
+std::string TcpTransport::who(int p) const {
+  return "tcp: rank " + std::to_string(rank_) + " -> peer " + std::to_string(p) +
+         (peers_[static_cast<size_t>(p)]->where.empty() ? std::string() : " (" + peers_[static_cast<size_t>(p)]->where + ")");
+}
+
+Capabilities TcpTransport::capabilities() const {
+  Capabilities c;
+  c.max_message_bytes = tcpw::kMaxFrameBytes;
+  c.write_then_atomic_ordered = true;  // one socket per direction, applied in order
+  c.needs_target_progress = false;     // the receiver thread serves
+  c.native_set = true;                 // the target swaps with a CPU atomic
+  c.default_chunk_bytes = size_t{1} << 20;
+  c.default_pipeline_depth = 8;
+  c.local_needs_registration = false;
+  c.cpu_atomics = true;  // the target applies atomics with CPU atomics
+  return c;
+}
+
+std::string TcpTransport::rma_mode(int) const { return "native"; }
+
+std::unique_ptr<MemoryRegion> TcpTransport::allocate(size_t bytes) {
+  return std::make_unique<TcpRegion>(regions_, bytes);
+}
+
+std::unique_ptr<MemoryRegion> TcpTransport::register_memory(void* addr, size_t bytes) {
+  if (addr == nullptr || bytes == 0) {
+    throw TransportError(describe() + ": register_memory(" + std::to_string(reinterpret_cast<uintptr_t>(addr)) +
+                         ", " + std::to_string(bytes) + " bytes): empty range");
+  }
+  return std::make_unique<TcpRegion>(regions_, addr, bytes, false);
+}
+
+std::unique_ptr<RemoteKey> TcpTransport::unpack_key(int peer, std::span<const uint8_t> packed) {
+  tcpw::PackedKey k;
+  if (packed.size() != sizeof k) {
+    throw TransportError(describe() + ": key from rank " + std::to_string(peer) + " has " + std::to_string(packed.size()) +
+                         " bytes (a tcp key has " + std::to_string(sizeof k) + "): not a tcp transport's key");
+  }
+  std::memcpy(&k, packed.data(), sizeof k);
+  if (k.magic != tcpw::kMagic || k.version != tcpw::kVersion || k.region == 0) {
+    throw TransportError(describe() + ": key from rank " + std::to_string(peer) + " is not a tcp key of version " +
+                         std::to_string(tcpw::kVersion));
+  }
+  return std::make_unique<TcpKey>(k.region, k.base, k.bytes);
+}
+
+void TcpTransport::wake() noexcept {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  ssize_t r;
+  do {
+    r = ::write(wake_fd_, &one, sizeof one);
+  } while (r < 0 && errno == EINTR);
+}
+
+void TcpTransport::connect(bootstrap::Bootstrap& bs) {
+  if (connected_) throw TransportError(describe() + ": connect() called twice");
+  const auto deadline = Clock::now() + bs.startup_timeout();
+
+  // Listen before publishing the endpoint, so every dial finds someone.
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, bind_addr_.c_str(), &sa.sin_addr) != 1) throw TransportError("tcp: bad address " + bind_addr_);
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw TransportError("tcp: socket: " + errno_text(errno));
+  socklen_t len = sizeof sa;
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listen_fd_, 1024) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    throw TransportError("tcp: listening on " + bind_addr_ + ": " + errno_text(errno));
+  }
+  port_ = ntohs(sa.sin_port);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) throw TransportError("tcp: epoll/eventfd: " + errno_text(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // the wake-up
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  ev.data.u64 = uint64_t{1} << 32;  // the listener
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  receiver_ = std::thread([this] { receiver_main(); });
+
+  tcpw::Endpoint me;
+  me.port = port_;
+  me.rank = rank_;
+  me.ipv4 = sa.sin_addr.s_addr;
+  std::memcpy(me.secret, secret_, sizeof secret_);
+  const auto all = bs.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
+  std::memset(me.secret, 0, sizeof me.secret);
+  std::vector<tcpw::Endpoint> eps(static_cast<size_t>(nranks_));
+  for (int p = 0; p < nranks_; ++p) {
+    const auto& b = all[static_cast<size_t>(p)];
+    tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
+    if (b.size() != sizeof e) {
+      throw TransportError(describe() + ": rank " + std::to_string(p) + " published " + std::to_string(b.size()) +
+                           " bytes, not a tcp endpoint (every rank must use RWIN_TRANSPORT=tcp)");
+    }
+    std::memcpy(&e, b.data(), sizeof e);
+    if (e.magic != tcpw::kMagic || e.version != tcpw::kVersion || e.rank != p) {
+      throw TransportError(describe() + ": rank " + std::to_string(p) + " published a tcp endpoint of another version (" +
+                           std::to_string(e.version) + ", this rank speaks " + std::to_string(tcpw::kVersion) + ")");
+    }
+    peers_[static_cast<size_t>(p)]->where = addr_text(e.ipv4, e.port);
+  }
+
+  // Dial everyone (self included), starting after this rank so that not all ranks knock on rank 0 at once.
+  for (int i = 1; i <= nranks_; ++i) {
+    const int p = (rank_ + i) % nranks_;
+    const tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
+    const std::string what = who(p) + ": connect";
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw TransportError(what + ": socket: " + errno_text(errno));
+    peers_[static_cast<size_t>(p)]->out_fd = fd;  // closed by quiesce() whatever happens next
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = e.ipv4;
+    to.sin_port = htons(e.port);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
+      throw TransportError(what + ": " + errno_text(errno));
+    }
+    pollfd pfd{fd, POLLOUT, 0};
+    while (::poll(&pfd, 1, ms_left(deadline)) == 0) {
+      if (Clock::now() >= deadline) throw TransportError(what + ": no answer before the start-up deadline");
+    }
+    int err = 0;
+    socklen_t el = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) throw TransportError(what + ": " + errno_text(err));
+
+    tcpw::Hello h;
+    h.src = rank_;
+    h.dst = p;
+    bootstrap::auth::random_bytes(h.nonce, sizeof h.nonce);
+    io_all(fd, &h, sizeof h, true, deadline, what + " (hello)");
+    tcpw::Challenge c;
+    io_all(fd, &c, sizeof c, false, deadline, what + " (challenge)");
+    if (c.magic != tcpw::kMagic || c.status != static_cast<uint16_t>(tcpw::HandshakeStatus::Ok)) {
+      throw TransportError(what + ": refused by the listener (status " + std::to_string(c.status) +
+                           "; a listener of another job or version?)");
+    }
+    const tcpw::Transcript t(h.nonce, c.nonce, rank_, p);
+    const std::string key(reinterpret_cast<const char*>(e.secret), sizeof e.secret);
+    tcpw::Proof proof;
+    const auto mac = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
+    std::memcpy(proof.mac, mac.data(), mac.size());
+    io_all(fd, &proof, sizeof proof, true, deadline, what + " (proof)");
+    tcpw::Accept a;
+    io_all(fd, &a, sizeof a, false, deadline, what + " (accept)");
+    const auto want = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
+    if (a.magic != tcpw::kMagic || a.status != 0 || !bootstrap::auth::equal(a.mac, want.data(), want.size())) {
+      throw TransportError(what + ": the listener did not prove it is rank " + std::to_string(p) + " of this job");
+    }
+    epoll_event oev{};
+    oev.events = EPOLLIN;
+    oev.data.u64 = uint64_t{4} << 32 | static_cast<uint32_t>(p);
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &oev) != 0) throw TransportError(what + ": epoll: " + errno_text(errno));
+  }
+
+  // Wait until every rank's requests can reach this one.
+  std::unique_lock<std::mutex> lk(conn_mu_);
+  while (in_connected_ < nranks_ && conn_error_.empty()) {
+    if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < nranks_) {
+      std::string missing;
+      for (int p = 0; p < nranks_; ++p) {
+        if (peers_[static_cast<size_t>(p)]->in_fd < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      throw TransportError(describe() + ": rank " + std::to_string(rank_) + ": no authenticated connection from rank(s) " +
+                           missing + " before the start-up deadline");
+    }
+  }
+  if (!conn_error_.empty()) throw TransportError(conn_error_);
+  lk.unlock();
+  close_listener_ = true;  // every rank is in: strangers have nothing left to knock on
+  wake();
+  connected_ = true;
+  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks", describe().c_str(), rank_, nranks_);
+}
+
+void TcpTransport::quiesce(bool graceful) noexcept {
+  if (quiesced_) return;
+  quiesced_ = true;
+  if (graceful && connected_) {
+    // What is queued leaves (a second at most), then a goodbye, so peers tell our close from a death.
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    for (int p = 0; p < nranks_; ++p) {
+      Peer& P = *peers_[static_cast<size_t>(p)];
+      if (P.failed) continue;
+      SendItem bye;
+      bye.hdr.type = static_cast<uint8_t>(tcpw::Req::Goodbye);
+      P.sendq.push_back(bye);
+      while (!P.failed && !P.sendq.empty() && Clock::now() < until) {
+        if (!flush_sends(p)) break;
+        if (!P.sendq.empty()) {
+          pollfd pfd{P.out_fd, POLLOUT, 0};
+          (void)::poll(&pfd, 1, 10);
+        }
+      }
+    }
+  }
+  stop_ = true;
+  wake();
+  if (receiver_.joinable()) receiver_.join();
+  // From here no thread touches a region or a caller's buffer.
+  for (int p = 0; p < nranks_; ++p) {
+    Peer& P = *peers_[static_cast<size_t>(p)];
+    {
+      std::lock_guard<std::mutex> g(P.mu);
+      if (!P.failed) {
+        P.error = "the transport of rank " + std::to_string(rank_) + " was shut down";
+        P.failed = true;
+      }
+      P.awaiting.clear();
+    }
+    P.sendq.clear();
+    if (P.out_fd >= 0) ::close(P.out_fd);
+    if (P.in_fd >= 0) ::close(P.in_fd);
+    P.out_fd = P.in_fd = -1;
+  }
+  for (auto& pc : pending_) ::close(pc.fd);
+  pending_.clear();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  listen_fd_ = epoll_fd_ = wake_fd_ = -1;
+}
+
+}  // namespace tcp
+}  // namespace rwin::transport

@@ -1,0 +1,200 @@
+// The tcp transport's initiator side (the caller's thread): post() frames a request and sends it
+// from the caller's buffer; poll() finishes partial sends and collects the receiver thread's
+// completions.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/tcp/tcp_transport_impl.h"
+
+namespace rwin::transport::tcp {
+
+namespace {
+
+// A Write this small waits in the queue for what follows it (usually the notify that publishes
+// it), so a put and its notify leave in one sendmsg and one TCP segment.
+constexpr size_t kCoalesceBytes = 4096;
+
+tcpw::Req req_of(Op op) {
+  switch (op) {
+    case Op::Write: return tcpw::Req::Write;
+    case Op::Read: return tcpw::Req::Read;
+    case Op::AtomicAdd: return tcpw::Req::AtomicAdd;
+    case Op::FetchAdd: return tcpw::Req::FetchAdd;
+    case Op::CompareSwap: return tcpw::Req::CompareSwap;
+    case Op::Swap: return tcpw::Req::Swap;
+    case Op::Flush: return tcpw::Req::Flush;
+  }
+  return tcpw::Req::Flush;
+}
+
+}  // namespace
+
+std::string TcpTransport::peer_error(int peer) const {
+  if (peer < 0 || peer >= nranks_) return "tcp: no rank " + std::to_string(peer) + " in a job of " + std::to_string(nranks_);
+  Peer& P = *peers_[static_cast<size_t>(peer)];
+  std::lock_guard<std::mutex> g(P.mu);
+  return P.error;
+}
+
+void TcpTransport::fail_peer(int peer, const std::string& why) noexcept {
+  if (peer < 0 || peer >= nranks_) return;
+  fail(peer, why);
+}
+
+// Everything still queued for a failed peer completes, failed.
+void TcpTransport::fail_queued(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  if (P.sendq.empty()) return;
+  const std::string why = peer_error(p);
+  for (const auto& s : P.sendq) {
+    // An item that waits for a reply was failed with the awaiting list; the others fail here.
+    if (s.complete_when_sent) done_.push_back({s.cookie, false, why});
+  }
+  P.sendq.clear();
+}
+
+bool TcpTransport::flush_sends(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  while (!P.sendq.empty()) {
+    if (P.failed) {
+      fail_queued(p);
+      return false;
+    }
+    iovec iov[64];
+    int n = 0;
+    for (auto& s : P.sendq) {
+      if (n + 2 > 64) break;
+      size_t off = s.sent;
+      if (off < sizeof s.hdr) {
+        iov[n++] = {reinterpret_cast<char*>(&s.hdr) + off, sizeof s.hdr - off};
+        off = sizeof s.hdr;
+      }
+      if (s.payload) {
+        const size_t body = off - sizeof s.hdr;
+        iov[n++] = {const_cast<char*>(s.payload) + body, s.hdr.len - body};
+      }
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t w = ::sendmsg(P.out_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail(p, std::string("sending requests: ") + std::strerror(errno) + " (errno " + std::to_string(errno) + ")");
+      fail_queued(p);
+      return false;
+    }
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 && !P.sendq.empty()) {
+      SendItem& s = P.sendq.front();
+      const size_t take = std::min(left, s.total() - s.sent);
+      s.sent += take;
+      left -= take;
+      if (s.sent < s.total()) break;
+      if (s.complete_when_sent) done_.push_back({s.cookie, true, {}});
+      P.sendq.pop_front();
+    }
+  }
+  return true;
+}
+
+PostResult TcpTransport::post(const Work& w) {
+  if (!connected_ || quiesced_ || w.peer < 0 || w.peer >= nranks_) return PostResult::PeerFailed;
+  const int p = w.peer;
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  if (P.failed) {
+    fail_queued(p);
+    return PostResult::PeerFailed;
+  }
+  if (w.op != Op::Flush && w.rkey == nullptr) {
+    done_.push_back({w.cookie, false, who(p) + ": " + op_name(w.op) + " without a remote key"});
+    return PostResult::Ok;
+  }
+  if ((w.op == Op::Write || w.op == Op::Read) && w.bytes == 0) {
+    done_.push_back({w.cookie, true, {}});  // nothing to move
+    return PostResult::Ok;
+  }
+  if (P.sendq.size() + P.awaiting_n.load(std::memory_order_relaxed) >= kMaxInFlight) {
+    (void)flush_sends(p);
+    if (P.sendq.size() + P.awaiting_n.load(std::memory_order_relaxed) >= kMaxInFlight) return PostResult::Busy;
+  }
+  SendItem s;
+  s.cookie = w.cookie;
+  s.hdr.type = static_cast<uint8_t>(req_of(w.op));
+  if (w.op != Op::Flush) {
+    s.hdr.region = static_cast<const TcpKey*>(w.rkey)->region();
+    s.hdr.addr = w.remote_addr;
+  }
+  switch (w.op) {
+    case Op::Write:
+      s.hdr.len = w.bytes;
+      s.payload = static_cast<const char*>(w.local);
+      s.complete_when_sent = true;
+      break;
+    case Op::Read:
+      s.hdr.len = w.bytes;
+      break;
+    case Op::AtomicAdd:
+      s.hdr.len = 8;
+      s.hdr.operand = w.operand;
+      s.complete_when_sent = true;
+      break;
+    case Op::FetchAdd:
+    case Op::Swap:
+    case Op::CompareSwap:
+      s.hdr.len = 8;
+      s.hdr.operand = w.operand;
+      s.hdr.compare = w.compare;
+      break;
+    case Op::Flush:
+      break;
+  }
+  if (!s.complete_when_sent) {
+    // The reply may come before sendmsg returns: the receiver thread must find it listed.
+    std::lock_guard<std::mutex> g(P.mu);
+    if (P.failed) return PostResult::PeerFailed;
+    P.awaiting.push_back({w.op, w.cookie, static_cast<char*>(w.local), w.op == Op::Read ? w.bytes : 8});
+    P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
+  }
+  P.sendq.push_back(s);
+  if (!P.listed) {
+    P.listed = true;
+    active_.push_back(p);
+  }
+  if (w.op == Op::Write && w.bytes <= kCoalesceBytes) return PostResult::Ok;
+  (void)flush_sends(p);
+  return PostResult::Ok;
+}
+
+void TcpTransport::poll(std::vector<Completion>& out) {
+  for (size_t i = 0; i < active_.size();) {
+    const int p = active_[i];
+    Peer& P = *peers_[static_cast<size_t>(p)];
+    (void)flush_sends(p);
+    if (P.sendq.empty()) {
+      P.listed = false;
+      active_[i] = active_.back();
+      active_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  if (!done_.empty()) {
+    for (auto& c : done_) out.push_back(std::move(c));
+    done_.clear();
+  }
+  if (cq_count_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> g(cq_mu_);
+    for (auto& c : cq_) out.push_back(std::move(c));
+    cq_.clear();
+    cq_count_.store(0, std::memory_order_release);
+  }
+}
+
+}  // namespace rwin::transport::tcp

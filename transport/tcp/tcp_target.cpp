@@ -1,0 +1,633 @@
+// The tcp transport's receiver thread: accepts and authenticates connections, applies the
+// requests peers send (writes land straight in the window, reads are served from it, atomics are
+// CPU atomics on it), returns the replies, and reads the replies to this rank's own requests.
+// It sleeps in epoll_wait with no timeout unless a handshake is pending, so an idle rank costs
+// no CPU.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "bootstrap/auth.h"
+#include "common/log.h"
+#include "transport/tcp/tcp_transport_impl.h"
+
+namespace rwin::transport::tcp {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+enum Tag : uint64_t { kWake = 0, kListen = 1, kPending = 2, kIn = 3, kOut = 4 };
+uint64_t tag(Tag t, uint32_t v) { return uint64_t{t} << 32 | v; }
+
+std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+
+// Where a discarded payload goes (a refused write, a write into a region freed meanwhile).
+char g_discard[64 * 1024];
+
+}  // namespace
+
+void TcpTransport::receiver_main() noexcept {
+  epoll_event evs[64];
+  while (!stop_.load(std::memory_order_acquire)) {
+    int timeout = -1;
+    if (!pending_.empty()) {
+      auto first = pending_.front().deadline;
+      for (const auto& pc : pending_) first = std::min(first, pc.deadline);
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(ms + 1, 1, 1000));
+    }
+    const int n = ::epoll_wait(epoll_fd_, evs, 64, timeout);
+    if (n < 0 && errno != EINTR) {
+      const std::string why = "epoll_wait failed: " + errno_text(errno);
+      for (int p = 0; p < nranks_; ++p) fail(p, why);
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const auto kind = static_cast<Tag>(evs[i].data.u64 >> 32);
+      const auto v = static_cast<uint32_t>(evs[i].data.u64);
+      switch (kind) {
+        case kWake: {
+          uint64_t x;
+          while (::read(wake_fd_, &x, sizeof x) > 0) {
+          }
+          if (close_listener_.load() && listen_fd_ >= 0) {
+            ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+            ::close(listen_fd_);
+            listen_fd_ = -1;
+          }
+          break;
+        }
+        case kListen:
+          on_accept();
+          break;
+        case kPending:
+          for (size_t k = 0; k < pending_.size(); ++k) {
+            if (pending_[k].fd == static_cast<int>(v)) {
+              on_pending(k);
+              break;
+            }
+          }
+          break;
+        case kIn:
+          if (evs[i].events & EPOLLOUT) on_in_writable(static_cast<int>(v));
+          if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_in(static_cast<int>(v));
+          break;
+        case kOut:
+          on_out(static_cast<int>(v));
+          break;
+      }
+    }
+    const auto now = Clock::now();
+    for (size_t k = pending_.size(); k-- > 0;) {
+      if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
+    }
+  }
+}
+
+// ---- handshake (server side) -------------------------------------------------------------------
+
+void TcpTransport::on_accept() {
+  for (;;) {
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN, or out of descriptors: the next event retries
+    }
+    if (pending_.size() >= kMaxPending) drop_pending(0, "too many unauthenticated connections (the oldest goes)");
+    Pending pc;
+    pc.fd = fd;
+    pc.deadline = Clock::now() + kAuthDeadline;
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
+    pc.from = std::string(buf) + ":" + std::to_string(ntohs(from.sin_port));
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag(kPending, static_cast<uint32_t>(fd));
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);
+      continue;
+    }
+    pending_.push_back(std::move(pc));
+  }
+}
+
+void TcpTransport::drop_pending(size_t idx, const std::string& why) {
+  Pending& pc = pending_[idx];
+  ++strangers_;
+  RWIN_LOG(Info, Core, "tcp rank %d: dropped a connection from %s before it was authenticated: %s (%zu so far)", rank_,
+           pc.from.c_str(), why.c_str(), strangers_);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pc.fd, nullptr);
+  ::close(pc.fd);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(idx));
+}
+
+void TcpTransport::on_pending(size_t idx) {
+  Pending& pc = pending_[idx];
+  char* dst = pc.have_hello ? reinterpret_cast<char*>(&pc.proof) : reinterpret_cast<char*>(&pc.hello);
+  const size_t need = pc.have_hello ? sizeof pc.proof : sizeof pc.hello;
+  const ssize_t r = ::recv(pc.fd, dst + pc.got, need - pc.got, MSG_DONTWAIT);
+  if (r == 0) return drop_pending(idx, "closed during the handshake");
+  if (r < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    return drop_pending(idx, "recv: " + errno_text(errno));
+  }
+  pc.got += static_cast<size_t>(r);
+  if (pc.got < need) return;
+  pc.got = 0;
+  if (!pc.have_hello) {
+    tcpw::Challenge c;
+    std::string why = tcpw::check_hello(pc.hello, rank_, nranks_);
+    if (why.empty() && peers_[static_cast<size_t>(pc.hello.src)]->in_fd >= 0) {
+      why = "rank " + std::to_string(pc.hello.src) + " is connected already";
+    }
+    if (!why.empty()) {
+      c.status = static_cast<uint16_t>(pc.hello.version != tcpw::kVersion ? tcpw::HandshakeStatus::WrongVersion
+                                                                          : tcpw::HandshakeStatus::Refused);
+      (void)::send(pc.fd, &c, sizeof c, MSG_NOSIGNAL | MSG_DONTWAIT);
+      return drop_pending(idx, why);
+    }
+    bootstrap::auth::random_bytes(c.nonce, sizeof c.nonce);
+    pc.challenge = c;
+    if (::send(pc.fd, &c, sizeof c, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof c)) {
+      return drop_pending(idx, "the challenge could not be sent");
+    }
+    pc.have_hello = true;
+    return;
+  }
+  // The proof is complete.
+  const tcpw::Transcript t(pc.hello.nonce, pc.challenge.nonce, pc.hello.src, pc.hello.dst);
+  const std::string key(reinterpret_cast<const char*>(secret_), sizeof secret_);
+  const auto want = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
+  if (!bootstrap::auth::equal(pc.proof.mac, want.data(), want.size())) {
+    return drop_pending(idx, "wrong proof (not a rank of this job)");
+  }
+  tcpw::Accept a;
+  const auto mine = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
+  std::memcpy(a.mac, mine.data(), mine.size());
+  if (::send(pc.fd, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof a)) {
+    return drop_pending(idx, "the accept could not be sent");
+  }
+  finish_handshake(pc);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(idx));
+}
+
+void TcpTransport::finish_handshake(Pending& pc) {
+  const int p = pc.hello.src;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pc.fd, &ev);
+  {
+    std::lock_guard<std::mutex> g(conn_mu_);
+    peers_[static_cast<size_t>(p)]->in_fd = pc.fd;
+    ++in_connected_;
+  }
+  conn_cv_.notify_all();
+  RWIN_LOG(Debug, Core, "tcp rank %d: rank %d authenticated from %s", rank_, p, pc.from.c_str());
+}
+
+// ---- failure ----------------------------------------------------------------------------------
+
+void TcpTransport::fail(int p, const std::string& why) noexcept {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  std::deque<Awaiting> lost;
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    if (P.failed) return;
+    P.error = who(p) + ": " + why;
+    P.failed = true;
+    lost.swap(P.awaiting);
+    P.awaiting_n.store(0, std::memory_order_relaxed);
+    // Nothing of this rank reads or writes the peer's sockets again; they close in quiesce().
+    for (int fd : {P.out_fd, P.in_fd}) {
+      if (fd < 0) continue;
+      if (epoll_fd_ >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      ::shutdown(fd, SHUT_RDWR);
+    }
+  }
+  RWIN_LOG(Info, Core, "%s: %s", who(p).c_str(), why.c_str());
+  if (lost.empty()) return;
+  std::lock_guard<std::mutex> g(cq_mu_);
+  for (const auto& a : lost) cq_.push_back({a.cookie, false, P.error});
+  cq_count_.store(cq_.size(), std::memory_order_release);
+}
+
+// ---- requests from a peer (this rank is the target) --------------------------------------------
+
+void TcpTransport::refuse(int p, const std::string& why) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RWIN_LOG(Warn, Core, "tcp rank %d: refused a request of rank %d: %s", rank_, p, why.c_str());
+  ReplyItem r;
+  r.hdr.type = static_cast<uint8_t>(tcpw::Rep::Refused);
+  r.text = "rank " + std::to_string(rank_) + " refused it: " + why;
+  if (r.text.size() > tcpw::kMaxRefusalBytes) r.text.resize(tcpw::kMaxRefusalBytes);
+  r.hdr.len = r.text.size();
+  P.replies.push_back(std::move(r));
+}
+
+void TcpTransport::on_in(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.in_rx;
+  for (int round = 0; round < 64 && !P.failed; ++round) {
+    if (P.in_land.left > 0) {
+      if (!land_write(p)) return;
+      if (P.in_land.left > 0) return;  // the socket ran dry
+      continue;
+    }
+    if (rx.size() > 0 && !take_requests(p)) return;
+    if (P.in_land.left > 0) continue;
+    if (rx.end == RxBuffer::kBytes) rx.compact();
+    const ssize_t r = ::recv(P.in_fd, rx.data.get() + rx.end, RxBuffer::kBytes - rx.end, MSG_DONTWAIT);
+    if (r == 0) {
+      fail(p, P.said_goodbye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
+      return;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      fail(p, "receiving its requests: " + errno_text(errno));
+      return;
+    }
+    rx.end += static_cast<size_t>(r);
+    if (!take_requests(p)) return;
+  }
+  (void)send_replies(p);
+}
+
+bool TcpTransport::take_requests(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.in_rx;
+  while (P.in_land.left == 0 && rx.size() >= sizeof(tcpw::ReqHeader)) {
+    tcpw::ReqHeader h;
+    std::memcpy(&h, rx.data.get() + rx.begin, sizeof h);
+    if (const std::string bad = tcpw::check_request(h); !bad.empty()) {
+      fail(p, "protocol error in its requests: " + bad);
+      return false;
+    }
+    rx.begin += sizeof h;
+    const auto t = static_cast<tcpw::Req>(h.type);
+    if (t == tcpw::Req::Flush) {
+      ReplyItem r;
+      r.hdr.type = static_cast<uint8_t>(tcpw::Rep::FlushAck);
+      P.replies.push_back(std::move(r));
+      continue;
+    }
+    if (t == tcpw::Req::Goodbye) {
+      std::lock_guard<std::mutex> g(P.mu);
+      P.said_goodbye = true;
+      continue;
+    }
+    // Every other request names a region and a range in it.
+    std::string bad;
+    {
+      std::lock_guard<std::mutex> g(regions_->mu);
+      auto it = regions_->live.find(h.region);
+      if (it == regions_->live.end()) {
+        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
+              std::to_string(h.region) + ", which this rank does not expose (freed, or never allocated)";
+      } else if (!tcpw::inside(reinterpret_cast<uint64_t>(it->second.base), it->second.bytes, h.addr, h.len)) {
+        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes at offset " +
+              std::to_string(static_cast<int64_t>(h.addr - reinterpret_cast<uint64_t>(it->second.base))) +
+              " of region " + std::to_string(h.region) + " (" + std::to_string(it->second.bytes) + " bytes)";
+      }
+    }
+    switch (t) {
+      case tcpw::Req::Write:
+        P.in_land = {};
+        P.in_land.left = h.len;
+        P.in_land.region = bad.empty() ? h.region : 0;
+        P.in_land.addr = h.addr;
+        if (!bad.empty()) refuse(p, bad);
+        if (!land_write(p)) return false;  // what is buffered already
+        break;
+      case tcpw::Req::Read: {
+        if (!bad.empty()) {
+          refuse(p, bad);
+          break;
+        }
+        ReplyItem r;
+        r.hdr.type = static_cast<uint8_t>(tcpw::Rep::ReadData);
+        r.hdr.len = h.len;
+        r.region = h.region;
+        r.addr = h.addr;
+        P.replies.push_back(std::move(r));
+        break;
+      }
+      default:
+        if (!bad.empty()) {
+          refuse(p, bad);
+          break;
+        }
+        apply_atomic(p, h);
+        break;
+    }
+  }
+  if (rx.size() == 0) rx.begin = rx.end = 0;
+  return true;
+}
+
+// Lands what is buffered of the current write, then recv()s the rest straight into the window.
+bool TcpTransport::land_write(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.in_rx;
+  Peer::Landing& L = P.in_land;
+  while (L.left > 0) {
+    std::lock_guard<std::mutex> g(regions_->mu);
+    char* dst = g_discard;
+    size_t room = sizeof g_discard;
+    if (L.region != 0) {
+      auto it = regions_->live.find(L.region);
+      if (it != regions_->live.end()) {
+        dst = reinterpret_cast<char*>(L.addr);
+        room = L.left;
+      } else {
+        L.region = 0;  // freed meanwhile: the rest is discarded
+      }
+    }
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(L.left, room));
+    if (rx.size() > 0) {
+      const size_t n = std::min(want, rx.size());
+      std::memcpy(dst, rx.data.get() + rx.begin, n);
+      rx.begin += n;
+      if (rx.size() == 0) rx.begin = rx.end = 0;
+      L.left -= n;
+      L.addr += n;
+      continue;
+    }
+    const ssize_t r = ::recv(P.in_fd, dst, want, MSG_DONTWAIT);
+    if (r > 0) {
+      L.left -= static_cast<uint64_t>(r);
+      L.addr += static_cast<uint64_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    fail(p, r == 0 ? "the connection was closed in the middle of a write's payload (did the peer die?)"
+                   : "receiving a write's payload: " + errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
+void TcpTransport::apply_atomic(int p, const tcpw::ReqHeader& h) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  uint64_t old = 0;
+  {
+    // take_requests() checked the range, but not under this hold of the mutex: a region freed
+    // since is refused, not written.
+    std::lock_guard<std::mutex> g(regions_->mu);
+    if (regions_->live.find(h.region) == regions_->live.end()) {
+      refuse(p, std::string(tcpw::req_name(h.type)) + " into region " + std::to_string(h.region) + ", freed meanwhile");
+      return;
+    }
+    auto* w = reinterpret_cast<uint64_t*>(h.addr);
+    switch (static_cast<tcpw::Req>(h.type)) {
+      case tcpw::Req::AtomicAdd:
+        __atomic_fetch_add(w, h.operand, __ATOMIC_SEQ_CST);
+        return;  // no reply: the initiator's completion was the send
+      case tcpw::Req::FetchAdd:
+        old = __atomic_fetch_add(w, h.operand, __ATOMIC_SEQ_CST);
+        break;
+      case tcpw::Req::Swap:
+        old = __atomic_exchange_n(w, h.operand, __ATOMIC_SEQ_CST);
+        break;
+      case tcpw::Req::CompareSwap:
+        old = h.compare;
+        __atomic_compare_exchange_n(w, &old, h.operand, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        break;
+      default:
+        return;
+    }
+  }
+  ReplyItem r;
+  r.hdr.type = static_cast<uint8_t>(tcpw::Rep::Value);
+  r.hdr.value = old;
+  P.replies.push_back(std::move(r));
+}
+
+void TcpTransport::set_epoll_out(int p, bool on) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  if (P.want_out == on) return;
+  P.want_out = on;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (on ? EPOLLOUT : 0u);
+  ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, P.in_fd, &ev);
+}
+
+void TcpTransport::on_in_writable(int p) {
+  if (!peers_[static_cast<size_t>(p)]->failed) (void)send_replies(p);
+}
+
+// Sends queued replies, several per sendmsg; a read's payload goes straight from the window.
+bool TcpTransport::send_replies(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  while (!P.replies.empty() && !P.failed) {
+    iovec iov[64];
+    int n = 0;
+    std::lock_guard<std::mutex> g(regions_->mu);
+    for (auto& r : P.replies) {
+      if (n + 2 > 64) break;
+      size_t off = r.sent;
+      if (off < sizeof r.hdr) {
+        iov[n++] = {reinterpret_cast<char*>(&r.hdr) + off, sizeof r.hdr - off};
+        off = sizeof r.hdr;
+      }
+      const size_t body = off - sizeof r.hdr;
+      if (r.hdr.len == 0) continue;
+      if (r.hdr.type == static_cast<uint8_t>(tcpw::Rep::Refused)) {
+        iov[n++] = {r.text.data() + body, r.text.size() - body};
+        continue;
+      }
+      if (regions_->live.find(r.region) == regions_->live.end()) {
+        if (n > 0 && &r != &P.replies.front()) break;  // send what comes before it first
+        // Its header promised bytes that are gone: the peer learns it as a closed connection.
+        fail(p, "region " + std::to_string(r.region) + " was freed while rank " + std::to_string(p) + " read it");
+        return false;
+      }
+      iov[n++] = {reinterpret_cast<char*>(r.addr) + body, r.hdr.len - body};
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t w = ::sendmsg(P.in_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        set_epoll_out(p, true);
+        return true;
+      }
+      fail(p, "sending replies: " + errno_text(errno));
+      return false;
+    }
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 && !P.replies.empty()) {
+      ReplyItem& r = P.replies.front();
+      const size_t take = std::min(left, r.total() - r.sent);
+      r.sent += take;
+      left -= take;
+      if (r.sent == r.total()) P.replies.pop_front();
+    }
+  }
+  if (P.replies.empty()) set_epoll_out(p, false);
+  return true;
+}
+
+// ---- replies to this rank's requests -----------------------------------------------------------
+
+void TcpTransport::on_out(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.out_rx;
+  for (int round = 0; round < 64 && !P.failed; ++round) {
+    if (P.out_land.left > 0) {
+      if (!land_read(p)) return;
+      if (P.out_land.left > 0) return;
+      continue;
+    }
+    if (rx.size() > 0 && !take_replies(p)) return;
+    if (P.out_land.left > 0) continue;
+    if (rx.end == RxBuffer::kBytes) rx.compact();
+    const ssize_t r = ::recv(P.out_fd, rx.data.get() + rx.end, RxBuffer::kBytes - rx.end, MSG_DONTWAIT);
+    if (r == 0) {
+      bool bye;
+      {
+        std::lock_guard<std::mutex> g(P.mu);
+        bye = P.said_goodbye;
+      }
+      fail(p, bye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
+      return;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      fail(p, "receiving its replies: " + errno_text(errno));
+      return;
+    }
+    rx.end += static_cast<size_t>(r);
+    if (!take_replies(p)) return;
+  }
+}
+
+bool TcpTransport::take_replies(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.out_rx;
+  while (P.out_land.left == 0 && rx.size() >= sizeof(tcpw::RepHeader)) {
+    tcpw::RepHeader h;
+    std::memcpy(&h, rx.data.get() + rx.begin, sizeof h);
+    if (const std::string bad = tcpw::check_reply(h); !bad.empty()) {
+      fail(p, "protocol error in its replies: " + bad);
+      return false;
+    }
+    rx.begin += sizeof h;
+    const auto t = static_cast<tcpw::Rep>(h.type);
+    if (t == tcpw::Rep::Refused) {
+      P.out_land = {};
+      P.out_land.left = h.len;
+      P.out_land.refused = h;
+      if (!land_read(p)) return false;
+      continue;
+    }
+    std::unique_lock<std::mutex> g(P.mu);
+    if (P.failed) return false;
+    if (P.awaiting.empty()) {
+      g.unlock();
+      fail(p, "protocol error: a reply to no request");
+      return false;
+    }
+    Awaiting& a = P.awaiting.front();
+    const bool fits = (t == tcpw::Rep::ReadData && a.op == Op::Read && a.bytes == h.len) ||
+                      (t == tcpw::Rep::FlushAck && a.op == Op::Flush) ||
+                      (t == tcpw::Rep::Value && (a.op == Op::FetchAdd || a.op == Op::Swap || a.op == Op::CompareSwap));
+    if (!fits) {
+      g.unlock();
+      fail(p, std::string("protocol error: a reply of type ") + std::to_string(h.type) + " to a " + op_name(a.op));
+      return false;
+    }
+    if (t == tcpw::Rep::ReadData) {
+      P.out_land = {};
+      P.out_land.left = h.len;
+      P.out_land.local = a.local;
+      g.unlock();
+      if (!land_read(p)) return false;
+      continue;
+    }
+    if (t == tcpw::Rep::Value) std::memcpy(a.local, &h.value, 8);
+    const uint64_t cookie = a.cookie;
+    P.awaiting.pop_front();
+    P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
+    g.unlock();
+    std::lock_guard<std::mutex> cg(cq_mu_);
+    cq_.push_back({cookie, true, {}});
+    cq_count_.store(cq_.size(), std::memory_order_release);
+  }
+  if (rx.size() == 0) rx.begin = rx.end = 0;
+  return true;
+}
+
+// Lands a read's data in the caller's buffer (or a refusal's text), from the buffer, then the socket.
+bool TcpTransport::land_read(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  RxBuffer& rx = P.out_rx;
+  Peer::Landing& L = P.out_land;
+  const bool text = L.refused.type == static_cast<uint8_t>(tcpw::Rep::Refused);
+  while (L.left > 0) {
+    std::unique_lock<std::mutex> g(P.mu);
+    if (P.failed) return false;  // the caller may have freed the buffer: touch nothing
+    char tmp[tcpw::kMaxRefusalBytes];
+    char* dst = text ? tmp : L.local;
+    const size_t want = static_cast<size_t>(text ? std::min<uint64_t>(L.left, sizeof tmp) : L.left);
+    size_t got = 0;
+    if (rx.size() > 0) {
+      got = std::min(want, rx.size());
+      std::memcpy(dst, rx.data.get() + rx.begin, got);
+      rx.begin += got;
+      if (rx.size() == 0) rx.begin = rx.end = 0;
+    } else {
+      const ssize_t r = ::recv(P.out_fd, dst, want, MSG_DONTWAIT);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        g.unlock();
+        fail(p, r == 0 ? "the connection was closed in the middle of a reply (did the peer die?)"
+                       : "receiving a reply: " + errno_text(errno));
+        return false;
+      }
+      got = static_cast<size_t>(r);
+    }
+    L.left -= got;
+    if (text) {
+      L.text.append(tmp, got);
+    } else {
+      L.local += got;
+    }
+    if (L.left > 0) continue;
+    if (text) {
+      g.unlock();
+      fail(p, L.text);
+      return false;
+    }
+    const uint64_t cookie = P.awaiting.front().cookie;
+    P.awaiting.pop_front();
+    P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
+    g.unlock();
+    std::lock_guard<std::mutex> cg(cq_mu_);
+    cq_.push_back({cookie, true, {}});
+    cq_count_.store(cq_.size(), std::memory_order_release);
+  }
+  return true;
+}
+
+}  // namespace rwin::transport::tcp

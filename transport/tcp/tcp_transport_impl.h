@@ -1,0 +1,254 @@
+// The tcp transport's private class: rwin's own sockets where there is no RDMA NIC.
+//
+// Design (docs/TCP.md has the measurements behind it):
+//  * One copy each way. A Write leaves the caller's buffer with writev(header, payload) (the
+//    kernel's copy) and the target's receiver thread recv()s the payload straight into the window
+//    (the other copy); a Read is served from the window the same way.
+//  * Passive target. Each transport runs one receiver thread that sleeps in epoll_wait and applies
+//    writes, reads, atomics and flushes as they arrive, whether or not the owner is inside an rwin
+//    call. It costs no CPU when idle (it blocks without a timeout).
+//  * Ordered. Requests on one socket are applied in arrival order by that one thread, so an atomic
+//    after writes lands after them (write_then_atomic_ordered) and a Flush's ack promises every
+//    request before it.
+//  * Authenticated. Every connection proves knowledge of its target's secret (tcp_wire.h), which
+//    only the job's bootstrap carried; a stranger's bytes never reach a window.
+//  * Memory safety. The receiver thread touches window memory only while it holds regions_mu_ and
+//    has found the region by id, so a region's destructor (which takes the mutex to erase it) is
+//    the last moment any peer's bytes can land in it; a caller's buffer (Read destination,
+//    fetched value) is touched only under its peer's mutex while the peer is healthy, so once
+//    fail_peer() returned nothing lands there.
+//
+// Files: tcp_connect.cpp (construction, listener, handshake, connect, quiesce),
+//        tcp_initiator.cpp (post, poll, send queues, failures),
+//        tcp_target.cpp (the receiver thread: accept, authenticate, apply, reply).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/page_alloc.h"
+#include "transport/tcp/tcp_wire.h"
+#include "transport/transport.h"
+
+namespace rwin::transport::tcp {
+
+// Regions peers may touch, by id. Shared by the transport and its regions, so a region may
+// outlive the transport.
+struct RegionTable {
+  struct Entry {
+    char* base = nullptr;
+    size_t bytes = 0;
+  };
+  std::mutex mu;
+  std::map<uint32_t, Entry> live;
+  uint32_t next_id = 1;  // ids are never reused
+};
+
+class TcpRegion final : public MemoryRegion {
+ public:
+  // Fresh zeroed pages exposed to peers.
+  TcpRegion(std::shared_ptr<RegionTable> table, size_t bytes);
+  // Caller memory: exposed (expose_memory) or local only (register_memory).
+  TcpRegion(std::shared_ptr<RegionTable> table, void* addr, size_t bytes, bool exposed);
+  ~TcpRegion() override;
+  std::vector<uint8_t> packed_key() const override;
+
+ private:
+  std::shared_ptr<RegionTable> table_;
+  pages::PageBuffer buf_;
+  uint32_t id_ = 0;  // 0: local only
+};
+
+class TcpKey final : public RemoteKey {
+ public:
+  TcpKey(uint32_t region, uint64_t base, size_t bytes) : region_(region) {
+    base_ = base;
+    bytes_ = bytes;
+  }
+  uint32_t region() const noexcept { return region_; }
+
+ private:
+  uint32_t region_;
+};
+
+// Bytes received but not yet parsed (the receiver reads up to kRxBuffer per recv, so a small
+// write and the notify after it cost one system call).
+struct RxBuffer {
+  static constexpr size_t kBytes = 64 * 1024;
+  std::unique_ptr<char[]> data{new char[kBytes]};
+  size_t begin = 0, end = 0;
+  size_t size() const noexcept { return end - begin; }
+  void compact() noexcept;
+};
+
+// An operation of mine whose reply is due, in request order.
+struct Awaiting {
+  Op op = Op::Flush;
+  uint64_t cookie = 0;
+  char* local = nullptr;  // Read destination / fetched value
+  size_t bytes = 0;
+};
+
+// A request frame on its way out (caller thread only).
+struct SendItem {
+  tcpw::ReqHeader hdr;
+  const char* payload = nullptr;  // Write source
+  size_t sent = 0;                // bytes of header + payload already written
+  uint64_t cookie = 0;
+  bool complete_when_sent = false;  // Write, AtomicAdd: the Completion is due once written
+  size_t total() const noexcept { return sizeof hdr + (payload ? hdr.len : 0); }
+};
+
+// A reply frame on its way out (receiver thread only).
+struct ReplyItem {
+  tcpw::RepHeader hdr;
+  uint32_t region = 0;     // ReadData: served from this region at `addr`
+  uint64_t addr = 0;
+  std::string text;        // Refused: the reason
+  size_t sent = 0;
+  size_t total() const noexcept { return sizeof hdr + hdr.len; }
+};
+
+// Everything about one peer.
+struct Peer {
+  int out_fd = -1;  // my requests, its replies
+  int in_fd = -1;   // its requests, my replies
+  std::string where;  // "127.0.0.1:41234"
+
+  // Shared between the caller thread and the receiver thread.
+  std::mutex mu;
+  std::deque<Awaiting> awaiting;  // my requests whose reply is due
+  std::atomic<size_t> awaiting_n{0};  // its size, read without the mutex for Busy
+  std::string error;              // sticky; empty while healthy
+  std::atomic<bool> failed{false};
+  bool said_goodbye = false;      // it sent Goodbye: its close is the end of its job
+
+  // Caller thread only.
+  std::deque<SendItem> sendq;
+  bool listed = false;  // in TcpTransport::active_ (sendq not empty)
+
+  // Receiver thread only.
+  RxBuffer out_rx;           // replies
+  RxBuffer in_rx;            // requests
+  // Payload still to land for the frame being received on each socket.
+  struct Landing {
+    uint64_t left = 0;
+    uint32_t region = 0;     // in: a Write into this region (0: discard)
+    uint64_t addr = 0;
+    char* local = nullptr;   // out: a Read's destination
+    tcpw::RepHeader refused; // out: a Refused reply's text collects here
+    std::string text;
+  };
+  Landing in_land, out_land;
+  std::deque<ReplyItem> replies;
+  bool want_out = false;     // EPOLLOUT armed on in_fd
+};
+
+// A connection accepted but not yet authenticated (receiver thread only).
+struct Pending {
+  int fd = -1;
+  std::chrono::steady_clock::time_point deadline;
+  tcpw::Hello hello;
+  tcpw::Challenge challenge;
+  tcpw::Proof proof;
+  size_t got = 0;  // bytes of the message being read
+  bool have_hello = false;
+  std::string from;  // "127.0.0.1:5678"
+};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(const TransportConfig& cfg);
+  ~TcpTransport() override;
+
+  std::string describe() const override;
+  Capabilities capabilities() const override;
+  void connect(bootstrap::Bootstrap& bs) override;
+  std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t bytes) override;
+  std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) override;
+  PostResult post(const Work& w) override;
+  void poll(std::vector<Completion>& out) override;
+  std::string peer_error(int peer) const override;
+  std::string rma_mode(int peer) const override;
+  void fail_peer(int peer, const std::string& why) noexcept override;
+  void quiesce(bool graceful) noexcept override;
+  bool serves_passively() const noexcept override { return true; }
+
+  static constexpr std::chrono::seconds kAuthDeadline{5};
+  static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
+  static constexpr size_t kMaxInFlight = 4096;    // per peer: queued + awaiting a reply
+
+  // Receiver-thread side (tcp_target.cpp).
+ private:
+  void receiver_main() noexcept;
+  void on_accept();
+  void on_pending(size_t idx);
+  void finish_handshake(Pending& pc);
+  void drop_pending(size_t idx, const std::string& why);
+  void on_in(int p);
+  void on_in_writable(int p);
+  void on_out(int p);
+  bool take_requests(int p);   // parses in_rx; false: the peer failed
+  bool land_write(int p);      // recv()s payload straight into the window
+  bool take_replies(int p);
+  bool land_read(int p);
+  bool send_replies(int p);    // false: the peer failed
+  void apply_atomic(int p, const tcpw::ReqHeader& h);
+  void refuse(int p, const std::string& why);
+  void set_epoll_out(int p, bool on);
+  // Marks `p` failed (first reason wins), fails its awaiting work, shuts its sockets down.
+  void fail(int p, const std::string& why) noexcept;
+
+  // Caller-thread side (tcp_initiator.cpp).
+  bool flush_sends(int p);     // false: the peer failed
+  void stage(int p, SendItem&& item);
+  void fail_queued(int p);
+
+  std::string who(int p) const;  // "tcp rank 0 -> rank 1 (127.0.0.1:4242)"
+  void wake() noexcept;
+
+  int rank_ = 0, nranks_ = 0;
+  std::string ifname_;
+  std::string bind_addr_;
+  uint16_t port_ = 0;
+  uint8_t secret_[tcpw::kSecret] = {};
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::shared_ptr<RegionTable> regions_ = std::make_shared<RegionTable>();
+
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: stop, close the listener
+  std::thread receiver_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> close_listener_{false};
+  std::vector<Pending> pending_;  // receiver thread only
+  size_t strangers_ = 0;          // connections dropped before authentication
+
+  // Connect: the receiver thread reports authenticated in-connections here.
+  std::mutex conn_mu_;
+  std::condition_variable conn_cv_;
+  int in_connected_ = 0;
+  std::string conn_error_;
+
+  // Completions the receiver thread produced (replies), drained by poll().
+  std::mutex cq_mu_;
+  std::vector<Completion> cq_;
+  std::atomic<size_t> cq_count_{0};
+  std::vector<Completion> done_;  // caller thread: sends finished in post()
+  std::vector<int> active_;       // caller thread: peers with queued sends
+
+  bool connected_ = false;
+  bool quiesced_ = false;
+};
+
+}  // namespace rwin::transport::tcp

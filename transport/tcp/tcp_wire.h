@@ -1,0 +1,143 @@
+// The tcp transport's wire format: the handshake that authenticates a connection, the request
+// frames an initiator sends and the reply frames its target returns. Pure data and checks (no
+// sockets), so the fuzzer and the unit tests drive exactly what the transport runs.
+//
+// Connections are directional: rank A's requests to rank B travel on a socket A opened to B's
+// listener ("A's out-connection", "B's in-connection"); B's replies to them come back on the same
+// socket. So each direction of each socket has one writer (A's caller thread writes requests, B's
+// receiver thread writes replies) and one reader (B's receiver thread, A's receiver thread).
+//
+// Handshake (client = the initiator, server = the target's receiver thread):
+//   client -> Hello     {magic, version, kind, src, dst, client_nonce[16]}          32 bytes
+//   server -> Challenge {magic, version, status, server_nonce[16]}                  24 bytes
+//   client -> Proof     {mac = HMAC(secret_dst, "rwin-tcp-client", transcript)}     32 bytes
+//   server -> Accept    {magic, status, mac = HMAC(secret_dst, "rwin-tcp-server", transcript)} 40
+// transcript = client_nonce | server_nonce | src | dst. secret_dst is 32 random bytes the target
+// published through the (authenticated) bootstrap: only ranks of this job know it, so a stranger
+// cannot prove it, and the client learns that the listener is the rank it meant (mutual). Before
+// Accept nothing but these fixed-size messages is read; a connection that is not authenticated
+// within kAuthDeadline is dropped.
+//
+// Frames (host byte order: every rank of a job runs on the same architecture, as with verbs):
+//   request  ReqHeader (40 bytes), then `len` payload bytes for a Write
+//   reply    RepHeader (24 bytes), then `len` bytes for ReadData, `len` bytes of text for Refused
+// Requests are applied in the order they arrive on their socket, and replies leave in the same
+// order, so an atomic or a Flush after Writes on one socket is applied after them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace rwin::transport::tcpw {
+
+inline constexpr uint32_t kMagic = 0x50435452;  // "RTCP" read as little-endian bytes
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kNonce = 16;
+inline constexpr size_t kMac = 32;
+inline constexpr size_t kSecret = 32;
+
+enum class HelloKind : uint16_t { Collective = 1 };
+enum class HandshakeStatus : uint16_t { Ok = 0, WrongVersion = 1, WrongRank = 2, Refused = 3 };
+
+struct Hello {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t kind = static_cast<uint16_t>(HelloKind::Collective);
+  int32_t src = -1;
+  int32_t dst = -1;
+  uint8_t nonce[kNonce] = {};
+};
+struct Challenge {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t status = 0;
+  uint8_t nonce[kNonce] = {};
+};
+struct Proof {
+  uint8_t mac[kMac] = {};
+};
+struct Accept {
+  uint32_t magic = kMagic;
+  uint32_t status = 0;
+  uint8_t mac[kMac] = {};
+};
+static_assert(sizeof(Hello) == 32 && sizeof(Challenge) == 24 && sizeof(Proof) == 32 && sizeof(Accept) == 40);
+
+// The bytes both sides MAC: client_nonce | server_nonce | src | dst.
+struct Transcript {
+  uint8_t bytes[2 * kNonce + 8] = {};
+  Transcript(const uint8_t* client_nonce, const uint8_t* server_nonce, int32_t src, int32_t dst) {
+    std::memcpy(bytes, client_nonce, kNonce);
+    std::memcpy(bytes + kNonce, server_nonce, kNonce);
+    std::memcpy(bytes + 2 * kNonce, &src, 4);
+    std::memcpy(bytes + 2 * kNonce + 4, &dst, 4);
+  }
+};
+
+// Why the server refuses a Hello (empty: acceptable). `me` is the server's rank, `nranks` the job's.
+std::string check_hello(const Hello& h, int me, int nranks);
+
+enum class Req : uint8_t { Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8 };
+enum class Rep : uint8_t { ReadData = 1, Value = 2, FlushAck = 3, Refused = 4 };
+
+struct ReqHeader {
+  uint8_t type = 0;
+  uint8_t pad[3] = {};
+  uint32_t region = 0;   // the target's region id (from its packed key)
+  uint64_t addr = 0;     // absolute address in the target's region
+  uint64_t len = 0;      // Write/Read: payload bytes; atomics: 8; Flush/Goodbye: 0
+  uint64_t operand = 0;  // add value / swap value / CAS new value
+  uint64_t compare = 0;  // CAS expected value
+};
+struct RepHeader {
+  uint8_t type = 0;
+  uint8_t status = 0;
+  uint8_t pad[6] = {};
+  uint64_t len = 0;    // ReadData: payload bytes; Refused: bytes of text
+  uint64_t value = 0;  // Value: the old value of a fetching atomic
+};
+static_assert(sizeof(ReqHeader) == 40 && sizeof(RepHeader) == 24);
+
+// Largest Write/Read one frame may carry, and the longest refusal text. A header beyond them is
+// protocol garbage (the connection is dropped), not an out-of-bounds request.
+inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMaxRefusalBytes = 1024;
+
+// Header-level checks of a request, before any region is looked up: a known type, zero padding,
+// a length the type allows (Write/Read 1..kMaxFrameBytes, atomics 8 and 8-byte aligned, Flush and
+// Goodbye 0). Empty: well formed.
+std::string check_request(const ReqHeader& h);
+// The same for a reply.
+std::string check_reply(const RepHeader& h);
+// Whether [addr, addr + len) lies inside [base, base + bytes), without overflowing.
+inline bool inside(uint64_t base, uint64_t bytes, uint64_t addr, uint64_t len) noexcept {
+  return addr >= base && len <= bytes && addr - base <= bytes - len;
+}
+const char* req_name(uint8_t type) noexcept;
+
+// The key a region's packed_key() carries: which region, where and how long.
+struct PackedKey {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t pad = 0;
+  uint32_t region = 0;
+  uint32_t pad2 = 0;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+};
+static_assert(sizeof(PackedKey) == 32);
+
+// What each rank publishes through the bootstrap in connect().
+struct Endpoint {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t port = 0;     // host order
+  int32_t rank = -1;
+  uint32_t ipv4 = 0;     // network order
+  uint8_t secret[kSecret] = {};
+};
+static_assert(sizeof(Endpoint) == 48);
+
+}  // namespace rwin::transport::tcpw
