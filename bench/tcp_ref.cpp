@@ -1,11 +1,15 @@
 // rwin_tcp_ref: loopback TCP references for the tcp targets of issue 4.
 //   stream:   one TCP stream over 127.0.0.1, WRITE-byte send() calls for SECONDS; MiB/s at the receiver
 //   pingpong: SIZE-byte messages bounced with busy-polling recv(MSG_DONTWAIT); one way = RTT / 2
+//   frames:   the runtime's multi-host way of moving a tensor (a length-prefixed header, then the
+//             payload, on one socket, received into a preallocated buffer), COUNT frames of SIZE
+//             back to back and one 8-byte ack at the end; MiB/s from the first send to the ack
 // The two processes are forked here and pinned to CPU 0 (server) and CPU 1 (client), as the
 // baselines did. Output: CSV lines "kind,size,p50_us,avg_us,mibs".
 //
 //   rwin_tcp_ref stream 1048576 2
 //   rwin_tcp_ref pingpong 8,4096,65536 2000
+//   rwin_tcp_ref frames 4096,1M,256M
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -172,6 +176,88 @@ void pingpong(const std::vector<size_t>& sizes, int iters) {
   }
 }
 
+// The frame header the runtime's codec puts before a tensor: a magic, a kind and the payload length
+// (hw-native-sys/simpler's remote L3 worker stack; the fields beyond the length do not matter here).
+struct FrameHeader {
+  uint32_t magic = 0x534d504c;
+  uint32_t kind = 1;
+  uint64_t len = 0;
+  uint64_t tag = 0;
+  uint64_t reserved = 0;
+};
+
+void recv_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) die("recv");
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+void frames(const std::vector<size_t>& sizes) {
+  for (size_t size : sizes) {
+    // At least 256 MiB or 20 frames per size, as rwin-perf caps its iterations.
+    const size_t count = std::max<size_t>(20, (size_t{256} << 20) / size);
+    int s, c;
+    make_pair(&s, &c);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {  // receiver on CPU 1: header, then the payload straight into the tensor
+      close(s);
+      pin(1);
+      std::vector<char> tensor(size);
+      for (size_t i = 0; i < count; ++i) {
+        FrameHeader h;
+        recv_all(c, reinterpret_cast<char*>(&h), sizeof h);
+        if (h.magic != 0x534d504c || h.len != size) {
+          errno = EPROTO;
+          die("frame header");
+        }
+        recv_all(c, tensor.data(), size);
+      }
+      const uint64_t ack = count;
+      send_all(c, reinterpret_cast<const char*>(&ack), sizeof ack);
+      close(c);
+      _exit(0);
+    }
+    close(c);
+    pin(0);
+    std::vector<char> tensor(size, 't');
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < count; ++i) {
+      FrameHeader h;
+      h.len = size;
+      h.tag = i;
+      send_all(s, reinterpret_cast<const char*>(&h), sizeof h);
+      send_all(s, tensor.data(), size);
+    }
+    uint64_t ack = 0;
+    recv_all(s, reinterpret_cast<char*>(&ack), sizeof ack);
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    close(s);
+    waitpid(pid, nullptr, 0);
+    if (ack != count) {
+      errno = EPROTO;
+      die("frames ack");
+    }
+    std::printf("tcp_frames,%zu,,%.3f,%.1f\n", size, us / static_cast<double>(count),
+                static_cast<double>(size) * static_cast<double>(count) / us / 1.048576);
+  }
+}
+
+std::vector<size_t> parse_list(const std::string& list) {
+  std::vector<size_t> sizes;
+  for (size_t p = 0; p <= list.size();) {
+    const size_t q = std::min(list.find(',', p), list.size());
+    uint64_t b = 0;
+    (void)rwin::bootstrap::parse_size(list.substr(p, q - p), b);  // checked by the option's validator
+    sizes.push_back(b);
+    p = q + 1;
+  }
+  return sizes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,8 +276,7 @@ int main(int argc, char** argv) {
   std::string list = "8";
   uint64_t iters = 2000;
   auto* pp = app.add_subcommand("pingpong", "SIZE-byte messages bounced with busy-polling recv(MSG_DONTWAIT)");
-  pp->add_option("SIZES", list, "comma-separated message sizes, K/M suffixes (default 8)")
-      ->check(CLI::Validator(
+  const CLI::Validator size_list(
           [](std::string& v) -> std::string {
             for (size_t p = 0; p <= v.size();) {
               const size_t q = std::min(v.find(',', p), v.size());
@@ -203,22 +288,23 @@ int main(int argc, char** argv) {
             }
             return {};
           },
-          ""))
-      ->type_name("LIST");
+          "");
+  pp->add_option("SIZES", list, "comma-separated message sizes, K/M suffixes (default 8)")->check(size_list)->type_name("LIST");
   pp->add_option("ITERS", iters, "round trips per size (default 2000)")->transform(rwin::cli::Count(1, INT32_MAX))->type_name("N");
+  std::string frame_list = "4096,1M";
+  auto* fr = app.add_subcommand("frames", "the runtime's length-prefixed frames on one socket, COUNT per size, one ack");
+  fr->add_option("SIZES", frame_list, "comma-separated frame payload sizes, K/M suffixes (default 4096,1M)")
+      ->check(size_list)
+      ->type_name("LIST");
   rwin::cli::parse_or_exit(app, argc, argv);
   if (*st) {
     stream(write_bytes, seconds);
     return 0;
   }
-  std::vector<size_t> sizes;
-  for (size_t p = 0; p <= list.size();) {
-    const size_t q = std::min(list.find(',', p), list.size());
-    uint64_t b = 0;
-    (void)rwin::bootstrap::parse_size(list.substr(p, q - p), b);  // checked above
-    sizes.push_back(b);
-    p = q + 1;
+  if (*fr) {
+    frames(parse_list(frame_list));
+    return 0;
   }
-  pingpong(sizes, static_cast<int>(iters));
+  pingpong(parse_list(list), static_cast<int>(iters));
   return 0;
 }

@@ -27,6 +27,7 @@
 // Thread safety: one thread at a time per Transport object.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -235,6 +236,13 @@ class Transport {
   // not raise an event (poll again, do not sleep). serves_passively(): peers' one-sided
   // operations on exposed memory complete without this process calling poll() (verbs RC: the
   // adapter serves them), so an owner with nothing of its own in flight may sleep on its sockets.
+  // The owner's wait found nothing to do and is about to sleep `max` (core/src/backoff.h, after it
+  // spun and yielded): a transport whose arrivals can end that sleep blocks here instead, up to
+  // `max`, and returns true; false: not supported, the caller sleeps itself. Owner thread only.
+  virtual bool idle_wait(std::chrono::microseconds max) noexcept {
+    (void)max;
+    return false;
+  }
   virtual int wait_fd() const noexcept { return -1; }
   virtual bool arm() noexcept { return false; }
   virtual bool serves_passively() const noexcept { return false; }

@@ -23,6 +23,12 @@ inline std::atomic<uint32_t> g_spin_us{200};
 class Backoff {
  public:
   void idle() noexcept {
+    idle([](std::chrono::microseconds) { return false; });
+  }
+  // The same, where the last stage may sleep somewhere that ends early when work arrives:
+  // `sleep(max)` returns true when it slept (Transport::idle_wait), false to sleep here.
+  template <class Sleep>
+  void idle(Sleep&& sleep) noexcept {
     if (++polls_ < 64) return;  // the first polls are pure spinning: no clock reads at all
     const auto now = std::chrono::steady_clock::now();
     if (!started_) {
@@ -35,6 +41,7 @@ class Backoff {
       sched_yield();
       return;
     }
+    if (sleep(std::chrono::microseconds(50))) return;
     timespec ts{0, 50 * 1000};
     nanosleep(&ts, nullptr);
   }

@@ -47,7 +47,7 @@ void wait_until(ContextImpl& c, const WaitFor& w, Deadline& deadline, Round&& ro
   } blocked(c, w);
   Backoff backoff;
   for (uint64_t r = 1;; ++r) {
-    backoff.idle();
+    backoff.idle([&c](std::chrono::microseconds max) { return c.tp && c.tp->idle_wait(max); });
     if (round(r)) return;
     if ((r & w.deadline_mask) == 0 && deadline.passed()) on_timeout();
   }

@@ -19,6 +19,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/netif.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/tcp_transport_impl.h"
@@ -152,6 +153,11 @@ TcpTransport::TcpTransport(const TransportConfig& cfg) : rank_(cfg.rank), nranks
     } catch (const bootstrap::BootstrapError& e) {
       throw TransportError(std::string("tcp: no address to listen on: ") + e.what());
     }
+  }
+  if (const char* v = knobs::env("RWIN_TCP_OWNER_SERVES")) {
+    const std::string t = v;
+    if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_OWNER_SERVES is '" + t + "' (want 0 or 1)");
+    owner_serves_ = t == "1";
   }
   try {
     bootstrap::auth::random_bytes(secret_, sizeof secret_);
@@ -357,7 +363,7 @@ void TcpTransport::quiesce(bool graceful) noexcept {
       if (P.failed) continue;
       SendItem bye;
       bye.hdr.type = static_cast<uint8_t>(tcpw::Req::Goodbye);
-      P.sendq.push_back(bye);
+      P.sendq.push_back(std::move(bye));
       while (!P.failed && !P.sendq.empty() && Clock::now() < until) {
         if (!flush_sends(p)) break;
         if (!P.sendq.empty()) {

@@ -15,9 +15,9 @@ namespace rwin::transport::tcp {
 
 namespace {
 
-// A Write this small waits in the queue for what follows it (usually the notify that publishes
-// it), so a put and its notify leave in one sendmsg and one TCP segment.
-constexpr size_t kCoalesceBytes = 4096;
+// A Write of at most SendItem::kInline bytes is copied into its frame and completes at once (the
+// caller may reuse its buffer, so put() returns without a send), and the frame waits for what
+// follows it: usually the notify that publishes it, so both leave in one sendmsg and one segment.
 
 tcpw::Req req_of(Op op) {
   switch (op) {
@@ -52,14 +52,17 @@ void TcpTransport::fail_queued(int p) {
   if (P.sendq.empty()) return;
   const std::string why = peer_error(p);
   for (const auto& s : P.sendq) {
-    // An item that waits for a reply was failed with the awaiting list; the others fail here.
+    // An item that waits for a reply was failed with the awaiting list, an inline Write completed
+    // when posted; the others fail here.
     if (s.complete_when_sent) done_.push_back({s.cookie, false, why});
   }
   P.sendq.clear();
+  P.held = 0;
 }
 
 bool TcpTransport::flush_sends(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
+  P.held = 0;  // what waited goes now
   while (!P.sendq.empty()) {
     if (P.failed) {
       fail_queued(p);
@@ -134,8 +137,15 @@ PostResult TcpTransport::post(const Work& w) {
   switch (w.op) {
     case Op::Write:
       s.hdr.len = w.bytes;
-      s.payload = static_cast<const char*>(w.local);
-      s.complete_when_sent = true;
+      if (w.bytes <= SendItem::kInline) {
+        s.inline_data.reset(new char[w.bytes]);
+        std::memcpy(s.inline_data.get(), w.local, w.bytes);
+        s.payload = s.inline_data.get();
+        done_.push_back({w.cookie, true, {}});
+      } else {
+        s.payload = static_cast<const char*>(w.local);
+        s.complete_when_sent = true;
+      }
       break;
     case Op::Read:
       s.hdr.len = w.bytes;
@@ -155,28 +165,37 @@ PostResult TcpTransport::post(const Work& w) {
     case Op::Flush:
       break;
   }
-  if (!s.complete_when_sent) {
+  if (w.op != Op::Write && w.op != Op::AtomicAdd) {
     // The reply may come before sendmsg returns: the receiver thread must find it listed.
     std::lock_guard<std::mutex> g(P.mu);
     if (P.failed) return PostResult::PeerFailed;
     P.awaiting.push_back({w.op, w.cookie, static_cast<char*>(w.local), w.op == Op::Read ? w.bytes : 8});
     P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
   }
-  P.sendq.push_back(s);
+  const bool staged = w.op == Op::Write && w.bytes <= SendItem::kInline;
+  P.sendq.push_back(std::move(s));
   if (!P.listed) {
     P.listed = true;
     active_.push_back(p);
   }
-  if (w.op == Op::Write && w.bytes <= kCoalesceBytes) return PostResult::Ok;
+  if (staged) {
+    ++P.held;
+    return PostResult::Ok;
+  }
   (void)flush_sends(p);
   return PostResult::Ok;
 }
 
 void TcpTransport::poll(std::vector<Completion>& out) {
+  if (owner_serves_) owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
+  if (owner_serves_ && rx_mu_.try_lock()) {
+    serve();
+    rx_mu_.unlock();
+  }
   for (size_t i = 0; i < active_.size();) {
     const int p = active_[i];
     Peer& P = *peers_[static_cast<size_t>(p)];
-    (void)flush_sends(p);
+    if (P.sendq.size() > P.held || P.failed) (void)flush_sends(p);  // held writes wait (transport.h)
     if (P.sendq.empty()) {
       P.listed = false;
       active_[i] = active_.back();

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/auth.h"
 #include "common/log.h"
@@ -36,60 +38,97 @@ char g_discard[64 * 1024];
 }  // namespace
 
 void TcpTransport::receiver_main() noexcept {
-  epoll_event evs[64];
+  // While the owner is inside rwin (it polled, or slept in idle_wait, within kOwnerWindow) it
+  // serves its own arrivals with no thread switch; this thread then stays out of its way: it
+  // neither takes rx_mu_ nor sits in epoll_wait (whose level-triggered wake-ups would only find the
+  // work done, and cost two context switches per message on the owner's CPU), but naps until the
+  // owner has been away for kOwnerWindow. Then it sleeps in epoll_wait and serves each arrival.
+  const auto owner_here = [this] {
+    if (!owner_serves_) return int64_t{0};
+    const int64_t away = now_ns() - owner_seen_ns_.load(std::memory_order_relaxed);
+    return away < kOwnerWindow.count() ? kOwnerWindow.count() - away : int64_t{0};
+  };
   while (!stop_.load(std::memory_order_acquire)) {
-    int timeout = -1;
-    if (!pending_.empty()) {
-      auto first = pending_.front().deadline;
-      for (const auto& pc : pending_) first = std::min(first, pc.deadline);
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
-      timeout = static_cast<int>(std::clamp<long long>(ms + 1, 1, 1000));
+    if (const int64_t left = owner_here(); left > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+      continue;
     }
-    const int n = ::epoll_wait(epoll_fd_, evs, 64, timeout);
+    int timeout = -1;
+    {
+      std::lock_guard<std::mutex> g(rx_mu_);
+      if (!pending_.empty()) {
+        auto first = pending_.front().deadline;
+        for (const auto& pc : pending_) first = std::min(first, pc.deadline);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
+        timeout = static_cast<int>(std::clamp<long long>(ms + 1, 1, 1000));
+      }
+    }
+    epoll_event ev;
+    const int n = ::epoll_wait(epoll_fd_, &ev, 1, timeout);
     if (n < 0 && errno != EINTR) {
       const std::string why = "epoll_wait failed: " + errno_text(errno);
       for (int p = 0; p < nranks_; ++p) fail(p, why);
       return;
     }
-    for (int i = 0; i < n; ++i) {
-      const auto kind = static_cast<Tag>(evs[i].data.u64 >> 32);
-      const auto v = static_cast<uint32_t>(evs[i].data.u64);
-      switch (kind) {
-        case kWake: {
-          uint64_t x;
-          while (::read(wake_fd_, &x, sizeof x) > 0) {
-          }
-          if (close_listener_.load() && listen_fd_ >= 0) {
-            ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
-            ::close(listen_fd_);
-            listen_fd_ = -1;
-          }
-          break;
+    if (owner_here() > 0) continue;  // it came back meanwhile: its poll() serves
+    std::lock_guard<std::mutex> g(rx_mu_);
+    serve();  // takes the events again: the owner may have served them meanwhile
+  }
+}
+
+bool TcpTransport::idle_wait(std::chrono::microseconds max) noexcept {
+  if (!owner_serves_ || epoll_fd_ < 0) return false;
+  owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
+  // The epoll set is readable while any of its sockets is: an arrival ends the sleep at once.
+  pollfd pfd{epoll_fd_, POLLIN, 0};
+  const timespec ts{0, static_cast<long>(std::chrono::nanoseconds(max).count())};
+  (void)::ppoll(&pfd, 1, &ts, nullptr);
+  owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
+  return true;
+}
+
+void TcpTransport::serve() noexcept {
+  epoll_event evs[64];
+  const int n = ::epoll_wait(epoll_fd_, evs, 64, 0);
+  for (int i = 0; i < n; ++i) {
+    const auto kind = static_cast<Tag>(evs[i].data.u64 >> 32);
+    const auto v = static_cast<uint32_t>(evs[i].data.u64);
+    switch (kind) {
+      case kWake: {
+        uint64_t x;
+        while (::read(wake_fd_, &x, sizeof x) > 0) {
         }
-        case kListen:
-          on_accept();
-          break;
-        case kPending:
-          for (size_t k = 0; k < pending_.size(); ++k) {
-            if (pending_[k].fd == static_cast<int>(v)) {
-              on_pending(k);
-              break;
-            }
-          }
-          break;
-        case kIn:
-          if (evs[i].events & EPOLLOUT) on_in_writable(static_cast<int>(v));
-          if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_in(static_cast<int>(v));
-          break;
-        case kOut:
-          on_out(static_cast<int>(v));
-          break;
+        if (close_listener_.load() && listen_fd_ >= 0) {
+          ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+          ::close(listen_fd_);
+          listen_fd_ = -1;
+        }
+        break;
       }
+      case kListen:
+        on_accept();
+        break;
+      case kPending:
+        for (size_t k = 0; k < pending_.size(); ++k) {
+          if (pending_[k].fd == static_cast<int>(v)) {
+            on_pending(k);
+            break;
+          }
+        }
+        break;
+      case kIn:
+        if (evs[i].events & EPOLLOUT) on_in_writable(static_cast<int>(v));
+        if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_in(static_cast<int>(v));
+        break;
+      case kOut:
+        on_out(static_cast<int>(v));
+        break;
     }
-    const auto now = Clock::now();
-    for (size_t k = pending_.size(); k-- > 0;) {
-      if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
-    }
+  }
+  if (pending_.empty()) return;
+  const auto now = Clock::now();
+  for (size_t k = pending_.size(); k-- > 0;) {
+    if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
   }
 }
 
@@ -250,7 +289,8 @@ void TcpTransport::on_in(int p) {
     if (rx.size() > 0 && !take_requests(p)) return;
     if (P.in_land.left > 0) continue;
     if (rx.end == RxBuffer::kBytes) rx.compact();
-    const ssize_t r = ::recv(P.in_fd, rx.data.get() + rx.end, RxBuffer::kBytes - rx.end, MSG_DONTWAIT);
+    const size_t room = RxBuffer::kBytes - rx.end;
+    const ssize_t r = ::recv(P.in_fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);
     if (r == 0) {
       fail(p, P.said_goodbye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
       return;
@@ -263,6 +303,8 @@ void TcpTransport::on_in(int p) {
     }
     rx.end += static_cast<size_t>(r);
     if (!take_requests(p)) return;
+    // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
+    if (static_cast<size_t>(r) < room && P.in_land.left == 0) break;
   }
   (void)send_replies(p);
 }
@@ -500,7 +542,8 @@ void TcpTransport::on_out(int p) {
     if (rx.size() > 0 && !take_replies(p)) return;
     if (P.out_land.left > 0) continue;
     if (rx.end == RxBuffer::kBytes) rx.compact();
-    const ssize_t r = ::recv(P.out_fd, rx.data.get() + rx.end, RxBuffer::kBytes - rx.end, MSG_DONTWAIT);
+    const size_t room = RxBuffer::kBytes - rx.end;
+    const ssize_t r = ::recv(P.out_fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);
     if (r == 0) {
       bool bye;
       {
@@ -518,6 +561,8 @@ void TcpTransport::on_out(int p) {
     }
     rx.end += static_cast<size_t>(r);
     if (!take_replies(p)) return;
+    // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
+    if (static_cast<size_t>(r) < room && P.out_land.left == 0) break;
   }
 }
 

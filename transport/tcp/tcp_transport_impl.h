@@ -100,8 +100,10 @@ struct Awaiting {
 
 // A request frame on its way out (caller thread only).
 struct SendItem {
+  static constexpr size_t kInline = 4096;  // a Write this small is copied here and done at once
   tcpw::ReqHeader hdr;
-  const char* payload = nullptr;  // Write source
+  const char* payload = nullptr;  // Write source (the caller's buffer, or inline_data)
+  std::unique_ptr<char[]> inline_data;
   size_t sent = 0;                // bytes of header + payload already written
   uint64_t cookie = 0;
   bool complete_when_sent = false;  // Write, AtomicAdd: the Completion is due once written
@@ -135,8 +137,9 @@ struct Peer {
   // Caller thread only.
   std::deque<SendItem> sendq;
   bool listed = false;  // in TcpTransport::active_ (sendq not empty)
+  size_t held = 0;      // inline Writes at the tail of sendq that wait for the op after them
 
-  // Receiver thread only.
+  // Receive side only (under TcpTransport::rx_mu_).
   RxBuffer out_rx;           // replies
   RxBuffer in_rx;            // requests
   // Payload still to land for the frame being received on each socket.
@@ -153,7 +156,7 @@ struct Peer {
   bool want_out = false;     // EPOLLOUT armed on in_fd
 };
 
-// A connection accepted but not yet authenticated (receiver thread only).
+// A connection accepted but not yet authenticated (receive side, under rx_mu_).
 struct Pending {
   int fd = -1;
   std::chrono::steady_clock::time_point deadline;
@@ -183,6 +186,7 @@ class TcpTransport final : public Transport {
   void fail_peer(int peer, const std::string& why) noexcept override;
   void quiesce(bool graceful) noexcept override;
   bool serves_passively() const noexcept override { return true; }
+  bool idle_wait(std::chrono::microseconds max) noexcept override;
 
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
@@ -191,6 +195,7 @@ class TcpTransport final : public Transport {
   // Receiver-thread side (tcp_target.cpp).
  private:
   void receiver_main() noexcept;
+  void serve() noexcept;       // handles what is ready now; rx_mu_ held
   void on_accept();
   void on_pending(size_t idx);
   void finish_handshake(Pending& pc);
@@ -229,9 +234,20 @@ class TcpTransport final : public Transport {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop, close the listener
   std::thread receiver_;
+  // Guards everything the receive side touches (pending_, each Peer's receiver-side state): held
+  // by the receiver thread while it serves, and taken with try_lock by the owner's poll(), which
+  // then serves itself (RWIN_TCP_OWNER_SERVES, default on): a rank waiting inside rwin handles its
+  // own arrivals without waking its receiver thread first.
+  std::mutex rx_mu_;
+  bool owner_serves_ = true;
+  std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
+  static constexpr std::chrono::nanoseconds kOwnerWindow{200000};
+  static int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
   std::atomic<bool> stop_{false};
   std::atomic<bool> close_listener_{false};
-  std::vector<Pending> pending_;  // receiver thread only
+  std::vector<Pending> pending_;  // under rx_mu_
   size_t strangers_ = 0;          // connections dropped before authentication
 
   // Connect: the receiver thread reports authenticated in-connections here.

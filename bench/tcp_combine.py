@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Combines bench/tcp_compare.sh's CSVs into issue 26's ratio table (stdout)."""
+import csv
+import os
+import sys
+
+
+def rows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def main(out):
+    own = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_own.csv"))}
+    ucx = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_ucx.csv"))}
+    ref = {}
+    with open(os.path.join(out, "tcp_ref.csv")) as f:
+        for line in f:
+            kind, size, p50, avg, mibs = line.strip().split(",")
+            ref[(kind, int(size))] = {"p50": float(p50) if p50 else None, "avg": float(avg) if avg else None,
+                                      "mibs": float(mibs)}
+    sizes = sorted({s for (_, s) in own} | {s for (_, s) in ucx})
+
+    def f(d, key, field):
+        r = d.get(key)
+        return float(r[field]) if r and r.get(field) else None
+
+    def fmt(x, spec="{:.1f}"):
+        return "-" if x is None else spec.format(x)
+
+    def ratio(a, b):
+        return None if a is None or b is None or b == 0 else a / b
+
+    print("bandwidth, MiB/s (16 ops + quiet; reference: one TCP stream of the same write size; frames: the runtime's)")
+    print(f"{'test':8} {'size':>9} | {'own tcp':>8} {'ucx tcp':>8} {'stream':>8} {'frames':>8} | {'own/stream':>10} {'own/frames':>10} {'own/ucx':>8}")
+    for t in ("put_bw", "get_bw"):
+        for s in sizes:
+            if s < 4096:
+                continue
+            o, u = f(own, (t, s), "mibs"), f(ucx, (t, s), "mibs")
+            st = ref.get(("tcp_stream", s), {}).get("mibs")
+            fr = ref.get(("tcp_frames", s), {}).get("mibs")
+            print(f"{t:8} {s:>9} | {fmt(o):>8} {fmt(u):>8} {fmt(st):>8} {fmt(fr):>8} | "
+                  f"{fmt(ratio(o, st), '{:.2f}'):>10} {fmt(ratio(o, fr), '{:.2f}'):>10} {fmt(ratio(o, u), '{:.2f}'):>8}")
+    print()
+    print("latency, p50 us one way (put_lat: put + notify + wait; reference: busy-poll TCP ping-pong of the same size)")
+    print(f"{'test':8} {'size':>9} | {'own tcp':>8} {'ucx tcp':>8} {'pingpong':>8} | {'own/pp':>8} {'ucx/pp':>8}")
+    for t in ("put_lat", "get_lat"):
+        for s in sizes:
+            o, u = f(own, (t, s), "p50_us"), f(ucx, (t, s), "p50_us")
+            pp = ref.get(("tcp_pingpong_spin", s), {}).get("p50")
+            print(f"{t:8} {s:>9} | {fmt(o, '{:.2f}'):>8} {fmt(u, '{:.2f}'):>8} {fmt(pp, '{:.2f}'):>8} | "
+                  f"{fmt(ratio(o, pp), '{:.2f}'):>8} {fmt(ratio(u, pp), '{:.2f}'):>8}")
+    print()
+    print("the runtime's frame transfer alone (MiB/s):",
+          ", ".join(f"{s}: {v['mibs']:.0f}" for (k, s), v in sorted(ref.items()) if k == "tcp_frames"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 26's side-by-side, in one run on this machine over loopback: rwin's own tcp transport
+# (RWIN_TRANSPORT=tcp) against rwin over UCX's tcp, a TCP stream of the same write size, a
+# busy-poll TCP ping-pong and the runtime's frame transfer (bench/tcp_ref.cpp). Prints one table
+# of ratios (bench/tcp_combine.py) and keeps the CSVs in OUT.
+#
+#   bench/tcp_compare.sh [BUILD_DIR] [OUT_DIR]       (BUILD_DIR default: build)
+# Environment: SIZES (default 8,4096,65536,1048576,16777216), ITERS (default 1000).
+# Takes about 3 minutes here.
+set -uo pipefail
+
+BUILD=$(cd "${1:-build}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${2:-$HERE/results/tcp-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SIZES=${SIZES:-8,4096,65536,1048576,16777216}
+ITERS=${ITERS:-1000}
+BIN=$BUILD/bin
+for b in rwin-perf rwinrun rwin_tcp_ref; do
+  [[ -x $BIN/$b ]] || { echo "tcp_compare.sh: $BIN/$b missing (cmake --build $BUILD --target $b)" >&2; exit 2; }
+done
+log() { echo "tcp_compare.sh: $*" >&2; }
+{
+  echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -srm)"; lscpu | grep -E "Model name|^CPU\(s\)"
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; echo "commit: $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null)"
+  echo "sizes: $SIZES iters: $ITERS"
+} >"$OUT/machine.txt"
+
+tests=put_lat,put_bw,get_lat,get_bw
+log "rwin over its own tcp transport"
+RWIN_TRANSPORT=tcp timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s "$SIZES" -t "$tests" \
+  -o "$OUT/rwin_own.csv" >"$OUT/rwin_own.txt" 2>&1 || log "rwin-perf over RWIN_TRANSPORT=tcp failed (see $OUT/rwin_own.txt)"
+log "rwin over UCX's tcp"
+RWIN_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" \
+  -s "$SIZES" -t "$tests" -o "$OUT/rwin_ucx.csv" >"$OUT/rwin_ucx.txt" 2>&1 || log "rwin-perf over UCX tcp failed (see $OUT/rwin_ucx.txt)"
+log "TCP references: streams, ping-pong, the runtime's frames"
+: >"$OUT/tcp_ref.csv"
+IFS=, read -ra sz <<<"$SIZES"
+for s in "${sz[@]}"; do
+  (( s >= 4096 )) && "$BIN/rwin_tcp_ref" stream "$s" 2 >>"$OUT/tcp_ref.csv"
+done
+"$BIN/rwin_tcp_ref" pingpong "$SIZES" 500 >>"$OUT/tcp_ref.csv"
+"$BIN/rwin_tcp_ref" frames 4096,65536,1048576,16777216,268435456 >>"$OUT/tcp_ref.csv"
+/usr/bin/python3 "$HERE/tcp_combine.py" "$OUT" | tee "$OUT/combined.txt"
+log "results in $OUT"
