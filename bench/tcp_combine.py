@@ -15,6 +15,7 @@ def rows(path):
 def main(out):
     own = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_own.csv"))}
     ucx = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_ucx.csv"))}
+    thread = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_own_thread.csv"))}
     ref = {}
     with open(os.path.join(out, "tcp_ref.csv")) as f:
         for line in f:
@@ -53,6 +54,13 @@ def main(out):
             pp = ref.get(("tcp_pingpong_spin", s), {}).get("p50")
             print(f"{t:8} {s:>9} | {fmt(o, '{:.2f}'):>8} {fmt(u, '{:.2f}'):>8} {fmt(pp, '{:.2f}'):>8} | "
                   f"{fmt(ratio(o, pp), '{:.2f}'):>8} {fmt(ratio(u, pp), '{:.2f}'):>8}")
+    print()
+    print("who serves arrivals (own tcp, p50 us): the waiting owner (default) vs the receiver thread alone")
+    for t in ("put_lat", "get_lat"):
+        for s in (8, 4096):
+            o, th = f(own, (t, s), "p50_us"), f(thread, (t, s), "p50_us")
+            print(f"{t:8} {s:>9} | owner {fmt(o, '{:.2f}'):>8} | thread {fmt(th, '{:.2f}'):>8} | "
+                  f"thread/owner {fmt(ratio(th, o), '{:.2f}')}")
     print()
     print("the runtime's frame transfer alone (MiB/s):",
           ", ".join(f"{s}: {v['mibs']:.0f}" for (k, s), v in sorted(ref.items()) if k == "tcp_frames"))

@@ -31,6 +31,9 @@ tests=put_lat,put_bw,get_lat,get_bw
 log "rwin over its own tcp transport"
 RWIN_TRANSPORT=tcp timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s "$SIZES" -t "$tests" \
   -o "$OUT/rwin_own.csv" >"$OUT/rwin_own.txt" 2>&1 || log "rwin-perf over RWIN_TRANSPORT=tcp failed (see $OUT/rwin_own.txt)"
+log "rwin over its own tcp transport, served by the receiver thread alone (RWIN_TCP_OWNER_SERVES=0)"
+RWIN_TRANSPORT=tcp RWIN_TCP_OWNER_SERVES=0 timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s 8,4096 \
+  -t put_lat,get_lat -o "$OUT/rwin_own_thread.csv" >"$OUT/rwin_own_thread.txt" 2>&1 || log "rwin-perf with RWIN_TCP_OWNER_SERVES=0 failed"
 log "rwin over UCX's tcp"
 RWIN_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" \
   -s "$SIZES" -t "$tests" -o "$OUT/rwin_ucx.csv" >"$OUT/rwin_ucx.txt" 2>&1 || log "rwin-perf over UCX tcp failed (see $OUT/rwin_ucx.txt)"

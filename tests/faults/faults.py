@@ -2,7 +2,7 @@
 """rwin fault suite: ranks started by hand (no rwinrun), then killed, stopped or pestered.
 
   faults.py BIN_DIR [--asan-bin DIR] [--trials N] [--seed S] [--only kill,stop,stranger]
-            [--transports tcp,shm] [--bound S] [--cap S] ...      (see --help)
+            [--transports tcp,shm,owntcp] [--bound S] [--cap S] ...      (see --help)
 
 kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>` (and --add-trials more with
         `--mode add`: put(Add) through the staging protocol over tcp, in place over shm); after a seeded random delay past
@@ -41,6 +41,7 @@ TRANSPORTS = {
     "tcp": {"RWIN_TRANSPORT": "ucx", "UCX_TLS": "tcp"},
     "shm": {"RWIN_TRANSPORT": "ucx", "UCX_TLS": "posix,sysv,self"},
     "verbs": {"RWIN_TRANSPORT": "verbs"},
+    "owntcp": {"RWIN_TRANSPORT": "tcp"},  # rwin's own sockets (transport/tcp)
 }
 # What a survivor must never print: sanitizers, glibc heap checks, assertions (rwin's or UCX's), UCX's
 # own fatal-signal handler, an uncaught exception.
@@ -505,7 +506,8 @@ def main():
                    help="kill trials of ring_shift --mode add (put(Add)) per transport and build (default 3)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--only", default="kill,stop,stranger", help="comma list of kill, stop, stranger")
-    p.add_argument("--transports", default="tcp,shm", help="comma list of tcp, shm, verbs (default tcp,shm)")
+    p.add_argument("--transports", default="tcp,shm,owntcp",
+                   help="comma list of tcp (UCX's), shm, owntcp (RWIN_TRANSPORT=tcp), verbs (default tcp,shm,owntcp)")
     p.add_argument("--size", type=int, default=4000000, help="ring_shift --size for kill/stop trials")
     p.add_argument("--delay", default="0.3:2.5", help="kill delay range after start-up, s (default 0.3:2.5)")
     p.add_argument("--bound", type=float, default=5.0, help="detection bound, s (default 5; verbs: 10)")

@@ -18,15 +18,17 @@ source "$src/tests/lib/python_env.sh"
 rwin_python_asan_env "$bin/../python" python_pytest
 cd "$src"
 pass=0 fail=0
-pytest_run() {  # pytest_run UCX_TLS NRANKS: passes when every rank's tests passed and no sanitizer spoke
-  local out rc ranks_ok ok=0
-  out=$(UCX_TLS=$1 timeout 200 "$bin/rwinrun" -n "$2" --timeout 180 -- \
-        "$py" -m pytest tests/python -q -x -p no:cacheprovider 2>&1)
+pytest_run() {  # pytest_run UCX_TLS NRANKS [PYTEST_ARGS...]: passes when every rank's tests passed and no sanitizer spoke
+  local out rc ranks_ok ok=0 tls=$1 n=$2
+  shift 2
+  out=$(UCX_TLS=$tls timeout 200 "$bin/rwinrun" -n "$n" --timeout 180 -- \
+        "$py" -m pytest tests/python -q -x -p no:cacheprovider "$@" 2>&1)
   rc=$?
   ranks_ok=$(grep -cE '^\[[0-9]+\] [0-9]+ passed(, [0-9]+ skipped)? in ' <<<"$out")
-  [[ $rc -eq 0 && $ranks_ok -eq $2 ]] && rwin_sanitizer_clean "$out" && ok=1
-  rwin_verdict "$ok" "pytest over $1 on $2 ranks: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank" \
-    "pytest over $1 on $2 ranks (status $rc, $ranks_ok of $2 ranks passed)" 150 "$out"
+  [[ $rc -eq 0 && $ranks_ok -eq $n ]] && rwin_sanitizer_clean "$out" && ok=1
+  local what="pytest over ${RWIN_TRANSPORT:-ucx} $tls on $n ranks"
+  rwin_verdict "$ok" "$what: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank" \
+    "$what (status $rc, $ranks_ok of $n ranks passed)" 150 "$out"
 }
 example_run() {  # example_run UCX_TLS NRANKS MODE DTYPE: passes when every rank printed OK
   local out rc ok=0
@@ -37,6 +39,8 @@ example_run() {  # example_run UCX_TLS NRANKS MODE DTYPE: passes when every rank
 }
 pytest_run tcp 2
 pytest_run posix,sysv,self 4
+# rwin's own tcp transport (docs/TCP.md); agents do not run over it yet, so their tests are left out.
+RWIN_TRANSPORT=tcp pytest_run tcp 2 -k "not agent"
 # RWIN_TEST_TIER=ci (the CI tier runs this script under ASan only): 3 ranks over tcp and the examples'
 # other lane left to --full.
 if [[ ${RWIN_TEST_TIER:-full} == ci ]]; then

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/tcp/tcp_transport_impl.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -296,6 +297,23 @@ TEST(TcpTransport, AfterStartUpTheListenerIsClosedSoStrangersHaveNothingToKnockO
   uint64_t old = 1;
   EXPECT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
   EXPECT_EQ(old, 0u);
+}
+
+TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {
+  Pair p;
+  uint64_t old = 0;
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  auto wakes = [&](int r) { return dynamic_cast<tp::tcp::TcpTransport&>(*p.r[r].t).receiver_wakes(); };
+  // Past the owner's 200 us window both receiver threads block in epoll_wait with no timeout.
+  std::this_thread::sleep_for(50ms);
+  const uint64_t before0 = wakes(0), before1 = wakes(1);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(wakes(0), before0) << "rank 0's receiver thread woke while nothing happened";
+  EXPECT_EQ(wakes(1), before1) << "rank 1's receiver thread woke while nothing happened";
+  // And it still serves at once when something comes (rank 1's owner is away).
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  EXPECT_EQ(old, 1u);
+  EXPECT_GT(wakes(1), before1);
 }
 
 }  // namespace

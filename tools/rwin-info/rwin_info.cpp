@@ -44,7 +44,7 @@ json build_info() {
 }
 
 json transports() {
-  json t = json::array({"ucx"});
+  json t = json::array({"ucx", "tcp"});  // tcp: rwin's own sockets, always built (docs/TCP.md)
   if (RWIN_INFO_HAVE_VERBS) t.push_back("verbs");
   return t;
 }
@@ -117,7 +117,9 @@ bool tls_allow(const std::string& tls, std::initializer_list<const char*> names)
 // RWIN_UCX_RMA and UCX_TLS: direct where UCX maps the peer's memory (shared memory on this host),
 // am where UCX could only emulate RMA (tcp, no RDMA device), native otherwise.
 json rma_modes(const std::string& transport, const std::string& rma) {
-  if (transport == "verbs") return {{"self", "native"}, {"same_host", "native"}, {"other_host", "native"}};
+  if (transport == "verbs" || transport == "tcp") {
+    return {{"self", "native"}, {"same_host", "native"}, {"other_host", "native"}};
+  }
   if (rma == "native" || rma == "am") return {{"self", rma}, {"same_host", rma}, {"other_host", rma}};
   const char* t = std::getenv("UCX_TLS");
   const std::string tls = t ? t : "";

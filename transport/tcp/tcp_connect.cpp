@@ -274,6 +274,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
       throw TransportError(describe() + ": rank " + std::to_string(p) + " published a tcp endpoint of another version (" +
                            std::to_string(e.version) + ", this rank speaks " + std::to_string(tcpw::kVersion) + ")");
     }
+    std::lock_guard<std::mutex> g(conn_mu_);  // fail() on the receiver thread reads it
     peers_[static_cast<size_t>(p)]->where = addr_text(e.ipv4, e.port);
   }
 
@@ -334,7 +335,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
 
   // Wait until every rank's requests can reach this one.
   std::unique_lock<std::mutex> lk(conn_mu_);
-  while (in_connected_ < nranks_ && conn_error_.empty()) {
+  while (in_connected_ < nranks_) {
     if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < nranks_) {
       std::string missing;
       for (int p = 0; p < nranks_; ++p) {
@@ -344,7 +345,6 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
                            missing + " before the start-up deadline");
     }
   }
-  if (!conn_error_.empty()) throw TransportError(conn_error_);
   lk.unlock();
   close_listener_ = true;  // every rank is in: strangers have nothing left to knock on
   wake();

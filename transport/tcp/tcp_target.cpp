@@ -32,8 +32,6 @@ uint64_t tag(Tag t, uint32_t v) { return uint64_t{t} << 32 | v; }
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
-// Where a discarded payload goes (a refused write, a write into a region freed meanwhile).
-char g_discard[64 * 1024];
 
 }  // namespace
 
@@ -51,6 +49,7 @@ void TcpTransport::receiver_main() noexcept {
   while (!stop_.load(std::memory_order_acquire)) {
     if (const int64_t left = owner_here(); left > 0) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+      receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     int timeout = -1;
@@ -65,6 +64,7 @@ void TcpTransport::receiver_main() noexcept {
     }
     epoll_event ev;
     const int n = ::epoll_wait(epoll_fd_, &ev, 1, timeout);
+    receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR) {
       const std::string why = "epoll_wait failed: " + errno_text(errno);
       for (int p = 0; p < nranks_; ++p) fail(p, why);
@@ -242,11 +242,16 @@ void TcpTransport::finish_handshake(Pending& pc) {
 
 void TcpTransport::fail(int p, const std::string& why) noexcept {
   Peer& P = *peers_[static_cast<size_t>(p)];
+  std::string name;
+  {
+    std::lock_guard<std::mutex> g(conn_mu_);  // connect() writes the peers' addresses under it
+    name = who(p);
+  }
   std::deque<Awaiting> lost;
   {
     std::lock_guard<std::mutex> g(P.mu);
     if (P.failed) return;
-    P.error = who(p) + ": " + why;
+    P.error = name + ": " + why;
     P.failed = true;
     lost.swap(P.awaiting);
     P.awaiting_n.store(0, std::memory_order_relaxed);
@@ -257,7 +262,7 @@ void TcpTransport::fail(int p, const std::string& why) noexcept {
       ::shutdown(fd, SHUT_RDWR);
     }
   }
-  RWIN_LOG(Info, Core, "%s: %s", who(p).c_str(), why.c_str());
+  RWIN_LOG(Info, Core, "%s: %s", name.c_str(), why.c_str());
   if (lost.empty()) return;
   std::lock_guard<std::mutex> g(cq_mu_);
   for (const auto& a : lost) cq_.push_back({a.cookie, false, P.error});
@@ -388,8 +393,8 @@ bool TcpTransport::land_write(int p) {
   Peer::Landing& L = P.in_land;
   while (L.left > 0) {
     std::lock_guard<std::mutex> g(regions_->mu);
-    char* dst = g_discard;
-    size_t room = sizeof g_discard;
+    char* dst = discard_.get();
+    size_t room = kDiscardBytes;
     if (L.region != 0) {
       auto it = regions_->live.find(L.region);
       if (it != regions_->live.end()) {

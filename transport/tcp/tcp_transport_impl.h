@@ -187,6 +187,9 @@ class TcpTransport final : public Transport {
   void quiesce(bool graceful) noexcept override;
   bool serves_passively() const noexcept override { return true; }
   bool idle_wait(std::chrono::microseconds max) noexcept override;
+  // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
+  // idle rank's thread does not wake at all.
+  uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
 
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
@@ -246,15 +249,18 @@ class TcpTransport final : public Transport {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> receiver_wakes_{0};
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
+  // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
+  static constexpr size_t kDiscardBytes = 64 * 1024;
+  std::unique_ptr<char[]> discard_{new char[kDiscardBytes]};
   size_t strangers_ = 0;          // connections dropped before authentication
 
   // Connect: the receiver thread reports authenticated in-connections here.
   std::mutex conn_mu_;
   std::condition_variable conn_cv_;
   int in_connected_ = 0;
-  std::string conn_error_;
 
   // Completions the receiver thread produced (replies), drained by poll().
   std::mutex cq_mu_;
