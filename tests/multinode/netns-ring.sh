@@ -200,7 +200,7 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
     # env-autoif leaves UCX_NET_DEVICES unset: rwin must pick the interface that reaches the root
     # itself (h1 and h2 also have rw1, and h1's default route is rw1).
     [[ $launcher == env-autoif ]] && devices=()
-    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" RWIN_JOB_KEY="$JOB_KEY" UCX_TLS=tcp "${devices[@]}" \
+    ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" RWIN_JOB_KEY="$JOB_KEY" UCX_TLS=tcp "${devices[@]}" "${EXTRA_ENV[@]}" \
       timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
     RANK_PIDS+=($!)
   done
@@ -262,6 +262,7 @@ if [[ ${RWIN_NETNS_DERIVED:-1} == 1 ]]; then
 fi
 
 PORT=29500
+EXTRA_ENV=()
 for launcher in $LAUNCHERS; do
   for rootkind in $ROOTKINDS; do
     [[ $launcher == env* && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
@@ -279,6 +280,18 @@ for launcher in $LAUNCHERS; do
     done
   done
 done
+
+# rwin's own tcp transport between the hosts (docs/TCP.md): it must listen on the interface that
+# routes to the root, found the way env-autoif finds it (h1 and h2 also have rw1).
+if [[ ${RWIN_NETNS_OWN_TCP:-1} == 1 && $(basename "$PROG") == ring_shift ]]; then
+  EXTRA_ENV=(RWIN_TRANSPORT=tcp)
+  for mode in $MODES; do
+    PORT=$((PORT + 1))
+    start=$EPOCHREALTIME
+    run_ranks env-autoif explicit "$mode" "${SIZES##* }"
+  done
+  EXTRA_ENV=()
+fi
 
 echo "netns-ring: summary ($(basename "$PROG"))"
 for line in "${SUMMARY[@]}"; do echo "netns-ring:   $line"; done
