@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/tcp/tcp_transport_impl.h"
 #include "transport/tcp/tcp_wire.h"
@@ -297,6 +298,176 @@ TEST(TcpTransport, AfterStartUpTheListenerIsClosedSoStrangersHaveNothingToKnockO
   uint64_t old = 1;
   EXPECT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
   EXPECT_EQ(old, 0u);
+}
+
+// Blocking helpers for the hand-made peer below (the socket has a 10 s receive/send timeout).
+bool io(int fd, void* buf, size_t n, bool sending) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = sending ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+int dial(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+// True when the server closes `fd` without accepting: EOF (or a reset) before `n` more bytes.
+bool closed_by_server(int fd) {
+  char b[64];
+  for (;;) {
+    const ssize_t r = ::recv(fd, b, sizeof b, 0);
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+    if (r < 0) return false;  // the 10 s timeout: still open
+  }
+}
+
+TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRankCompletesIt) {
+  const uint16_t port = Pair::free_port();
+  const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
+  std::unique_ptr<tp::Transport> t0;
+  std::unique_ptr<rwin::bootstrap::Bootstrap> bs0;
+  std::atomic<bool> connected{false};
+  std::string err0;
+  std::thread rank0([&] {
+    try {
+      bs0 = std::make_unique<rwin::bootstrap::Bootstrap>(0, 2, root, 20000ms);
+      tp::TransportConfig cfg;
+      cfg.name = "tcp";
+      cfg.rank = 0;
+      cfg.nranks = 2;
+      cfg.ifname = "lo";
+      t0 = tp::make_transport(cfg);
+      t0->connect(*bs0);
+      connected = true;
+    } catch (const std::exception& e) {
+      err0 = e.what();
+    }
+  });
+  // This thread plays rank 1 by hand: its endpoint is a listener of its own, with a known secret.
+  rwin::bootstrap::Bootstrap bs1(1, 2, root, 20000ms);
+  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in la{};
+  la.sin_family = AF_INET;
+  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t ll = sizeof la;
+  ASSERT_EQ(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la), 0);
+  ASSERT_EQ(::listen(lst, 4), 0);
+  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &ll);
+  w::Endpoint me;
+  me.rank = 1;
+  me.port = ntohs(la.sin_port);
+  me.ipv4 = htonl(INADDR_LOOPBACK);
+  rwin::bootstrap::auth::random_bytes(me.secret, sizeof me.secret);
+  const auto all = bs1.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
+  w::Endpoint ep0;
+  ASSERT_EQ(all[0].size(), sizeof ep0);
+  std::memcpy(&ep0, all[0].data(), sizeof ep0);
+  const std::string s0(reinterpret_cast<const char*>(ep0.secret), sizeof ep0.secret);
+  const std::string s1(reinterpret_cast<const char*>(me.secret), sizeof me.secret);
+
+  // Rank 0 dials "rank 1": answer as rank 1 would (it must see proof that this is rank 1 of the job).
+  {
+    int fd = ::accept(lst, nullptr, nullptr);
+    ASSERT_GE(fd, 0);
+    w::Hello h;
+    ASSERT_TRUE(io(fd, &h, sizeof h, false));
+    EXPECT_EQ(h.src, 0);
+    EXPECT_EQ(h.dst, 1);
+    w::Challenge c;
+    rwin::bootstrap::auth::random_bytes(c.nonce, sizeof c.nonce);
+    ASSERT_TRUE(io(fd, &c, sizeof c, true));
+    w::Proof pr;
+    ASSERT_TRUE(io(fd, &pr, sizeof pr, false));
+    const w::Transcript tr(h.nonce, c.nonce, 0, 1);
+    const auto want = rwin::bootstrap::auth::hmac(s1, "rwin-tcp-client", tr.bytes);
+    EXPECT_TRUE(rwin::bootstrap::auth::equal(pr.mac, want.data(), want.size())) << "rank 0 proved nothing";
+    w::Accept a;
+    const auto mine = rwin::bootstrap::auth::hmac(s1, "rwin-tcp-server", tr.bytes);
+    std::memcpy(a.mac, mine.data(), mine.size());
+    ASSERT_TRUE(io(fd, &a, sizeof a, true));
+    ::close(fd);  // this test never serves rank 0's requests
+  }
+
+  // Strangers at rank 0's listener: garbage, a wrong proof, a hello for another rank.
+  {
+    int fd = dial(ep0.port);
+    ASSERT_GE(fd, 0);
+    // A Hello's worth of garbage (all of it is read, so the close is a FIN and the refusal arrives).
+    std::vector<char> junk(sizeof(w::Hello), '\xff');
+    ASSERT_TRUE(io(fd, junk.data(), junk.size(), true));
+    w::Challenge c;
+    ASSERT_TRUE(io(fd, &c, sizeof c, false));
+    EXPECT_NE(c.status, 0) << "garbage got a challenge";
+    EXPECT_TRUE(closed_by_server(fd));
+    ::close(fd);
+  }
+  {
+    int fd = dial(ep0.port);
+    w::Hello h;
+    h.src = 1;
+    h.dst = 0;
+    ASSERT_TRUE(io(fd, &h, sizeof h, true));
+    w::Challenge c;
+    ASSERT_TRUE(io(fd, &c, sizeof c, false));
+    EXPECT_EQ(c.status, 0);
+    w::Proof wrong;  // all zero: not HMAC(secret of rank 0, ...)
+    ASSERT_TRUE(io(fd, &wrong, sizeof wrong, true));
+    EXPECT_TRUE(closed_by_server(fd)) << "a wrong proof was not dropped";
+    ::close(fd);
+  }
+  {
+    int fd = dial(ep0.port);
+    w::Hello h;
+    h.src = 1;
+    h.dst = 5;
+    ASSERT_TRUE(io(fd, &h, sizeof h, true));
+    w::Challenge c;
+    ASSERT_TRUE(io(fd, &c, sizeof c, false));
+    EXPECT_NE(c.status, 0);
+    EXPECT_TRUE(closed_by_server(fd));
+    ::close(fd);
+  }
+  EXPECT_FALSE(connected.load()) << "rank 0 finished its start-up without rank 1";
+
+  // The real rank 1 proves the secret rank 0 published; rank 0's start-up then completes.
+  int fd = dial(ep0.port);
+  w::Hello h;
+  h.src = 1;
+  h.dst = 0;
+  rwin::bootstrap::auth::random_bytes(h.nonce, sizeof h.nonce);
+  ASSERT_TRUE(io(fd, &h, sizeof h, true));
+  w::Challenge c;
+  ASSERT_TRUE(io(fd, &c, sizeof c, false));
+  ASSERT_EQ(c.status, 0);
+  const w::Transcript tr(h.nonce, c.nonce, 1, 0);
+  w::Proof pr;
+  const auto mac = rwin::bootstrap::auth::hmac(s0, "rwin-tcp-client", tr.bytes);
+  std::memcpy(pr.mac, mac.data(), mac.size());
+  ASSERT_TRUE(io(fd, &pr, sizeof pr, true));
+  w::Accept a;
+  ASSERT_TRUE(io(fd, &a, sizeof a, false));
+  const auto want = rwin::bootstrap::auth::hmac(s0, "rwin-tcp-server", tr.bytes);
+  EXPECT_TRUE(rwin::bootstrap::auth::equal(a.mac, want.data(), want.size())) << "rank 0 did not prove itself";
+  rank0.join();
+  EXPECT_TRUE(connected.load()) << err0;
+  ::close(fd);
+  ::close(lst);
+  if (t0) t0->quiesce(false);
 }
 
 TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {

@@ -352,6 +352,17 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks", describe().c_str(), rank_, nranks_);
 }
 
+void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd) {
+  if (connected_ || peer < 0 || peer >= nranks_) throw TransportError("tcp: adopt_in_connection_for_fuzzing: bad use");
+  if (epoll_fd_ < 0) epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw TransportError("tcp: epoll: " + errno_text(errno));
+  peers_[static_cast<size_t>(peer)]->in_fd = in_fd;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = uint64_t{3} << 32 | static_cast<uint32_t>(peer);  // an in-connection (tcp_target.cpp)
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, in_fd, &ev) != 0) throw TransportError("tcp: epoll: " + errno_text(errno));
+}
+
 void TcpTransport::quiesce(bool graceful) noexcept {
   if (quiesced_) return;
   quiesced_ = true;

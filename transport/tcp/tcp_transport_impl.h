@@ -190,6 +190,10 @@ class TcpTransport final : public Transport {
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
+  // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
+  // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
+  // receiver thread, so poll() serves it. The transport owns and closes `in_fd`.
+  void adopt_in_connection_for_fuzzing(int peer, int in_fd);
 
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
