@@ -283,35 +283,52 @@ void TcpTransport::refuse(int p, const std::string& why) {
 }
 
 void TcpTransport::on_in(int p) {
+  (void)pump(p, true);
+  if (!peers_[static_cast<size_t>(p)]->failed) (void)send_replies(p);  // what the requests asked for
+}
+
+// Reads what one of p's sockets holds (its requests, or the replies to this rank's): first the
+// payload being landed, then the frames buffered, then more bytes; at most 64 rounds per event, as
+// level-triggered epoll reports the rest. false: the peer failed.
+bool TcpTransport::pump(int p, bool requests) {
   Peer& P = *peers_[static_cast<size_t>(p)];
-  RxBuffer& rx = P.in_rx;
+  RxBuffer& rx = requests ? P.in_rx : P.out_rx;
+  const Peer::Landing& L = requests ? P.in_land : P.out_land;
+  const int fd = requests ? P.in_fd : P.out_fd;
+  const auto land = [&] { return requests ? land_write(p) : land_read(p); };
+  const auto take = [&] { return requests ? take_requests(p) : take_replies(p); };
   for (int round = 0; round < 64 && !P.failed; ++round) {
-    if (P.in_land.left > 0) {
-      if (!land_write(p)) return;
-      if (P.in_land.left > 0) return;  // the socket ran dry
+    if (L.left > 0) {
+      if (!land()) return false;
+      if (L.left > 0) return true;  // the socket ran dry
       continue;
     }
-    if (rx.size() > 0 && !take_requests(p)) return;
-    if (P.in_land.left > 0) continue;
+    if (rx.size() > 0 && !take()) return false;
+    if (L.left > 0) continue;
     if (rx.end == RxBuffer::kBytes) rx.compact();
     const size_t room = RxBuffer::kBytes - rx.end;
-    const ssize_t r = ::recv(P.in_fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);
+    const ssize_t r = ::recv(fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);
     if (r == 0) {
-      fail(p, P.said_goodbye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
-      return;
+      bool bye;
+      {
+        std::lock_guard<std::mutex> g(P.mu);
+        bye = P.said_goodbye;
+      }
+      fail(p, bye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
+      return false;
     }
     if (r < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      fail(p, "receiving its requests: " + errno_text(errno));
-      return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail(p, std::string(requests ? "receiving its requests: " : "receiving its replies: ") + errno_text(errno));
+      return false;
     }
     rx.end += static_cast<size_t>(r);
-    if (!take_requests(p)) return;
+    if (!take()) return false;
     // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
-    if (static_cast<size_t>(r) < room && P.in_land.left == 0) break;
+    if (static_cast<size_t>(r) < room && L.left == 0) return true;
   }
-  (void)send_replies(p);
+  return !P.failed;
 }
 
 bool TcpTransport::take_requests(int p) {
@@ -535,41 +552,7 @@ bool TcpTransport::send_replies(int p) {
 
 // ---- replies to this rank's requests -----------------------------------------------------------
 
-void TcpTransport::on_out(int p) {
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  RxBuffer& rx = P.out_rx;
-  for (int round = 0; round < 64 && !P.failed; ++round) {
-    if (P.out_land.left > 0) {
-      if (!land_read(p)) return;
-      if (P.out_land.left > 0) return;
-      continue;
-    }
-    if (rx.size() > 0 && !take_replies(p)) return;
-    if (P.out_land.left > 0) continue;
-    if (rx.end == RxBuffer::kBytes) rx.compact();
-    const size_t room = RxBuffer::kBytes - rx.end;
-    const ssize_t r = ::recv(P.out_fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);
-    if (r == 0) {
-      bool bye;
-      {
-        std::lock_guard<std::mutex> g(P.mu);
-        bye = P.said_goodbye;
-      }
-      fail(p, bye ? "it left the job (its transport shut down)" : "the connection was closed by the peer (did it die?)");
-      return;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      fail(p, "receiving its replies: " + errno_text(errno));
-      return;
-    }
-    rx.end += static_cast<size_t>(r);
-    if (!take_replies(p)) return;
-    // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
-    if (static_cast<size_t>(r) < room && P.out_land.left == 0) break;
-  }
-}
+void TcpTransport::on_out(int p) { (void)pump(p, false); }
 
 bool TcpTransport::take_replies(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];

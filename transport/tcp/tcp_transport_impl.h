@@ -210,6 +210,7 @@ class TcpTransport final : public Transport {
   void on_in(int p);
   void on_in_writable(int p);
   void on_out(int p);
+  bool pump(int p, bool requests);  // reads a socket of p's: its requests, or its replies
   bool take_requests(int p);   // parses in_rx; false: the peer failed
   bool land_write(int p);      // recv()s payload straight into the window
   bool take_replies(int p);
