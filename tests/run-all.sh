@@ -45,7 +45,8 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
   fi
 }
 # CI: 2 kill trials per transport (3 transports since rwin's own tcp joined: the same 6 trials as before).
-if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 2 --add-trials 1); fi
+# and one SIGSTOP trial per transport (rank 0 for the first, another rank for the rest; --full: both each).
+if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 2 --add-trials 1 --stop-one); fi
 
 # The sanitizer trees build in the background, niced, while the release build's tests run: those
 # tests leave a core idle much of the time (start-ups, deadlines, the guest's waits), and a niced

@@ -102,7 +102,7 @@ run_tsan() {
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
   # atomics (put(Add) lands through the staging path) while the main thread posts and waits.
   for mode in put get add; do
-    out=$(RWIN_TRANSPORT=tcp TSAN_OPTIONS=halt_on_error=1 \
+    out=$(RWIN_TRANSPORT=tcp UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1 \
       build-tsan/bin/rwinrun -n 3 --timeout 300 -- build-tsan/bin/ring_shift --mode $mode --size 100003 --iters 3 2>&1)
     if ! grep -q "all ranks OK" <<<"$out" || grep -q "ThreadSanitizer" <<<"$out"; then
       echo "tsan: ring_shift $mode RWIN_TRANSPORT=tcp failed:"; echo "$out"; return 1

@@ -305,6 +305,7 @@ bool TcpTransport::pump(int p, bool requests) {
     }
     if (rx.size() > 0 && !take()) return false;
     if (L.left > 0) continue;
+    if (!rx.data) rx.data.reset(new char[RxBuffer::kBytes]);
     if (rx.end == RxBuffer::kBytes) rx.compact();
     const size_t room = RxBuffer::kBytes - rx.end;
     const ssize_t r = ::recv(fd, rx.data.get() + rx.end, room, MSG_DONTWAIT);

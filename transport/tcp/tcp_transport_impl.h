@@ -1,26 +1,28 @@
 // The tcp transport's private class: rwin's own sockets where there is no RDMA NIC.
 //
 // Design (docs/TCP.md has the measurements behind it):
-//  * One copy each way. A Write leaves the caller's buffer with writev(header, payload) (the
-//    kernel's copy) and the target's receiver thread recv()s the payload straight into the window
-//    (the other copy); a Read is served from the window the same way.
+//  * One copy each way. A Write leaves the caller's buffer with sendmsg(header, payload) (the
+//    kernel's copy) and the target recv()s the payload straight into the window (the other copy);
+//    a Read is served from the window the same way. Writes of at most 4 KiB are copied into their
+//    frame and leave with the op after them (a put and its notify: one sendmsg).
 //  * Passive target. Each transport runs one receiver thread that sleeps in epoll_wait and applies
 //    writes, reads, atomics and flushes as they arrive, whether or not the owner is inside an rwin
-//    call. It costs no CPU when idle (it blocks without a timeout).
-//  * Ordered. Requests on one socket are applied in arrival order by that one thread, so an atomic
-//    after writes lands after them (write_then_atomic_ordered) and a Flush's ack promises every
-//    request before it.
+//    call. It costs no CPU when idle (it blocks without a timeout). While the owner is inside rwin,
+//    its poll() serves instead (rx_mu_; a hand-off to the thread costs 3x the latency).
+//  * Ordered. Requests on one socket are applied in arrival order, one thread at a time, so an
+//    atomic after writes lands after them (write_then_atomic_ordered) and a Flush's ack promises
+//    every request before it.
 //  * Authenticated. Every connection proves knowledge of its target's secret (tcp_wire.h), which
 //    only the job's bootstrap carried; a stranger's bytes never reach a window.
-//  * Memory safety. The receiver thread touches window memory only while it holds regions_mu_ and
-//    has found the region by id, so a region's destructor (which takes the mutex to erase it) is
+//  * Memory safety. The receive side touches window memory only while it holds the region table's
+//    mutex and has found the region by id, so a region's destructor (which takes the mutex to erase it) is
 //    the last moment any peer's bytes can land in it; a caller's buffer (Read destination,
 //    fetched value) is touched only under its peer's mutex while the peer is healthy, so once
 //    fail_peer() returned nothing lands there.
 //
 // Files: tcp_connect.cpp (construction, listener, handshake, connect, quiesce),
 //        tcp_initiator.cpp (post, poll, send queues, failures),
-//        tcp_target.cpp (the receiver thread: accept, authenticate, apply, reply).
+//        tcp_target.cpp (the receive side: accept, authenticate, apply, reply; the receiver thread).
 #pragma once
 
 #include <atomic>
@@ -80,11 +82,11 @@ class TcpKey final : public RemoteKey {
   uint32_t region_;
 };
 
-// Bytes received but not yet parsed (the receiver reads up to kRxBuffer per recv, so a small
-// write and the notify after it cost one system call).
+// Bytes received but not yet parsed (up to kBytes per recv, so a small write and the notify after
+// it cost one system call). Allocated at the first receive: a peer that never sends costs nothing.
 struct RxBuffer {
   static constexpr size_t kBytes = 64 * 1024;
-  std::unique_ptr<char[]> data{new char[kBytes]};
+  std::unique_ptr<char[]> data;
   size_t begin = 0, end = 0;
   size_t size() const noexcept { return end - begin; }
   void compact() noexcept;
@@ -110,7 +112,7 @@ struct SendItem {
   size_t total() const noexcept { return sizeof hdr + (payload ? hdr.len : 0); }
 };
 
-// A reply frame on its way out (receiver thread only).
+// A reply frame on its way out (the receive side only, under rx_mu_).
 struct ReplyItem {
   tcpw::RepHeader hdr;
   uint32_t region = 0;     // ReadData: served from this region at `addr`
@@ -126,7 +128,7 @@ struct Peer {
   int in_fd = -1;   // its requests, my replies
   std::string where;  // "127.0.0.1:41234"
 
-  // Shared between the caller thread and the receiver thread.
+  // Shared between the caller thread and the receive side.
   std::mutex mu;
   std::deque<Awaiting> awaiting;  // my requests whose reply is due
   std::atomic<size_t> awaiting_n{0};  // its size, read without the mutex for Busy
@@ -199,7 +201,7 @@ class TcpTransport final : public Transport {
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
   static constexpr size_t kMaxInFlight = 4096;    // per peer: queued + awaiting a reply
 
-  // Receiver-thread side (tcp_target.cpp).
+  // The receive side (tcp_target.cpp): the receiver thread, or the owner's poll(), under rx_mu_.
  private:
   void receiver_main() noexcept;
   void serve() noexcept;       // handles what is ready now; rx_mu_ held
@@ -224,10 +226,9 @@ class TcpTransport final : public Transport {
 
   // Caller-thread side (tcp_initiator.cpp).
   bool flush_sends(int p);     // false: the peer failed
-  void stage(int p, SendItem&& item);
   void fail_queued(int p);
 
-  std::string who(int p) const;  // "tcp rank 0 -> rank 1 (127.0.0.1:4242)"
+  std::string who(int p) const;  // "tcp: rank 0 -> peer 1 (127.0.0.1:4242)"
   void wake() noexcept;
 
   int rank_ = 0, nranks_ = 0;
