@@ -1,6 +1,6 @@
 // The tcp transport's initiator side (the caller's thread): post() frames a request and sends it
-// from the caller's buffer; poll() finishes partial sends and collects the receiver thread's
-// completions.
+// from the caller's buffer; poll() finishes partial sends, serves arrivals while the owner waits
+// (tcp_target.cpp) and collects the completions.
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -14,10 +14,6 @@
 namespace rwin::transport::tcp {
 
 namespace {
-
-// A Write of at most SendItem::kInline bytes is copied into its frame and completes at once (the
-// caller may reuse its buffer, so put() returns without a send), and the frame waits for what
-// follows it: usually the notify that publishes it, so both leave in one sendmsg and one segment.
 
 tcpw::Req req_of(Op op) {
   switch (op) {
@@ -172,6 +168,9 @@ PostResult TcpTransport::post(const Work& w) {
     P.awaiting.push_back({w.op, w.cookie, static_cast<char*>(w.local), w.op == Op::Read ? w.bytes : 8});
     P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
   }
+  // A Write of at most SendItem::kInline bytes was copied into its frame and completed above (the
+  // caller may reuse its buffer, so put() returns without a send); the frame waits for what follows
+  // it, usually the notify that publishes it, so both leave in one sendmsg and one segment.
   const bool staged = w.op == Op::Write && w.bytes <= SendItem::kInline;
   P.sendq.push_back(std::move(s));
   if (!P.listed) {
