@@ -44,7 +44,7 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
     failed=$((failed + 1)); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
   fi
 }
-# CI: 2 kill trials per transport (3 transports since rwin's own tcp joined: the same 6 trials as before).
+# CI: 2 kill trials per transport (3 transports since rwin's own tcp joined: the same 6 trials as before)
 # and one SIGSTOP trial per transport (rank 0 for the first, another rank for the rest; --full: both each).
 if [[ $tier == full ]]; then kill_trials=(--trials 20 --add-trials 3); else kill_trials=(--trials 2 --add-trials 1 --stop-one); fi
 
