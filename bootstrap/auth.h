@@ -1,5 +1,5 @@
-// Private to bootstrap/: the job key's cryptography (OpenSSL libcrypto), kept behind plain
-// functions so nothing else in rwin includes or links OpenSSL.
+// The job key's cryptography (OpenSSL libcrypto), used by bootstrap/, the agent and the tcp
+// transport, kept behind plain functions so nothing else in rwin includes or links OpenSSL.
 #pragma once
 
 #include <array>
