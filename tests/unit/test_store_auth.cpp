@@ -18,6 +18,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
+#include "socket_util.h"
 
 namespace rb = rwin::bootstrap;
 namespace wire = rwin::bootstrap::wire;
@@ -31,15 +32,9 @@ rb::Bytes bytes(const std::string& s) { return rb::Bytes(s.begin(), s.end()); }
 rb::HostPort local(uint16_t port) { return rb::HostPort{"127.0.0.1", port}; }
 
 uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  const uint16_t port = test_sock::free_port();
+  EXPECT_NE(port, 0) << "no free loopback port";
+  return port;
 }
 
 template <class F>
@@ -55,18 +50,7 @@ rb::BootstrapError expect_error(F&& f) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-int connect_raw(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_raw(uint16_t port) { return test_sock::connect_loopback(port); }
 
 class RawConn {
  public:
@@ -162,15 +146,8 @@ rb::StoreClientConfig client(const std::string& key, int rank = -1, int nranks =
 class MuteServer {
  public:
   MuteServer() {
-    listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listen_, 64), 0);
-    EXPECT_EQ(::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
+    listen_ = test_sock::listen_loopback(64, &port_);
+    EXPECT_GE(listen_, 0) << std::strerror(errno);
     thread_ = std::thread([this] { run(); });
   }
   ~MuteServer() {
@@ -343,14 +320,9 @@ TEST(StoreAuth, WrongOrMissingKeyGetsNothing) {
 }
 
 TEST(StoreAuth, FakeServerWithoutTheKeyIsDetectedBeforeTheClientProvesAnything) {
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 4), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  uint16_t port = 0;
+  const int lfd = test_sock::listen_loopback(4, &port);
+  ASSERT_GE(lfd, 0) << std::strerror(errno);
   size_t received = 0;
   std::thread fake([&] {
     const int fd = ::accept(lfd, nullptr, nullptr);
@@ -375,7 +347,7 @@ TEST(StoreAuth, FakeServerWithoutTheKeyIsDetectedBeforeTheClientProvesAnything) 
     received = n;
     ::close(fd);
   });
-  auto e = expect_error([&] { rb::TcpStore s(local(ntohs(a.sin_port)), 5s, client("s3cret", 1, 2)); });
+  auto e = expect_error([&] { rb::TcpStore s(local(port), 5s, client("s3cret", 1, 2)); });
   fake.join();
   ::close(lfd);
   EXPECT_EQ(e.kind(), Kind::Config);
@@ -718,16 +690,11 @@ TEST(TcpStore, EveryCallHonoursAShortDeadlineAgainstAStoppedServer) {
 
 TEST(TcpStore, HandshakeWithAServerThatNeverAnswersIsBounded) {
   // Listening, never accepting: the kernel completes the TCP handshake, nobody answers.
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 4), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  uint16_t port = 0;
+  const int lfd = test_sock::listen_loopback(4, &port);
+  ASSERT_GE(lfd, 0) << std::strerror(errno);
   const auto t0 = Clock::now();
-  auto e = expect_error([&] { rb::TcpStore s(local(ntohs(a.sin_port)), 200ms); });
+  auto e = expect_error([&] { rb::TcpStore s(local(port), 200ms); });
   EXPECT_LT(Clock::now() - t0, 1500ms);
   EXPECT_EQ(e.kind(), Kind::Timeout) << e.what();
   ::close(lfd);

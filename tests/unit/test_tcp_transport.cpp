@@ -22,6 +22,7 @@
 #include "transport/tcp/tcp_transport_impl.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
+#include "socket_util.h"
 
 namespace {
 
@@ -116,7 +117,7 @@ struct Pair {
   static constexpr size_t kBytes = 1 << 20;
 
   Pair() {
-    const uint16_t port = free_port();
+    const uint16_t port = test_sock::free_port();
     const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
     std::string errs[2];
     auto start = [&](int me) {
@@ -145,17 +146,6 @@ struct Pair {
     for (auto& x : r) {
       if (x.t) x.t->quiesce(false);
     }
-  }
-  static uint16_t free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
   }
   char* mem(int rank) const { return static_cast<char*>(r[rank].window->addr()); }
   uint64_t at1(size_t off) const { return key_of_1->base() + off; }
@@ -284,13 +274,9 @@ TEST(TcpTransport, AfterStartUpTheListenerIsClosedSoStrangersHaveNothingToKnockO
   // The receiver thread closes it once every rank is in; give it a bounded moment.
   bool refused = false;
   for (int i = 0; i < 200 && !refused; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
-    ::close(fd);
+    const int fd = test_sock::connect_loopback(static_cast<uint16_t>(port));
+    refused = fd < 0;
+    if (fd >= 0) ::close(fd);
     if (!refused) std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(refused) << "port " << port << " still accepts connections";
@@ -301,31 +287,8 @@ TEST(TcpTransport, AfterStartUpTheListenerIsClosedSoStrangersHaveNothingToKnockO
 }
 
 // Blocking helpers for the hand-made peer below (the socket has a 10 s receive/send timeout).
-bool io(int fd, void* buf, size_t n, bool sending) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = sending ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-int dial(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using test_sock::io;
+int dial(uint16_t port) { return test_sock::connect_loopback(port, 10); }
 // True when the server closes `fd` without accepting: EOF (or a reset) before `n` more bytes.
 bool closed_by_server(int fd) {
   char b[64];
@@ -337,7 +300,7 @@ bool closed_by_server(int fd) {
 }
 
 TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRankCompletesIt) {
-  const uint16_t port = Pair::free_port();
+  const uint16_t port = test_sock::free_port();
   const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
   std::unique_ptr<tp::Transport> t0;
   std::unique_ptr<rwin::bootstrap::Bootstrap> bs0;
@@ -360,17 +323,12 @@ TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRa
   });
   // This thread plays rank 1 by hand: its endpoint is a listener of its own, with a known secret.
   rwin::bootstrap::Bootstrap bs1(1, 2, root, 20000ms);
-  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in la{};
-  la.sin_family = AF_INET;
-  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t ll = sizeof la;
-  ASSERT_EQ(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la), 0);
-  ASSERT_EQ(::listen(lst, 4), 0);
-  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &ll);
+  uint16_t lport = 0;
+  const int lst = test_sock::listen_loopback(4, &lport);
+  ASSERT_GE(lst, 0);
   w::Endpoint me;
   me.rank = 1;
-  me.port = ntohs(la.sin_port);
+  me.port = lport;
   me.ipv4 = htonl(INADDR_LOOPBACK);
   rwin::bootstrap::auth::random_bytes(me.secret, sizeof me.secret);
   const auto all = bs1.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
