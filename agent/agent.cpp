@@ -1,7 +1,9 @@
 // The agent's public calls (rwin/agent.h): construction (listener, transport), regions and their
 // revocation, imports and first-use connections, put/get/notify/flush, local signal waits.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -163,6 +165,17 @@ AgentImpl::AgentImpl(const AgentOptions& o) : opt(o) {
   cfg.dynamic_peers = true;
   cfg.ucx_wakeup = true;  // RWIN_AGENT_UCX_WAKEUP=0 polls on a timer instead (docs/AGENT.md)
   if (const char* w = knobs::env("RWIN_AGENT_UCX_WAKEUP")) cfg.ucx_wakeup = std::string(w) != "0";
+  {
+    // rwin's tcp transport listens where the control socket does: whoever reaches one reaches the
+    // other (a wildcard address leaves the choice to RWIN_IFNAME or the routes).
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof ss;
+    char ip[INET_ADDRSTRLEN] = {};
+    if (getsockname(listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &sl) == 0 && ss.ss_family == AF_INET) {
+      const auto& sin = *reinterpret_cast<const sockaddr_in*>(&ss);
+      if (sin.sin_addr.s_addr != htonl(INADDR_ANY) && inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof ip)) cfg.listen_host = ip;
+    }
+  }
   try {
     if (cfg.name == "verbs") cfg.verbs = tp::VerbsParams::from_env();
     tr = tp::make_transport(cfg);

@@ -266,6 +266,8 @@ struct TransportConfig {
   bool dynamic_peers = false;    // peers are added at run time (add_peer/connect_peer), never connect();
                                  // rank and nranks are unused (0 and 0)
   bool ucx_wakeup = false;       // ucx, dynamic_peers: UCP_FEATURE_WAKEUP and wait_fd() (agents: on unless RWIN_AGENT_UCX_WAKEUP=0)
+  std::string listen_host;       // tcp, dynamic_peers: the IPv4 address its listener binds (the agent's control
+                                 // address); empty: RWIN_IFNAME's address, else the one a route chooses
 };
 
 // Creates the named transport; throws TransportError listing the known names for an unknown one.

@@ -131,14 +131,22 @@ void RxBuffer::compact() noexcept {
 
 // ---- the transport ----------------------------------------------------------------------------
 
-TcpTransport::TcpTransport(const TransportConfig& cfg) : rank_(cfg.rank), nranks_(cfg.nranks), ifname_(cfg.ifname) {
-  if (cfg.dynamic_peers) throw TransportError("tcp: run-time peers (the agent) are not supported by this transport yet");
-  if (nranks_ <= 0 || rank_ < 0 || rank_ >= nranks_) {
-    throw TransportError("tcp: rank " + std::to_string(rank_) + " of " + std::to_string(nranks_));
+TcpTransport::TcpTransport(const TransportConfig& cfg)
+    : rank_(cfg.rank), nranks_(cfg.nranks), run_time_(cfg.dynamic_peers), ifname_(cfg.ifname) {
+  if (run_time_) {
+    rank_ = nranks_ = 0;
+    peers_.resize(kMaxRunTimePeers);  // empty slots, filled by add_peer()
+  } else {
+    if (nranks_ <= 0 || rank_ < 0 || rank_ >= nranks_) {
+      throw TransportError("tcp: rank " + std::to_string(rank_) + " of " + std::to_string(nranks_));
+    }
+    peers_.reserve(static_cast<size_t>(nranks_));
+    for (int p = 0; p < nranks_; ++p) peers_.push_back(std::make_unique<Peer>());
+    npeers_.store(nranks_, std::memory_order_release);
   }
-  peers_.reserve(static_cast<size_t>(nranks_));
-  for (int p = 0; p < nranks_; ++p) peers_.push_back(std::make_unique<Peer>());
-  if (!ifname_.empty()) {
+  if (run_time_ && !cfg.listen_host.empty()) {
+    bind_addr_ = cfg.listen_host;
+  } else if (!ifname_.empty()) {
     for (const auto& [name, addr] : bootstrap::list_ipv4_interfaces()) {
       if (name == ifname_) {
         bind_addr_ = addr;
@@ -164,6 +172,18 @@ TcpTransport::TcpTransport(const TransportConfig& cfg) : rank_(cfg.rank), nranks
   } catch (const bootstrap::BootstrapError& e) {
     throw TransportError(std::string("tcp: ") + e.what());
   }
+  if (run_time_) {
+    // Peers come and go for the transport's whole life: listen now, and keep listening.
+    notify_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (notify_fd_ < 0) throw TransportError("tcp: eventfd: " + errno_text(errno));
+    try {
+      start_listening();
+    } catch (...) {
+      quiesce(false);  // the destructor does not run for a constructor that threw
+      throw;
+    }
+    connected_ = true;
+  }
 }
 
 TcpTransport::~TcpTransport() { quiesce(false); }
@@ -173,8 +193,10 @@ std::string TcpTransport::describe() const {
 }
 
 std::string TcpTransport::who(int p) const {
-  return "tcp: rank " + std::to_string(rank_) + " -> peer " + std::to_string(p) +
-         (peers_[static_cast<size_t>(p)]->where.empty() ? std::string() : " (" + peers_[static_cast<size_t>(p)]->where + ")");
+  const std::string& where = peers_[static_cast<size_t>(p)]->where;
+  return (run_time_ ? "tcp(" + bind_addr_ + ":" + std::to_string(port_) + "): run-time peer " + std::to_string(p)
+                    : "tcp: rank " + std::to_string(rank_) + " -> peer " + std::to_string(p)) +
+         (where.empty() ? std::string() : " (" + where + ")");
 }
 
 Capabilities TcpTransport::capabilities() const {
@@ -227,14 +249,12 @@ void TcpTransport::wake() noexcept {
   } while (r < 0 && errno == EINTR);
 }
 
-void TcpTransport::connect(bootstrap::Bootstrap& bs) {
-  if (connected_) throw TransportError(describe() + ": connect() called twice");
-  const auto deadline = Clock::now() + bs.startup_timeout();
-
-  // Listen before publishing the endpoint, so every dial finds someone.
+void TcpTransport::start_listening() {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, bind_addr_.c_str(), &sa.sin_addr) != 1) throw TransportError("tcp: bad address " + bind_addr_);
+  if (::inet_pton(AF_INET, bind_addr_.c_str(), &sa.sin_addr) != 1) {
+    throw TransportError("tcp: '" + bind_addr_ + "' is not an IPv4 address to listen on");
+  }
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw TransportError("tcp: socket: " + errno_text(errno));
   socklen_t len = sizeof sa;
@@ -243,6 +263,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
     throw TransportError("tcp: listening on " + bind_addr_ + ": " + errno_text(errno));
   }
   port_ = ntohs(sa.sin_port);
+  ipv4_ = sa.sin_addr.s_addr;
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || wake_fd_ < 0) throw TransportError("tcp: epoll/eventfd: " + errno_text(errno));
@@ -253,11 +274,86 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   ev.data.u64 = uint64_t{1} << 32;  // the listener
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   receiver_ = std::thread([this] { receiver_main(); });
+}
+
+void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes, tcpw::HelloKind kind, int32_t src,
+                        int32_t dst, Clock::time_point deadline) {
+  const std::string what = who(p) + ": connect";
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw TransportError(what + ": socket: " + errno_text(errno));
+  struct Closer {  // until the connection is p's
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = e.ipv4;
+  to.sin_port = htons(e.port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
+    throw TransportError(what + ": " + errno_text(errno));
+  }
+  pollfd pfd{fd, POLLOUT, 0};
+  while (::poll(&pfd, 1, ms_left(deadline)) == 0) {
+    if (Clock::now() >= deadline) throw TransportError(what + ": no answer before the deadline");
+  }
+  int err = 0;
+  socklen_t el = sizeof err;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+  if (err != 0) throw TransportError(what + ": " + errno_text(err));
+
+  tcpw::Hello h;
+  h.kind = static_cast<uint16_t>(kind);
+  h.src = src;
+  h.dst = dst;
+  bootstrap::auth::random_bytes(h.nonce, sizeof h.nonce);
+  io_all(fd, &h, sizeof h, true, deadline, what + " (hello)");
+  tcpw::Challenge c;
+  io_all(fd, &c, sizeof c, false, deadline, what + " (challenge)");
+  if (c.magic != tcpw::kMagic || c.status != static_cast<uint16_t>(tcpw::HandshakeStatus::Ok)) {
+    throw TransportError(what + ": refused by the listener (status " + std::to_string(c.status) +
+                         (run_time_ ? "; an endpoint of another agent, one already used, or a peer it dropped?)"
+                                    : "; a listener of another job or version?)"));
+  }
+  const tcpw::Transcript t(h.nonce, c.nonce, src, dst);
+  const std::string key(reinterpret_cast<const char*>(key_bytes), tcpw::kSecret);
+  tcpw::Proof proof;
+  const auto mac = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
+  std::memcpy(proof.mac, mac.data(), mac.size());
+  io_all(fd, &proof, sizeof proof, true, deadline, what + " (proof)");
+  tcpw::Accept a;
+  io_all(fd, &a, sizeof a, false, deadline, what + " (accept)");
+  const auto want = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
+  if (a.magic != tcpw::kMagic || a.status != 0 || !bootstrap::auth::equal(a.mac, want.data(), want.size())) {
+    throw TransportError(what + ": the listener did not prove it is " +
+                         (run_time_ ? std::string("the peer whose endpoint this is") : "rank " + std::to_string(p) + " of this job"));
+  }
+  // p's from here: quiesce() closes it. Set before the epoll registration that lets the receive side look.
+  peers_[static_cast<size_t>(p)]->out_fd = fd;
+  fd = -1;
+  epoll_event oev{};
+  oev.events = EPOLLIN;
+  oev.data.u64 = uint64_t{4} << 32 | static_cast<uint32_t>(p);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[static_cast<size_t>(p)]->out_fd, &oev) != 0) {
+    throw TransportError(what + ": epoll: " + errno_text(errno));
+  }
+}
+
+void TcpTransport::connect(bootstrap::Bootstrap& bs) {
+  if (connected_) throw TransportError(describe() + ": connect() called twice");
+  if (run_time_) throw TransportError(describe() + ": a transport with run-time peers connects each with connect_peer()");
+  const auto deadline = Clock::now() + bs.startup_timeout();
+
+  // Listen before publishing the endpoint, so every dial finds someone.
+  start_listening();
 
   tcpw::Endpoint me;
   me.port = port_;
   me.rank = rank_;
-  me.ipv4 = sa.sin_addr.s_addr;
+  me.ipv4 = ipv4_;
   std::memcpy(me.secret, secret_, sizeof secret_);
   const auto all = bs.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
   std::memset(me.secret, 0, sizeof me.secret);
@@ -282,55 +378,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   for (int i = 1; i <= nranks_; ++i) {
     const int p = (rank_ + i) % nranks_;
     const tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
-    const std::string what = who(p) + ": connect";
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw TransportError(what + ": socket: " + errno_text(errno));
-    peers_[static_cast<size_t>(p)]->out_fd = fd;  // closed by quiesce() whatever happens next
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = e.ipv4;
-    to.sin_port = htons(e.port);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
-      throw TransportError(what + ": " + errno_text(errno));
-    }
-    pollfd pfd{fd, POLLOUT, 0};
-    while (::poll(&pfd, 1, ms_left(deadline)) == 0) {
-      if (Clock::now() >= deadline) throw TransportError(what + ": no answer before the start-up deadline");
-    }
-    int err = 0;
-    socklen_t el = sizeof err;
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) throw TransportError(what + ": " + errno_text(err));
-
-    tcpw::Hello h;
-    h.src = rank_;
-    h.dst = p;
-    bootstrap::auth::random_bytes(h.nonce, sizeof h.nonce);
-    io_all(fd, &h, sizeof h, true, deadline, what + " (hello)");
-    tcpw::Challenge c;
-    io_all(fd, &c, sizeof c, false, deadline, what + " (challenge)");
-    if (c.magic != tcpw::kMagic || c.status != static_cast<uint16_t>(tcpw::HandshakeStatus::Ok)) {
-      throw TransportError(what + ": refused by the listener (status " + std::to_string(c.status) +
-                           "; a listener of another job or version?)");
-    }
-    const tcpw::Transcript t(h.nonce, c.nonce, rank_, p);
-    const std::string key(reinterpret_cast<const char*>(e.secret), sizeof e.secret);
-    tcpw::Proof proof;
-    const auto mac = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
-    std::memcpy(proof.mac, mac.data(), mac.size());
-    io_all(fd, &proof, sizeof proof, true, deadline, what + " (proof)");
-    tcpw::Accept a;
-    io_all(fd, &a, sizeof a, false, deadline, what + " (accept)");
-    const auto want = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
-    if (a.magic != tcpw::kMagic || a.status != 0 || !bootstrap::auth::equal(a.mac, want.data(), want.size())) {
-      throw TransportError(what + ": the listener did not prove it is rank " + std::to_string(p) + " of this job");
-    }
-    epoll_event oev{};
-    oev.events = EPOLLIN;
-    oev.data.u64 = uint64_t{4} << 32 | static_cast<uint32_t>(p);
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &oev) != 0) throw TransportError(what + ": epoll: " + errno_text(errno));
+    dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline);
   }
 
   // Wait until every rank's requests can reach this one.
@@ -352,6 +400,109 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks", describe().c_str(), rank_, nranks_);
 }
 
+// ---- run-time peers (the agent) ---------------------------------------------------------------
+
+int TcpTransport::add_peer() {
+  if (!run_time_) throw TransportError(describe() + ": add_peer() needs a transport made for run-time peers");
+  if (quiesced_) throw TransportError(describe() + ": add_peer() after the transport was shut down");
+  const int p = npeers_.load(std::memory_order_relaxed);
+  if (p >= kMaxRunTimePeers) {
+    throw TransportError(describe() + ": " + std::to_string(kMaxRunTimePeers) + " run-time peers added already (indices are never reused)");
+  }
+  auto peer = std::make_unique<Peer>();
+  try {
+    bootstrap::auth::random_bytes(peer->secret, sizeof peer->secret);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw TransportError(std::string("tcp: ") + e.what());
+  }
+  peers_[static_cast<size_t>(p)] = std::move(peer);
+  npeers_.store(p + 1, std::memory_order_release);  // the slot is filled before the receive side may look
+  return p;
+}
+
+std::vector<uint8_t> TcpTransport::local_endpoint(int peer) {
+  if (!run_time_ || peer < 0 || peer >= peer_count()) {
+    throw TransportError(describe() + ": local_endpoint(" + std::to_string(peer) + "): no such run-time peer");
+  }
+  tcpw::Endpoint me;
+  me.port = port_;
+  me.rank = peer;  // how the reader names itself when it dials us
+  me.ipv4 = ipv4_;
+  std::memcpy(me.secret, peers_[static_cast<size_t>(peer)]->secret, sizeof me.secret);
+  std::vector<uint8_t> out(sizeof me);
+  std::memcpy(out.data(), &me, sizeof me);
+  std::memset(me.secret, 0, sizeof me.secret);
+  return out;
+}
+
+void TcpTransport::connect_peer(int peer, std::span<const uint8_t> remote_endpoint) {
+  if (!run_time_ || peer < 0 || peer >= peer_count()) {
+    throw TransportError(describe() + ": connect_peer(" + std::to_string(peer) + "): no such run-time peer");
+  }
+  Peer& P = *peers_[static_cast<size_t>(peer)];
+  tcpw::Endpoint e;
+  if (remote_endpoint.size() != sizeof e) {
+    throw TransportError(who(peer) + ": its endpoint has " + std::to_string(remote_endpoint.size()) + " bytes (a tcp endpoint has " +
+                         std::to_string(sizeof e) + "): the peer does not use rwin's tcp transport");
+  }
+  std::memcpy(&e, remote_endpoint.data(), sizeof e);
+  if (e.magic != tcpw::kMagic || e.version != tcpw::kVersion) {
+    throw TransportError(who(peer) + ": its endpoint is not a tcp endpoint of version " + std::to_string(tcpw::kVersion));
+  }
+  if (e.ipv4 == 0 || e.port == 0 || e.rank < 0) {
+    throw TransportError(who(peer) + ": its endpoint names no address (" + addr_text(e.ipv4, e.port) + ", index " +
+                         std::to_string(e.rank) + ")");
+  }
+  if (P.failed) throw TransportError(who(peer) + ": connect_peer() after the peer failed: " + peer_error(peer));
+  if (P.out_fd >= 0) throw TransportError(who(peer) + ": connect_peer() called twice");
+  {
+    std::lock_guard<std::mutex> g(conn_mu_);  // fail() on the receiver thread reads it
+    P.where = addr_text(e.ipv4, e.port);
+  }
+  dial(peer, e, e.secret, tcpw::HelloKind::RunTime, peer, e.rank, Clock::now() + kAuthDeadline);
+  std::memset(e.secret, 0, sizeof e.secret);
+}
+
+std::unique_ptr<MemoryRegion> TcpTransport::expose_memory(void* addr, size_t bytes) {
+  if (addr == nullptr || bytes == 0) {
+    throw TransportError(describe() + ": expose_memory(" + std::to_string(reinterpret_cast<uintptr_t>(addr)) + ", " +
+                         std::to_string(bytes) + " bytes): empty range");
+  }
+  return std::make_unique<TcpRegion>(regions_, addr, bytes, true);
+}
+
+bool TcpTransport::arm() noexcept {
+  if (notify_fd_ < 0) return false;
+  uint64_t x;
+  while (::read(notify_fd_, &x, sizeof x) > 0) {
+  }
+  for (int p : active_) {  // sends that only this thread's poll() finishes
+    if (peers_[static_cast<size_t>(p)]->sendq.size() > peers_[static_cast<size_t>(p)]->held) return false;
+  }
+  if (!done_.empty() || cq_count_.load(std::memory_order_acquire) > 0) return false;
+  owner_seen_ns_.store(0, std::memory_order_relaxed);  // the receiver thread serves from now on
+  armed_.store(true);
+  // Served since our last poll(): its effects (a peer's write into a watched word) may be what the
+  // caller waits for, and raised no event (we were not armed). Checked after arming, so a round
+  // served after this load raises the event instead (seq_cst on both sides).
+  if (served_.load() != served_at_poll_) {
+    armed_.store(false);
+    return false;
+  }
+  return true;
+}
+
+void TcpTransport::notify_owner() noexcept {
+  served_.fetch_add(1);
+  if (notify_fd_ >= 0 && armed_.exchange(false)) {
+    const uint64_t one = 1;
+    ssize_t r;
+    do {
+      r = ::write(notify_fd_, &one, sizeof one);
+    } while (r < 0 && errno == EINTR);
+  }
+}
+
 void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd) {
   if (connected_ || peer < 0 || peer >= nranks_) throw TransportError("tcp: adopt_in_connection_for_fuzzing: bad use");
   if (epoll_fd_ < 0) epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -369,9 +520,9 @@ void TcpTransport::quiesce(bool graceful) noexcept {
   if (graceful && connected_) {
     // What is queued leaves (a second at most), then a goodbye, so peers tell our close from a death.
     const auto until = Clock::now() + std::chrono::seconds(1);
-    for (int p = 0; p < nranks_; ++p) {
+    for (int p = 0; p < peer_count(); ++p) {
       Peer& P = *peers_[static_cast<size_t>(p)];
-      if (P.failed) continue;
+      if (P.failed || P.out_fd < 0) continue;
       SendItem bye;
       bye.hdr.type = static_cast<uint8_t>(tcpw::Req::Goodbye);
       P.sendq.push_back(std::move(bye));
@@ -388,7 +539,7 @@ void TcpTransport::quiesce(bool graceful) noexcept {
   wake();
   if (receiver_.joinable()) receiver_.join();
   // From here no thread touches a region or a caller's buffer.
-  for (int p = 0; p < nranks_; ++p) {
+  for (int p = 0; p < peer_count(); ++p) {
     Peer& P = *peers_[static_cast<size_t>(p)];
     {
       std::lock_guard<std::mutex> g(P.mu);
@@ -408,7 +559,8 @@ void TcpTransport::quiesce(bool graceful) noexcept {
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
-  listen_fd_ = epoll_fd_ = wake_fd_ = -1;
+  if (notify_fd_ >= 0) ::close(notify_fd_);
+  listen_fd_ = epoll_fd_ = wake_fd_ = notify_fd_ = -1;
 }
 
 }  // namespace tcp

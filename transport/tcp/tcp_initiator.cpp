@@ -31,14 +31,17 @@ tcpw::Req req_of(Op op) {
 }  // namespace
 
 std::string TcpTransport::peer_error(int peer) const {
-  if (peer < 0 || peer >= nranks_) return "tcp: no rank " + std::to_string(peer) + " in a job of " + std::to_string(nranks_);
+  if (peer < 0 || peer >= peer_count()) {
+    return run_time_ ? "tcp: no run-time peer " + std::to_string(peer) + " (" + std::to_string(peer_count()) + " added)"
+                     : "tcp: no rank " + std::to_string(peer) + " in a job of " + std::to_string(nranks_);
+  }
   Peer& P = *peers_[static_cast<size_t>(peer)];
   std::lock_guard<std::mutex> g(P.mu);
   return P.error;
 }
 
 void TcpTransport::fail_peer(int peer, const std::string& why) noexcept {
-  if (peer < 0 || peer >= nranks_) return;
+  if (peer < 0 || peer >= peer_count()) return;
   fail(peer, why);
 }
 
@@ -104,9 +107,10 @@ bool TcpTransport::flush_sends(int p) {
 }
 
 PostResult TcpTransport::post(const Work& w) {
-  if (!connected_ || quiesced_ || w.peer < 0 || w.peer >= nranks_) return PostResult::PeerFailed;
+  if (!connected_ || quiesced_ || w.peer < 0 || w.peer >= peer_count()) return PostResult::PeerFailed;
   const int p = w.peer;
   Peer& P = *peers_[static_cast<size_t>(p)];
+  if (!P.failed && P.out_fd < 0) fail(p, std::string(op_name(w.op)) + " posted before connect_peer()");
   if (P.failed) {
     fail_queued(p);
     return PostResult::PeerFailed;
@@ -186,6 +190,7 @@ PostResult TcpTransport::post(const Work& w) {
 }
 
 void TcpTransport::poll(std::vector<Completion>& out) {
+  served_at_poll_ = served_.load();  // arm() asks whether the receiver thread served since
   if (owner_serves_) owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
   if (owner_serves_ && rx_mu_.try_lock()) {
     serve();

@@ -67,12 +67,15 @@ void TcpTransport::receiver_main() noexcept {
     receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR) {
       const std::string why = "epoll_wait failed: " + errno_text(errno);
-      for (int p = 0; p < nranks_; ++p) fail(p, why);
+      for (int p = 0; p < peer_count(); ++p) fail(p, why);
       return;
     }
     if (owner_here() > 0) continue;  // it came back meanwhile: its poll() serves
-    std::lock_guard<std::mutex> g(rx_mu_);
-    serve();  // takes the events again: the owner may have served them meanwhile
+    {
+      std::lock_guard<std::mutex> g(rx_mu_);
+      serve();  // takes the events again: the owner may have served them meanwhile
+    }
+    notify_owner();
   }
 }
 
@@ -188,9 +191,16 @@ void TcpTransport::on_pending(size_t idx) {
   pc.got = 0;
   if (!pc.have_hello) {
     tcpw::Challenge c;
-    std::string why = tcpw::check_hello(pc.hello, rank_, nranks_);
-    if (why.empty() && peers_[static_cast<size_t>(pc.hello.src)]->in_fd >= 0) {
-      why = "rank " + std::to_string(pc.hello.src) + " is connected already";
+    std::string why = tcpw::check_hello(pc.hello, rank_, run_time_ ? peer_count() : nranks_, run_time_);
+    if (why.empty()) {
+      // A job's rank names itself (src); a run-time peer names the index we gave it (dst).
+      const int p = run_time_ ? pc.hello.dst : pc.hello.src;
+      const Peer& P = *peers_[static_cast<size_t>(p)];
+      if (P.in_fd >= 0) {
+        why = (run_time_ ? "run-time peer " : "rank ") + std::to_string(p) + " is connected already";
+      } else if (run_time_ && P.failed) {  // dropped by the caller (fail_peer): not to come back
+        why = "run-time peer " + std::to_string(p) + " was dropped";
+      }
     }
     if (!why.empty()) {
       c.status = static_cast<uint16_t>(pc.hello.version != tcpw::kVersion ? tcpw::HandshakeStatus::WrongVersion
@@ -208,10 +218,12 @@ void TcpTransport::on_pending(size_t idx) {
   }
   // The proof is complete.
   const tcpw::Transcript t(pc.hello.nonce, pc.challenge.nonce, pc.hello.src, pc.hello.dst);
-  const std::string key(reinterpret_cast<const char*>(secret_), sizeof secret_);
+  const uint8_t* secret = run_time_ ? peers_[static_cast<size_t>(pc.hello.dst)]->secret : secret_;
+  const std::string key(reinterpret_cast<const char*>(secret), tcpw::kSecret);
   const auto want = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
   if (!bootstrap::auth::equal(pc.proof.mac, want.data(), want.size())) {
-    return drop_pending(idx, "wrong proof (not a rank of this job)");
+    return drop_pending(idx, run_time_ ? "wrong proof (not the peer that endpoint was made for)"
+                                       : "wrong proof (not a rank of this job)");
   }
   tcpw::Accept a;
   const auto mine = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
@@ -224,7 +236,7 @@ void TcpTransport::on_pending(size_t idx) {
 }
 
 void TcpTransport::finish_handshake(Pending& pc) {
-  const int p = pc.hello.src;
+  const int p = run_time_ ? pc.hello.dst : pc.hello.src;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
@@ -276,7 +288,7 @@ void TcpTransport::refuse(int p, const std::string& why) {
   RWIN_LOG(Warn, Core, "tcp rank %d: refused a request of rank %d: %s", rank_, p, why.c_str());
   ReplyItem r;
   r.hdr.type = static_cast<uint8_t>(tcpw::Rep::Refused);
-  r.text = "rank " + std::to_string(rank_) + " refused it: " + why;
+  r.text = (run_time_ ? describe() : "rank " + std::to_string(rank_)) + " refused it: " + why;
   if (r.text.size() > tcpw::kMaxRefusalBytes) r.text.resize(tcpw::kMaxRefusalBytes);
   r.hdr.len = r.text.size();
   P.replies.push_back(std::move(r));

@@ -14,6 +14,11 @@
 //    every request before it.
 //  * Authenticated. Every connection proves knowledge of its target's secret (tcp_wire.h), which
 //    only the job's bootstrap carried; a stranger's bytes never reach a window.
+//  * Run-time peers (the agent): add_peer/local_endpoint/connect_peer over the same listener, which
+//    then stays open; each peer gets a secret of its own, carried in the endpoint blob over the
+//    agent's token-authenticated control connection. wait_fd() is an eventfd the receiver thread
+//    writes after serving anything while the owner is armed, so an agent sleeping in poll(2) wakes
+//    for a peer's write into its signal word as for a reply of its own.
 //  * Memory safety. The receive side touches window memory only while it holds the region table's
 //    mutex and has found the region by id, so a region's destructor (which takes the mutex to erase it) is
 //    the last moment any peer's bytes can land in it; a caller's buffer (Read destination,
@@ -127,6 +132,7 @@ struct Peer {
   int out_fd = -1;  // my requests, its replies
   int in_fd = -1;   // its requests, my replies
   std::string where;  // "127.0.0.1:41234"
+  uint8_t secret[tcpw::kSecret] = {};  // run-time peers: what its connection must prove (made for it alone)
 
   // Shared between the caller thread and the receive side.
   std::mutex mu;
@@ -188,6 +194,12 @@ class TcpTransport final : public Transport {
   void fail_peer(int peer, const std::string& why) noexcept override;
   void quiesce(bool graceful) noexcept override;
   bool serves_passively() const noexcept override { return true; }
+  int add_peer() override;
+  std::vector<uint8_t> local_endpoint(int peer) override;
+  void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
+  std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
+  int wait_fd() const noexcept override { return notify_fd_; }
+  bool arm() noexcept override;
   bool idle_wait(std::chrono::microseconds max) noexcept override;
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
@@ -200,6 +212,7 @@ class TcpTransport final : public Transport {
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
   static constexpr size_t kMaxInFlight = 4096;    // per peer: queued + awaiting a reply
+  static constexpr int kMaxRunTimePeers = 16384;  // peers_ slots of a transport with run-time peers
 
   // The receive side (tcp_target.cpp): the receiver thread, or the owner's poll(), under rx_mu_.
  private:
@@ -230,18 +243,37 @@ class TcpTransport final : public Transport {
 
   std::string who(int p) const;  // "tcp: rank 0 -> peer 1 (127.0.0.1:4242)"
   void wake() noexcept;
+  // The peers that exist now: every rank of a job, or the run-time peers added so far. A slot
+  // below it is set for good (add_peer fills it before publishing the count).
+  int peer_count() const noexcept { return npeers_.load(std::memory_order_acquire); }
+  // Listener, epoll set, wake-up eventfd and receiver thread (connect(); construction with run-time peers).
+  void start_listening();
+  // Opens p's out-connection to `e` and authenticates it both ways (tcp_wire.h); throws TransportError.
+  void dial(int p, const tcpw::Endpoint& e, const uint8_t* key, tcpw::HelloKind kind, int32_t src, int32_t dst,
+            std::chrono::steady_clock::time_point deadline);
+  // The receiver thread served something: wakes an armed owner (wait_fd).
+  void notify_owner() noexcept;
 
   int rank_ = 0, nranks_ = 0;
+  bool run_time_ = false;  // peers are added at run time (TransportConfig::dynamic_peers)
+  std::atomic<int> npeers_{0};
   std::string ifname_;
   std::string bind_addr_;
   uint16_t port_ = 0;
+  uint32_t ipv4_ = 0;  // the listener's address, network order
   uint8_t secret_[tcpw::kSecret] = {};
+  // Fixed slots (nranks, or kMaxRunTimePeers), so the receiver thread reads a slot while the
+  // owner fills a later one: the vector itself never changes after construction.
   std::vector<std::unique_ptr<Peer>> peers_;
   std::shared_ptr<RegionTable> regions_ = std::make_shared<RegionTable>();
 
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop, close the listener
+  int notify_fd_ = -1;  // eventfd: wait_fd() (run-time peers only; -1 in a job)
+  std::atomic<bool> armed_{false};           // the owner sleeps on notify_fd_
+  std::atomic<uint64_t> served_{0};          // rounds the receiver thread served
+  uint64_t served_at_poll_ = 0;              // served_ when the owner's last poll() began
   std::thread receiver_;
   // Guards everything the receive side touches (pending_, each Peer's receiver-side state): held
   // by the receiver thread while it serves, and taken with try_lock by the owner's poll(), which

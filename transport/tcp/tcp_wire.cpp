@@ -16,12 +16,21 @@ const char* req_name(uint8_t type) noexcept {
   return "unknown";
 }
 
-std::string check_hello(const Hello& h, int me, int nranks) {
+std::string check_hello(const Hello& h, int me, int nranks, bool run_time) {
   if (h.magic != kMagic) return "not an rwin tcp hello (magic " + std::to_string(h.magic) + ")";
   if (h.version != kVersion) {
     return "wire version " + std::to_string(h.version) + " (this rank speaks " + std::to_string(kVersion) + ")";
   }
-  if (h.kind != static_cast<uint16_t>(HelloKind::Collective)) return "unknown hello kind " + std::to_string(h.kind);
+  const auto want = run_time ? HelloKind::RunTime : HelloKind::Collective;
+  if (h.kind != static_cast<uint16_t>(want)) {
+    return "hello kind " + std::to_string(h.kind) + " (this transport takes " +
+           (run_time ? "run-time peers" : "the ranks of a job") + ", kind " + std::to_string(static_cast<uint16_t>(want)) + ")";
+  }
+  if (run_time) {
+    if (h.dst < 0 || h.dst >= nranks) return "no run-time peer " + std::to_string(h.dst) + " here (" + std::to_string(nranks) + " added)";
+    if (h.src < 0) return "negative source index " + std::to_string(h.src);
+    return {};
+  }
   if (h.src < 0 || h.src >= nranks) {
     return "source rank " + std::to_string(h.src) + " outside the job of " + std::to_string(nranks);
   }

@@ -38,7 +38,12 @@ inline constexpr size_t kNonce = 16;
 inline constexpr size_t kMac = 32;
 inline constexpr size_t kSecret = 32;
 
-enum class HelloKind : uint16_t { Collective = 1 };
+// Collective: src and dst are job ranks, the secret is dst's (published through the bootstrap).
+// RunTime (an agent's peers, met at run time): dst is the index under which the server knows the
+// client, src the client's index for the server; the secret is the one the server made for that
+// peer alone and handed over in its endpoint (local_endpoint), which only the agent's
+// token-authenticated control connection carried.
+enum class HelloKind : uint16_t { Collective = 1, RunTime = 2 };
 enum class HandshakeStatus : uint16_t { Ok = 0, WrongVersion = 1, WrongRank = 2, Refused = 3 };
 
 struct Hello {
@@ -76,8 +81,10 @@ struct Transcript {
   }
 };
 
-// Why the server refuses a Hello (empty: acceptable). `me` is the server's rank, `nranks` the job's.
-std::string check_hello(const Hello& h, int me, int nranks);
+// Why the server refuses a Hello (empty: acceptable). Collective: `me` is the server's rank,
+// `nranks` the job's. RunTime (`run_time`): `nranks` is the number of peers the server has added,
+// `me` unused.
+std::string check_hello(const Hello& h, int me, int nranks, bool run_time = false);
 
 enum class Req : uint8_t { Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8 };
 enum class Rep : uint8_t { ReadData = 1, Value = 2, FlushAck = 3, Refused = 4 };
@@ -129,7 +136,9 @@ struct PackedKey {
 };
 static_assert(sizeof(PackedKey) == 32);
 
-// What each rank publishes through the bootstrap in connect().
+// What each rank publishes through the bootstrap in connect(), and what local_endpoint(p) returns
+// for a run-time peer (then `rank` is p, the index under which the publisher knows the reader, and
+// `secret` was made for that peer alone).
 struct Endpoint {
   uint32_t magic = kMagic;
   uint16_t version = kVersion;
