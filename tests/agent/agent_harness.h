@@ -172,6 +172,35 @@ inline rwin::AgentOptions options(bool progress_thread = false) {
   return o;
 }
 
+// The lanes the multi-process agent tests run on: a UCX lane (UCX_TLS, UCX_NET_DEVICES) or rwin's
+// own tcp transport (transport "tcp"). A UCX lane keeps the transport the caller chose from outside
+// (AGENT_TEST_TRANSPORT=verbs in the soft-RoCE guest).
+struct Tls {
+  const char* name;
+  const char* ucx_tls;
+  const char* net_devices;         // nullptr: unset
+  const char* transport = nullptr;  // nullptr: the outer AGENT_TEST_TRANSPORT (ucx when unset)
+};
+
+inline void use_tls(const Tls& t) {
+  static const std::string outer = std::getenv("AGENT_TEST_TRANSPORT") ? std::getenv("AGENT_TEST_TRANSPORT") : "";
+  setenv("UCX_TLS", t.ucx_tls, 1);
+  if (t.net_devices) {
+    setenv("UCX_NET_DEVICES", t.net_devices, 1);
+  } else {
+    unsetenv("UCX_NET_DEVICES");
+  }
+  if (t.transport) {
+    setenv("AGENT_TEST_TRANSPORT", t.transport, 1);
+  } else if (outer.empty()) {
+    unsetenv("AGENT_TEST_TRANSPORT");
+  } else {
+    setenv("AGENT_TEST_TRANSPORT", outer.c_str(), 1);
+  }
+}
+
+inline const Tls kOwnTcp{"owntcp", "tcp,self", "lo", "tcp"};  // rwin's own tcp transport (UCX unused)
+
 inline uint8_t pattern(size_t i, uint8_t seed) { return static_cast<uint8_t>(i * 131 + seed + (i >> 9)); }
 
 }  // namespace agent_test

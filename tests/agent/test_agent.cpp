@@ -24,22 +24,9 @@ using rwin::WaitCmp;
 
 namespace {
 
-struct Tls {
-  const char* name;
-  const char* ucx_tls;
-  const char* net_devices;  // nullptr: unset
-};
-
 class AgentMp : public ::testing::TestWithParam<Tls> {
  protected:
-  void SetUp() override {
-    setenv("UCX_TLS", GetParam().ucx_tls, 1);
-    if (GetParam().net_devices) {
-      setenv("UCX_NET_DEVICES", GetParam().net_devices, 1);
-    } else {
-      unsetenv("UCX_NET_DEVICES");
-    }
-  }
+  void SetUp() override { use_tls(GetParam()); }
   TempDir dir;
 };
 
@@ -589,9 +576,10 @@ TEST_P(AgentMp, RegisterCyclesAndSelfImport) {
       std::string why;
       auto d = rwin::agent::decode_descriptor(r.descriptor(), why);
       REQUIRE(d && d->region_id == 1 && d->generation == static_cast<uint64_t>(i + 1));
-      // UCX refuses overlapping exposures (its am target keeps one entry per range); verbs MRs are
-      // independent and may overlap (a second one is registered and deregistered here).
-      if (options().transport == "verbs") {
+      // UCX refuses overlapping exposures (its am target keeps one entry per range); verbs MRs and
+      // rwin's tcp regions are independent and may overlap (a second one is registered and
+      // deregistered here).
+      if (options().transport == "verbs" || options().transport == "tcp") {
         Region inner = a.register_memory(data.data() + 100, 10);
         REQUIRE(inner.valid());
         inner.deregister();
@@ -674,5 +662,7 @@ INSTANTIATE_TEST_SUITE_P(Ucx, AgentMp,
                          ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr},
                                            Tls{"shmcma", "posix,sysv,cma,self", nullptr}),
                          [](const auto& p) { return std::string(p.param.name); });
+// rwin's own tcp transport (transport/tcp/): the same tests, its receiver thread serving the passive side.
+INSTANTIATE_TEST_SUITE_P(Own, AgentMp, ::testing::Values(kOwnTcp), [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

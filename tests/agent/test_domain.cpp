@@ -20,22 +20,9 @@ using rwin::WaitCmp;
 
 namespace {
 
-struct Tls {
-  const char* name;
-  const char* ucx_tls;
-  const char* net_devices;
-};
-
 class DomainMp : public ::testing::TestWithParam<Tls> {
  protected:
-  void SetUp() override {
-    setenv("UCX_TLS", GetParam().ucx_tls, 1);
-    if (GetParam().net_devices) {
-      setenv("UCX_NET_DEVICES", GetParam().net_devices, 1);
-    } else {
-      unsetenv("UCX_NET_DEVICES");
-    }
-  }
+  void SetUp() override { use_tls(GetParam()); }
   TempDir dir;
 };
 
@@ -332,5 +319,7 @@ TEST_P(DomainMp, FailPeerFromTheHealthLaneAndKilledRank) {
 INSTANTIATE_TEST_SUITE_P(Ucx, DomainMp,
                          ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr}),
                          [](const auto& p) { return std::string(p.param.name); });
+// rwin's own tcp transport (transport/tcp/): the same tests, its receiver thread serving the passive side.
+INSTANTIATE_TEST_SUITE_P(Own, DomainMp, ::testing::Values(kOwnTcp), [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

@@ -193,21 +193,6 @@ std::string slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-struct Tls {
-  const char* name;
-  const char* ucx_tls;
-  const char* net_devices;  // nullptr: unset
-};
-
-void use_tls(const Tls& t) {
-  setenv("UCX_TLS", t.ucx_tls, 1);
-  if (t.net_devices) {
-    setenv("UCX_NET_DEVICES", t.net_devices, 1);
-  } else {
-    unsetenv("UCX_NET_DEVICES");
-  }
-}
-
 class MetricsMp : public ::testing::TestWithParam<Tls> {
  protected:
   void SetUp() override { use_tls(GetParam()); }
@@ -355,6 +340,8 @@ TEST_P(MetricsMp, ScrapeCountsEveryCall) {
 INSTANTIATE_TEST_SUITE_P(Ucx, MetricsMp,
                          ::testing::Values(Tls{"tcp", "tcp,self", "lo"}, Tls{"shm", "posix,sysv,self", nullptr}),
                          [](const auto& p) { return std::string(p.param.name); });
+// rwin's own tcp transport (transport/tcp/): the same tests, its receiver thread serving the passive side.
+INSTANTIATE_TEST_SUITE_P(Own, MetricsMp, ::testing::Values(kOwnTcp), [](const auto& p) { return std::string(p.param.name); });
 
 // The file form: written at construction, rewritten, and written a last time at close (regions 0).
 TEST_F(Metrics, FileForm) {

@@ -5,11 +5,11 @@
 # bad arguments); rwin.Context(store=...) (issue 25): tests/python/test_store.py (the caller's socket
 # store, workers forked first, one killed and named through fail_peer; a dict store's refusals); rwin.Domain
 # (issue 25): tests/python/test_domain.py (examples/python/domain_job.py, the binding's calls and refusals).
-# ctest runs it on the host over UCX tcp on loopback and over shared memory;
+# ctest runs it on the host over UCX tcp on loopback, over shared memory and over rwin's own tcp transport;
 # tests/rxe/guest-suite.sh runs it inside the soft-RoCE guest with the second argument `verbs`
 # (AGENT_TEST_TRANSPORT=verbs: every agent of the file over verbs on the guest's rxe device).
 # Skips (exit 77) when the build has no Python package or the package has no rwin.Agent.
-#   bash tests/scripts/python_agent.sh build/bin            # UCX tcp + shared memory
+#   bash tests/scripts/python_agent.sh build/bin            # UCX tcp + shared memory + rwin's tcp
 #   bash tests/scripts/python_agent.sh build/bin verbs      # verbs (where a device exists: the guest)
 set -u
 bin=${1:?usage: python_agent.sh BIN_DIR [ucx|verbs]}
@@ -48,6 +48,7 @@ if [[ $which == verbs ]]; then
 else
   run "UCX tcp (lo)" AGENT_TEST_TRANSPORT= UCX_TLS=tcp UCX_NET_DEVICES=lo
   run "UCX shared memory" AGENT_TEST_TRANSPORT= UCX_TLS=${RWIN_AGENT_SHM_TLS:-posix,sysv,cma,self}
+  run "rwin's own tcp (lo)" AGENT_TEST_TRANSPORT=tcp RWIN_IFNAME=lo
 fi
 echo "python_agent: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
