@@ -7,8 +7,8 @@
 //   rwin-agent-perf client --desc F       # ... and a client of it (another process or host)
 //
 // The server answers ping-pongs and then progresses (spinning, unless --progress-thread: then it
-// sleeps and its progress thread serves, as a passive server would). UCX_TLS picks tcp or shared
-// memory. bench/RESULTS.md holds measured numbers; nothing here asserts any.
+// sleeps and its progress thread serves, as a passive server would). --transport tcp runs over
+// rwin's own sockets; with ucx, UCX_TLS picks tcp or shared memory. bench/RESULTS.md holds measured numbers; nothing here asserts any.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +39,7 @@ struct Config {
   int bw_iters = 0;  // 0: by size
   bool progress_thread = false;
   bool json = false;
+  std::string transport = "ucx";
 };
 
 // Signal words: [0] client -> server ping, [1] stop; the client's own [0] is the pong.
@@ -89,6 +90,7 @@ int server(const Config& c) {
   rwin::AgentOptions o;
   o.listen = c.listen;
   o.progress_thread = c.progress_thread;
+  o.transport = c.transport;
   rwin::Agent a(o);
   std::vector<uint8_t> data(c.max_bytes, 1);
   alignas(64) int64_t sig[8] = {};
@@ -124,6 +126,7 @@ double us_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 int client(const Config& c) {
   rwin::AgentOptions o;
+  o.transport = c.transport;
   rwin::Agent a(o);
   const auto parts = unpack(read_file(c.desc, 120s));
   alignas(64) std::vector<int64_t> sigmem(8 + 4096 / 8, 0);
@@ -209,6 +212,8 @@ int main(int argc, char** argv) {
   app.add_option("--bw-iters", c.bw_iters, "bandwidth iterations per size (0: 256 MiB worth)")->check(CLI::Range(0, 1000000));
   app.add_flag("--progress-thread", c.progress_thread, "the server serves from its progress thread (sleeps otherwise)");
   app.add_flag("--json", c.json, "one JSON object instead of the table");
+  app.add_option("--transport", c.transport, "ucx (UCX_TLS picks tcp or shared memory), tcp (rwin's own) or verbs")
+      ->check(CLI::IsMember({"ucx", "tcp", "verbs"}));
   auto* srv = app.add_subcommand("server", "run the server side only");
   srv->add_option("--listen", c.listen, "control address host:port (port 0: ephemeral)");
   srv->add_option("--desc", c.desc, "file to write the descriptors to")->required();
