@@ -76,9 +76,10 @@ run_tsan() {
   # thread of rank 0 next to the main thread.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error --timeout 900 -j"$jobs" \
-    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv|TcpWire|TcpTransport)|^script\.rwinrun_' || return 1
+    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv|TcpWire|TcpTransport|TcpRunTimePeers)|^script\.rwinrun_' || return 1
   # The agent (rwin/agent.h): its progress thread beside the callers' threads (ConcurrentCallers*,
-  # the passive servers, the sleeping thread and its wake-ups), over UCX tcp and shared memory.
+  # the passive servers, the sleeping thread and its wake-ups), over UCX tcp, shared memory and
+  # rwin's own tcp (its receiver thread beside them).
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error --timeout 900 -j1 -L '^agent$' || return 1
   # The registration cache (core/src/reg_cache.cpp) with libucm's hooks ON: its unmap hook runs on

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "bootstrap/auth.h"
 #include "common/log.h"
@@ -48,7 +47,14 @@ void TcpTransport::receiver_main() noexcept {
   };
   while (!stop_.load(std::memory_order_acquire)) {
     if (const int64_t left = owner_here(); left > 0) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+      // A nap that arm() ends early (nap_fd_): the owner is about to sleep, so this thread serves.
+      pollfd pfd{nap_fd_, POLLIN, 0};
+      const timespec ts{0, static_cast<long>(left)};
+      if (::ppoll(&pfd, 1, &ts, nullptr) > 0) {
+        uint64_t x;
+        while (::read(nap_fd_, &x, sizeof x) > 0) {
+        }
+      }
       receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -71,11 +77,12 @@ void TcpTransport::receiver_main() noexcept {
       return;
     }
     if (owner_here() > 0) continue;  // it came back meanwhile: its poll() serves
+    int served;
     {
       std::lock_guard<std::mutex> g(rx_mu_);
-      serve();  // takes the events again: the owner may have served them meanwhile
+      served = serve();  // takes the events again: the owner may have served them meanwhile
     }
-    notify_owner();
+    if (served > 0) notify_owner();
   }
 }
 
@@ -90,7 +97,7 @@ bool TcpTransport::idle_wait(std::chrono::microseconds max) noexcept {
   return true;
 }
 
-void TcpTransport::serve() noexcept {
+int TcpTransport::serve() noexcept {
   epoll_event evs[64];
   const int n = ::epoll_wait(epoll_fd_, evs, 64, 0);
   for (int i = 0; i < n; ++i) {
@@ -128,11 +135,12 @@ void TcpTransport::serve() noexcept {
         break;
     }
   }
-  if (pending_.empty()) return;
+  if (pending_.empty()) return n < 0 ? 0 : n;
   const auto now = Clock::now();
   for (size_t k = pending_.size(); k-- > 0;) {
     if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
   }
+  return n < 0 ? 0 : n;
 }
 
 // ---- handshake (server side) -------------------------------------------------------------------

@@ -217,7 +217,7 @@ class TcpTransport final : public Transport {
   // The receive side (tcp_target.cpp): the receiver thread, or the owner's poll(), under rx_mu_.
  private:
   void receiver_main() noexcept;
-  void serve() noexcept;       // handles what is ready now; rx_mu_ held
+  int serve() noexcept;        // handles what is ready now (how many events); rx_mu_ held
   void on_accept();
   void on_pending(size_t idx);
   void finish_handshake(Pending& pc);
@@ -271,6 +271,7 @@ class TcpTransport final : public Transport {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop, close the listener
   int notify_fd_ = -1;  // eventfd: wait_fd() (run-time peers only; -1 in a job)
+  int nap_fd_ = -1;     // eventfd: ends the receiver thread's nap (arm(): the owner is about to sleep)
   std::atomic<bool> armed_{false};           // the owner sleeps on notify_fd_
   std::atomic<uint64_t> served_{0};          // rounds the receiver thread served
   uint64_t served_at_poll_ = 0;              // served_ when the owner's last poll() began
