@@ -26,6 +26,8 @@
 #        scoll basic over the spml); SCOLL=basic forces OSHMEM's own one-sided algorithms
 #   tcp  rwin UCX_TLS=tcp UCX_NET_DEVICES=lo; MPI pml ob1 + btl tcp,self on lo; OSHMEM spml ucx with
 #        UCX_TLS=tcp on lo, MPI underneath on btl tcp
+#   owntcp  rwin over its own tcp transport (RWIN_TRANSPORT=tcp RWIN_IFNAME=lo, docs/TCP.md); MPI and
+#        OSHMEM as for tcp (run again, so every ratio comes from the same round)
 # Every rank is pinned to CPU rank mod 2 (rwin-perf does it itself; mpirun/oshrun --map-by core with
 # overload allowed), 4 and 8 ranks therefore oversubscribe the 2 cores.
 # Output in OUT_DIR: raw/*.csv (every run), combined.csv, summary.md (the table), coll_time_np*.png and
@@ -86,6 +88,7 @@ run_rwin() {  # np tr round
   local np=$1 tr=$2 r=$3 f=$OUT/raw/rwin_${tr}_np$1_r$3.csv
   local envs=(UCX_TLS=posix,sysv,self)
   [[ $tr == tcp ]] && envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo)
+  [[ $tr == owntcp ]] && envs=(RWIN_TRANSPORT=tcp RWIN_IFNAME=lo)
   env "${envs[@]}" timeout 1500 "$BIN/rwinrun" -n "$np" --timeout 1500 -- "$BIN/rwin-perf" "${COMMON[@]}" \
     --mode "$RWIN_MODE" --label "$tr" --timeout-ms 120000 -o "$f" --csv >>"$LOG" 2>&1 || log "rwin $tr np$np round $r failed (rc $?)"
 }
@@ -93,7 +96,7 @@ run_mpi() {
   [[ -n $MPI ]] || return 0
   local np=$1 tr=$2 r=$3 f=$OUT/raw/mpi_${tr}_np$1_r$3.csv
   local btl=(--mca pml ob1 --mca btl vader,self)
-  [[ $tr == tcp ]] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+  [[ $tr == tcp || $tr == owntcp ]] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
   timeout 1500 mpirun "${ORTE[@]}" -np "$np" "${btl[@]}" "$MPI" "${COMMON[@]}" --transport "$tr" -o "$f" \
     >>"$LOG" 2>&1 || log "mpi $tr np$np round $r failed (rc $?)"
 }
@@ -102,7 +105,7 @@ run_shmem() {
   [[ -n $SHMEM ]] || return 0
   local np=$1 tr=$2 r=$3 f=$OUT/raw/${TOOL:-shmem}_${tr}_np$1_r$3.csv
   local envs=(UCX_TLS=posix,sysv,self) btl=(--mca pml ob1 --mca btl vader,self) x=(-x UCX_TLS)
-  [[ $tr == tcp ]] && envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo) btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) x=(-x UCX_TLS -x UCX_NET_DEVICES)
+  [[ $tr == tcp || $tr == owntcp ]] && envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo) btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) x=(-x UCX_TLS -x UCX_NET_DEVICES)
   env "${envs[@]}" timeout 1500 oshrun "${ORTE[@]}" -np "$np" "${btl[@]}" --mca spml ucx ${SCOLL:+--mca scoll $SCOLL} "${x[@]}" -x UCX_LOG_LEVEL \
     -x SHMEM_SYMMETRIC_SIZE=1G "$SHMEM" "${COMMON[@]}" --transport "$tr" -o "$f" >>"$LOG" 2>&1 ||
     log "shmem $tr np$np round $r failed (rc $?)"

@@ -30,7 +30,7 @@ namespace rwin {
 struct AgentOptions {
   // host:port the control listener binds; port 0 = ephemeral (Agent::address() tells the result).
   std::string listen = "127.0.0.1:0";
-  std::string transport = "ucx";  // "ucx" (tcp, shared memory: UCX_TLS) or "verbs"
+  std::string transport = "ucx";  // "ucx" (tcp, shared memory: UCX_TLS), "tcp" (rwin's own sockets) or "verbs"
   std::string ib_device;          // verbs: empty = first usable
   int ib_port = 1;                // verbs
   int gid_index = -1;             // verbs: -1 = auto

@@ -40,7 +40,7 @@ struct DomainOptions {
   // still be served: the agent's progress thread is on (idle, it sleeps in poll(2)).
   DomainOptions() { agent.progress_thread = true; }
   // The agent under the domain: listen address (a multi-host domain: this host's address, not
-  // 127.0.0.1), transport ("ucx" or "verbs"), timeouts (op_timeout bounds every blocking call,
+  // 127.0.0.1), transport ("ucx", "tcp" or "verbs"), timeouts (op_timeout bounds every blocking call,
   // connect_timeout the connections made at import), progress_thread (serve peers while this process
   // is outside rwin).
   AgentOptions agent;

@@ -346,7 +346,7 @@ typedef struct rwin_remote_region rwin_remote_region_t; /* a region imported fro
 typedef struct rwin_agent_options {
   size_t struct_size;              /* set by rwin_agent_options_init */
   const char* listen;              /* "host:port" of the control listener; NULL: "127.0.0.1:0" */
-  const char* transport;           /* "ucx" | "verbs" (not "tcp" yet); NULL: "ucx" */
+  const char* transport;           /* "ucx" | "tcp" | "verbs"; NULL: "ucx" */
   const char* ib_device;           /* verbs; NULL: the first usable */
   int ib_port;                     /* verbs; 0: 1 */
   int gid_index;                   /* verbs; -1: auto */
