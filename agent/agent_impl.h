@@ -203,6 +203,8 @@ class CallLock {
     }
   }
   ~CallLock() {
+    // The last caller out: the transport serves peers without us until someone polls again.
+    if (a_.callers.load(std::memory_order_relaxed) == 1 && a_.tr) a_.tr->owner_away();
     a_.mu.unlock();
     // The thread waits for the count to change (no syscall here when nobody waits).
     if (a_.callers.fetch_sub(1, std::memory_order_release) == 1) a_.callers.notify_one();

@@ -446,7 +446,13 @@ void AgentImpl::control_step() {
 // as arming drains them): poll again, then arm again.
 int AgentImpl::prepare_sleep(std::vector<pollfd>& pf, std::chrono::milliseconds cap, bool need_events) {
   if (closed || !revoke_retry.empty()) return -1;
-  const int efd = tr->wait_fd();
+  // Nothing of ours in flight, nobody waiting for a peer's write, and a transport that serves peers
+  // without us: its wake-ups would only report requests it served already (tcp's receiver thread;
+  // measured: each woke this thread too, and a sleeping tcp server's 4 KiB gets cost twice a
+  // spinning one's). Sleep on the control sockets alone and leave the serving to the transport.
+  const bool passive = !need_events && tr->serves_passively() && revoke_flushes.empty() &&
+                       handshake_flushes.empty() && tracks.empty();
+  const int efd = passive ? -1 : tr->wait_fd();
   if (efd < 0 && (need_events || !tr->serves_passively() || !revoke_flushes.empty() ||
                   !handshake_flushes.empty() || !tracks.empty())) {
     return -1;
@@ -469,6 +475,7 @@ int AgentImpl::prepare_sleep(std::vector<pollfd>& pf, std::chrono::milliseconds 
   if (efd >= 0) pf.push_back(pollfd{efd, POLLIN, 0});
   pf.push_back(pollfd{wake_fd.get(), POLLIN, 0});
   if (efd >= 0 && !tr->arm()) return -2;
+  if (passive) tr->owner_away();
   // Rounded up: a 0 ms poll before a deadline only spins.
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
 }

@@ -483,9 +483,7 @@ bool TcpTransport::arm() noexcept {
   if (!done_.empty() || cq_count_.load(std::memory_order_acquire) > 0) return false;
   // The receiver thread serves from now on: out of its nap at once, not when the nap would end
   // (up to kOwnerWindow after our last poll; measured: a passive agent's 4 KiB gets took ~500 us).
-  owner_seen_ns_.store(0, std::memory_order_relaxed);
-  const uint64_t one = 1;
-  (void)::write(nap_fd_, &one, sizeof one);
+  owner_away();
   armed_.store(true);
   // Served since our last poll(): its effects (a peer's write into a watched word) may be what the
   // caller waits for, and raised no event (we were not armed). Checked after arming, so a round
@@ -495,6 +493,16 @@ bool TcpTransport::arm() noexcept {
     return false;
   }
   return true;
+}
+
+void TcpTransport::owner_away() noexcept {
+  owner_seen_ns_.store(0, std::memory_order_seq_cst);
+  // seq_cst against the thread's napping_ store then owner_seen_ns_ load: either it sees the owner
+  // gone before it naps, or we see it napping and end the nap.
+  if (nap_fd_ >= 0 && napping_.load(std::memory_order_seq_cst)) {
+    const uint64_t one = 1;
+    (void)::write(nap_fd_, &one, sizeof one);
+  }
 }
 
 void TcpTransport::notify_owner() noexcept {

@@ -42,11 +42,14 @@ void TcpTransport::receiver_main() noexcept {
   // owner has been away for kOwnerWindow. Then it sleeps in epoll_wait and serves each arrival.
   const auto owner_here = [this] {
     if (!owner_serves_) return int64_t{0};
-    const int64_t away = now_ns() - owner_seen_ns_.load(std::memory_order_relaxed);
+    const int64_t away = now_ns() - owner_seen_ns_.load(std::memory_order_seq_cst);
     return away < kOwnerWindow.count() ? kOwnerWindow.count() - away : int64_t{0};
   };
   while (!stop_.load(std::memory_order_acquire)) {
-    if (const int64_t left = owner_here(); left > 0) {
+    napping_.store(true, std::memory_order_seq_cst);  // before the look: owner_away() ends what follows
+    const int64_t left = owner_here();
+    if (left <= 0) napping_.store(false, std::memory_order_relaxed);
+    if (left > 0) {
       // A nap that arm() ends early (nap_fd_): the owner is about to sleep, so this thread serves.
       pollfd pfd{nap_fd_, POLLIN, 0};
       const timespec ts{0, static_cast<long>(left)};
@@ -55,6 +58,7 @@ void TcpTransport::receiver_main() noexcept {
         while (::read(nap_fd_, &x, sizeof x) > 0) {
         }
       }
+      napping_.store(false, std::memory_order_relaxed);
       receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }

@@ -200,6 +200,7 @@ class TcpTransport final : public Transport {
   std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
   int wait_fd() const noexcept override { return notify_fd_; }
   bool arm() noexcept override;
+  void owner_away() noexcept override;
   bool idle_wait(std::chrono::microseconds max) noexcept override;
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
@@ -271,7 +272,8 @@ class TcpTransport final : public Transport {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop, close the listener
   int notify_fd_ = -1;  // eventfd: wait_fd() (run-time peers only; -1 in a job)
-  int nap_fd_ = -1;     // eventfd: ends the receiver thread's nap (arm(): the owner is about to sleep)
+  int nap_fd_ = -1;     // eventfd: ends the receiver thread's nap (arm(), owner_away())
+  std::atomic<bool> napping_{false};  // the receiver thread naps (or is about to)
   std::atomic<bool> armed_{false};           // the owner sleeps on notify_fd_
   std::atomic<uint64_t> served_{0};          // rounds the receiver thread served
   uint64_t served_at_poll_ = 0;              // served_ when the owner's last poll() began
