@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Combines bench/tcp_compare.sh's CSVs into issue 26's ratio table (stdout)."""
 import csv
+import json
 import os
 import sys
 
@@ -46,12 +47,15 @@ def main(out):
             print(f"{t:8} {s:>9} | {fmt(o):>8} {fmt(u):>8} {fmt(st):>8} {fmt(fr):>8} | "
                   f"{fmt(ratio(o, st), '{:.2f}'):>10} {fmt(ratio(o, fr), '{:.2f}'):>10} {fmt(ratio(o, u), '{:.2f}'):>8}")
     print()
-    print("latency, p50 us one way (put_lat: put + notify + wait; reference: busy-poll TCP ping-pong of the same size)")
+    print("latency, p50 us (put_lat: put + notify + wait, one way, against the busy-poll TCP ping-pong's one way;")
+    print("get_lat: a blocking get, a round trip, against the ping-pong's round trip = 2 x its one way)")
     print(f"{'test':8} {'size':>9} | {'own tcp':>8} {'ucx tcp':>8} {'pingpong':>8} | {'own/pp':>8} {'ucx/pp':>8}")
     for t in ("put_lat", "get_lat"):
         for s in sizes:
             o, u = f(own, (t, s), "p50_us"), f(ucx, (t, s), "p50_us")
             pp = ref.get(("tcp_pingpong_spin", s), {}).get("p50")
+            if pp is not None and t == "get_lat":
+                pp *= 2
             print(f"{t:8} {s:>9} | {fmt(o, '{:.2f}'):>8} {fmt(u, '{:.2f}'):>8} {fmt(pp, '{:.2f}'):>8} | "
                   f"{fmt(ratio(o, pp), '{:.2f}'):>8} {fmt(ratio(u, pp), '{:.2f}'):>8}")
     print()
@@ -61,6 +65,35 @@ def main(out):
             o, th = f(own, (t, s), "p50_us"), f(thread, (t, s), "p50_us")
             print(f"{t:8} {s:>9} | owner {fmt(o, '{:.2f}'):>8} | thread {fmt(th, '{:.2f}'):>8} | "
                   f"thread/owner {fmt(ratio(th, o), '{:.2f}')}")
+    agents = {}
+    for name in ("own", "ucx"):
+        path = os.path.join(out, f"agent_{name}.json")
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path) as fh:
+                agents[name] = json.load(fh)
+    if agents:
+        print()
+        print("agent, passive server (rwin-agent-perf --progress-thread: blocking puts then a flush, blocking gets;")
+        print("reference: one TCP stream of the same write size)")
+        print(f"{'MiB/s':8} {'size':>9} | {'own tcp':>8} {'ucx tcp':>8} {'stream':>8} | {'own/stream':>10} {'own/ucx':>8}")
+        bw = {n: {r["bytes"]: r for r in a.get("bandwidth", [])} for n, a in agents.items()}
+        for kind, field in (("put", "put_MiBps"), ("get", "get_MiBps")):
+            for s in sorted(bw.get("own", {})):
+                o = bw["own"][s][field]
+                u = bw.get("ucx", {}).get(s, {}).get(field)
+                st = ref.get(("tcp_stream", s), {}).get("mibs")
+                print(f"{kind:8} {s:>9} | {fmt(o):>8} {fmt(u):>8} {fmt(st):>8} | "
+                      f"{fmt(ratio(o, st), '{:.2f}'):>10} {fmt(ratio(o, u), '{:.2f}'):>8}")
+        pp = ref.get(("tcp_pingpong_spin", 4096), {}).get("p50")
+        rt = None if pp is None else 2 * pp
+        o, u = (agents.get(n, {}).get("get_4k_p50_us") for n in ("own", "ucx"))
+        print(f"4 KiB get p50 us (a round trip): own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
+              f"ping-pong round trip {fmt(rt, '{:.2f}')}: own/pp {fmt(ratio(o, rt), '{:.2f}')}")
+        o, u = (agents.get(n, {}).get("put_notify_4k_one_way_p50_us") for n in ("own", "ucx"))
+        print(f"4 KiB put_notify one way p50 us: own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
+              f"ping-pong one way {fmt(pp, '{:.2f}')}: own/pp {fmt(ratio(o, pp), '{:.2f}')}")
+        for n, a in agents.items():
+            print(f"first-use connect + import ({n}): {a.get('connect_us', 0):.0f} us")
     print()
     print("the runtime's frame transfer alone (MiB/s):",
           ", ".join(f"{s}: {v['mibs']:.0f}" for (k, s), v in sorted(ref.items()) if k == "tcp_frames"))

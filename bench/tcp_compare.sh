@@ -17,7 +17,7 @@ OUT=$(cd "$OUT" && pwd)
 SIZES=${SIZES:-8,4096,65536,1048576,16777216}
 ITERS=${ITERS:-1000}
 BIN=$BUILD/bin
-for b in rwin-perf rwinrun rwin_tcp_ref; do
+for b in rwin-perf rwinrun rwin_tcp_ref rwin-agent-perf; do
   [[ -x $BIN/$b ]] || { echo "tcp_compare.sh: $BIN/$b missing (cmake --build $BUILD --target $b)" >&2; exit 2; }
 done
 log() { echo "tcp_compare.sh: $*" >&2; }
@@ -37,11 +37,21 @@ RWIN_TRANSPORT=tcp RWIN_TCP_OWNER_SERVES=0 timeout 600 "$BIN/rwinrun" -n 2 -- "$
 log "rwin over UCX's tcp"
 RWIN_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" \
   -s "$SIZES" -t "$tests" -o "$OUT/rwin_ucx.csv" >"$OUT/rwin_ucx.txt" 2>&1 || log "rwin-perf over UCX tcp failed (see $OUT/rwin_ucx.txt)"
+# The agent (run-time peers): a passive server (its progress thread serves, its main thread sleeps),
+# over rwin's own tcp and over UCX's tcp.
+log "agents: a passive server over rwin's own tcp, then over UCX's tcp"
+timeout 600 "$BIN/rwin-agent-perf" --transport tcp --progress-thread --max-bytes 16M --iters "$ITERS" --json \
+  >"$OUT/agent_own.json" 2>"$OUT/agent_own.txt" || log "rwin-agent-perf --transport tcp failed (see $OUT/agent_own.txt)"
+UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwin-agent-perf" --transport ucx --progress-thread --max-bytes 16M \
+  --iters "$ITERS" --json >"$OUT/agent_ucx.json" 2>"$OUT/agent_ucx.txt" || log "rwin-agent-perf over UCX tcp failed"
 log "TCP references: streams, ping-pong, the runtime's frames"
 : >"$OUT/tcp_ref.csv"
 IFS=, read -ra sz <<<"$SIZES"
 for s in "${sz[@]}"; do
   (( s >= 4096 )) && "$BIN/rwin_tcp_ref" stream "$s" 2 >>"$OUT/tcp_ref.csv"
+done
+for s in 4194304; do  # the agent's sizes not in SIZES
+  [[ ,$SIZES, == *,$s,* ]] || "$BIN/rwin_tcp_ref" stream "$s" 2 >>"$OUT/tcp_ref.csv"
 done
 "$BIN/rwin_tcp_ref" pingpong "$SIZES" 500 >>"$OUT/tcp_ref.csv"
 "$BIN/rwin_tcp_ref" frames 4096,65536,1048576,16777216,268435456 >>"$OUT/tcp_ref.csv"
