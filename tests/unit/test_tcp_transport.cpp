@@ -155,17 +155,21 @@ struct Pair {
     w.peer = 1;
     w.rkey = w.op == tp::Op::Flush ? nullptr : key_of_1.get();
     w.cookie = ++cookie;
-    std::vector<tp::Completion> done;
     tp::PostResult pr = r[0].t->post(w);
     if (pr != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
+    return wait(w.cookie);
+  }
+  // Rank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
+  tp::Completion wait(uint64_t id) {
+    std::vector<tp::Completion> done;
     const auto until = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < until) {
       r[0].t->poll(done);
       for (auto& c : done) {
-        if (c.cookie == w.cookie) return c;
+        if (c.cookie == id) return c;
       }
     }
-    return {w.cookie, false, "no completion within 20 s"};
+    return {id, false, "no completion within 20 s"};
   }
   uint64_t cookie = 0;
 };
@@ -247,6 +251,76 @@ TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
   for (size_t i = 0; i < Pair::kBytes; i += 4096) ASSERT_EQ(p.mem(1)[i], 0) << "nothing landed at " << i;
   EXPECT_EQ(p.mem(1)[Pair::kBytes - 1], 0);
   EXPECT_EQ(p.r[0].t->post(work(tp::Op::Flush, nullptr, 0, 0)), tp::PostResult::PeerFailed);
+}
+
+TEST(TcpTransport, ARegionFreedWhileAWriteIntoItIsUnderWayIsNeverWrittenAndTheConnectionStaysInStep) {
+  Pair p;
+  // A second region of rank 1's, far larger than what the sockets buffer, so its payload takes a
+  // while to pass (post() sends until the socket is full; the rest leaves while rank 0 polls).
+  constexpr size_t kBig = 64u << 20;
+  auto victim = p.r[1].t->allocate(kBig);
+  const auto key = p.r[0].t->unpack_key(1, victim->packed_key());
+  const uint32_t region = dynamic_cast<const tp::tcp::TcpKey&>(*key).region();
+  std::vector<char> big(kBig, '\x5a');
+  tp::Work w = work(tp::Op::Write, big.data(), key->base(), big.size());
+  w.peer = 1;
+  w.rkey = key.get();
+  w.cookie = ++p.cookie;
+  // Rank 1's owner (this thread stands in for it) frees the region 2 ms after its receiver thread
+  // first woke for the write: usually mid-payload. Whether the free comes before the header, during
+  // or after the payload is still the scheduler's choice: what is asserted below holds in each case.
+  const auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  const uint64_t wakes_before = t1.receiver_wakes();
+  std::thread owner1([&] {
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (t1.receiver_wakes() == wakes_before && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(50us);
+    }
+    std::this_thread::sleep_for(2ms);
+    victim.reset();  // from here no byte may land there (ASan, or a fault, would catch one that does)
+  });
+  const tp::PostResult posted = p.r[0].t->post(w);
+  owner1.join();
+  ASSERT_EQ(posted, tp::PostResult::Ok);
+
+  // The write completes (sent; the target discards the rest) or fails with rank 1's refusal,
+  // which names the region (the free came before its header was read). Its Flush says the same.
+  const std::string names_region = "region " + std::to_string(region);
+  std::string refusal;
+  const tp::Completion c = p.wait(w.cookie);
+  if (!c.ok) {
+    refusal = c.error;
+  } else {
+    const tp::Completion f = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+    if (!f.ok) refusal = f.error;
+  }
+  if (!refusal.empty()) {
+    RecordProperty("freed", "before the header: refused");
+    for (const std::string& part : {std::string("rank 1 refused it"), names_region, std::string("freed")}) {
+      EXPECT_NE(refusal.find(part), std::string::npos) << part << " missing in: " << refusal;
+    }
+    // A refusal fails the peer (transport.h): nothing more goes to it.
+    EXPECT_EQ(p.r[0].t->post(work(tp::Op::Flush, nullptr, 0, 0)), tp::PostResult::PeerFailed);
+    EXPECT_NE(p.r[0].t->peer_error(1).find(names_region), std::string::npos) << p.r[0].t->peer_error(1);
+    return;
+  }
+  RecordProperty("freed", "during or after the payload: discarded");
+  // The discarded payload was consumed to its end: the next request is read as one, and its bytes
+  // land exactly where they should in the live window, and nowhere else.
+  std::vector<char> src(300001);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 13 + 1);
+  ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(8192), src.size())).ok);
+  const auto f = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+  ASSERT_TRUE(f.ok) << f.error;
+  EXPECT_EQ(std::memcmp(p.mem(1) + 8192, src.data(), src.size()), 0);
+  for (size_t i = 0; i < Pair::kBytes; ++i) {
+    if (i >= 8192 && i < 8192 + src.size()) continue;
+    ASSERT_EQ(p.mem(1)[i], 0) << "a byte landed at " << i << " of the live window";
+  }
+  uint64_t old = 7;
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  EXPECT_EQ(old, 0u);
+  EXPECT_EQ(p.r[0].t->peer_error(1), "");
 }
 
 TEST(TcpTransport, ADeadPeerFailsWhatWaitsForItAndIsNamed) {
