@@ -239,7 +239,9 @@ TEST(TcpRunTimePeers, StrangersAtTheListener) {
   const char junk[64] = "GET / HTTP/1.1\r\n\r\n";
   ASSERT_TRUE(test_sock::io(fd, const_cast<char*>(junk), sizeof junk, true));
   w::Challenge c;  // at most a refusal, then the close
-  if (test_sock::io(fd, &c, sizeof c, false)) EXPECT_NE(c.status, 0);
+  if (test_sock::io(fd, &c, sizeof c, false)) {
+    EXPECT_NE(c.status, 0);
+  }
   char one;
   EXPECT_LE(::recv(fd, &one, 1, 0), 0);
   ::close(fd);
