@@ -181,10 +181,10 @@ PostResult TcpTransport::post(const Work& w) {
     P.listed = true;
     active_.push_back(p);
   }
-  if (staged) {
-    ++P.held;
-    return PostResult::Ok;
-  }
+  // At most kMaxHeld wait: a burst of small puts leaves as it is posted, 64 KiB per sendmsg, instead of
+  // all at the flush that ends it (measured: an agent's 2000 blocking 4 KiB puts then a flush ran at
+  // ~150-200 MiB/s held whole, the receiver idle until the flush).
+  if (staged && ++P.held < SendItem::kMaxHeld) return PostResult::Ok;
   (void)flush_sends(p);
   return PostResult::Ok;
 }

@@ -108,6 +108,7 @@ struct Awaiting {
 // A request frame on its way out (caller thread only).
 struct SendItem {
   static constexpr size_t kInline = 4096;  // a Write this small is copied here and done at once
+  static constexpr size_t kMaxHeld = 16;   // inline Writes held for the op after them, at most
   tcpw::ReqHeader hdr;
   const char* payload = nullptr;  // Write source (the caller's buffer, or inline_data)
   std::unique_ptr<char[]> inline_data;
