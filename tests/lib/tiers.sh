@@ -25,6 +25,10 @@ RWIN_ASAN_CI_SKIP+='|/verbs( |$)|^Verbs(Transport|Dynamic|Fork)\.'
 # The dtype ring shifts and the mpirun/srun launches drive, under ASan, what the multi-process dtype
 # tests (Contract.*Dtype*) and the launcher-env unit tests already drive there: release build.
 RWIN_ASAN_CI_SKIP+='|^script\.(ring_shift_dtypes|launch_mpirun_slurm)$'
+# Driven under a sanitizer elsewhere: the kill-a-rank script by the ASan fault suite's kill trials (the
+# same ring shifts killed the same way), rwinrun's output relay by TSan (script.rwinrun_*), the log
+# lines by every ASan test, the tools' option parsing by the ASan unit tests (options_parse): release build.
+RWIN_ASAN_CI_SKIP+='|^script\.(ring_shift_kill_rank|logging|rwinrun_output|tools_cli)$'
 
 # rwin_host_ctest DIR [CTEST SELECTION...]: the host suite of build tree DIR, e.g. `-R REGEX` or
 # `-E REGEX`. Unit tests are single processes: as many at a time as there are cores (RWIN_JOBS). The
