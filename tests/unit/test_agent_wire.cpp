@@ -8,7 +8,7 @@ using namespace rwin::agent;
 
 namespace {
 
-Descriptor sample() {
+Descriptor sample_descriptor() {
   Descriptor d;
   d.transport = "ucx";
   d.address = "127.0.0.1:40123";
@@ -22,22 +22,22 @@ Descriptor sample() {
 }
 
 TEST(AgentWire, DescriptorRoundTrip) {
-  const auto b = encode(sample());
+  const auto b = encode(sample_descriptor());
   std::string why;
   const auto d = decode_descriptor(b, why);
   ASSERT_TRUE(d) << why;
   EXPECT_EQ(d->transport, "ucx");
   EXPECT_EQ(d->address, "127.0.0.1:40123");
-  EXPECT_EQ(d->token, sample().token);
+  EXPECT_EQ(d->token, sample_descriptor().token);
   EXPECT_EQ(d->region_id, 3u);
   EXPECT_EQ(d->generation, 9u);
   EXPECT_EQ(d->base, 0x7f0000001000u);
   EXPECT_EQ(d->bytes, 1u << 20);
-  EXPECT_EQ(d->key, sample().key);
+  EXPECT_EQ(d->key, sample_descriptor().key);
 }
 
 TEST(AgentWire, DescriptorEveryTruncationRefused) {
-  const auto b = encode(sample());
+  const auto b = encode(sample_descriptor());
   for (size_t n = 0; n < b.size(); ++n) {
     std::string why;
     EXPECT_FALSE(decode_descriptor(std::span(b.data(), n), why)) << n;
@@ -51,32 +51,32 @@ TEST(AgentWire, DescriptorEveryTruncationRefused) {
 }
 
 TEST(AgentWire, DescriptorForeignVersionAndMagic) {
-  auto b = encode(sample());
+  auto b = encode(sample_descriptor());
   b[4] = 2;
   std::string why;
   EXPECT_FALSE(decode_descriptor(b, why));
   EXPECT_NE(why.find("version 2"), std::string::npos) << why;
-  b = encode(sample());
+  b = encode(sample_descriptor());
   b[0] ^= 0xff;
   EXPECT_FALSE(decode_descriptor(b, why));
   EXPECT_NE(why.find("magic"), std::string::npos) << why;
 }
 
 TEST(AgentWire, DescriptorHostileLengthsAndRanges) {
-  auto d = sample();
+  auto d = sample_descriptor();
   d.bytes = 0;
   std::string why;
   EXPECT_FALSE(decode_descriptor(encode(d), why));
-  d = sample();
+  d = sample_descriptor();
   d.base = UINT64_MAX - 10;  // wraps
   EXPECT_FALSE(decode_descriptor(encode(d), why));
   // A key length far past the input.
-  auto b = encode(sample());
-  const size_t key_len_at = b.size() - sample().key.size() - 4;
+  auto b = encode(sample_descriptor());
+  const size_t key_len_at = b.size() - sample_descriptor().key.size() - 4;
   b[key_len_at + 3] = 0x7f;
   EXPECT_FALSE(decode_descriptor(b, why));
   // An address string longer than kMaxText.
-  d = sample();
+  d = sample_descriptor();
   d.address.assign(kMaxText + 1, 'a');
   EXPECT_FALSE(decode_descriptor(encode(d), why));
 }
@@ -84,7 +84,7 @@ TEST(AgentWire, DescriptorHostileLengthsAndRanges) {
 TEST(AgentWire, FramesRoundTripAndGarbage) {
   Msg m;
   m.type = MsgType::Hello;
-  m.token = sample().token;
+  m.token = sample_descriptor().token;
   m.text = "127.0.0.1:1";
   m.endpoint = {9, 8, 7};
   const auto f = encode(m);

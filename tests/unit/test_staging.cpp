@@ -116,12 +116,12 @@ TEST(StripeLocks, PiecesNeverCrossAStripeAndTheTableFollowsTheBytes) {
 // O(active) progress (issue 23): the target finds posted slots through the doorbells. Control words
 // in plain memory stand in for the region; sources "post" by bumping their posted word and bells.
 namespace {
-struct FakeRegion {
+struct PlainControlWords {
   StagingLayout l;
   std::vector<uint64_t> words;
   std::vector<uint64_t> applied;
   BellScan bells;
-  explicit FakeRegion(int n) {
+  explicit PlainControlWords(int n) {
     l = staging_layout(n, 1 << 20);
     words.assign(l.control_bytes() / 8, 0);
     applied.assign(static_cast<size_t>(n), 0);
@@ -162,7 +162,7 @@ TEST(StagingBells, LayoutKeepsTheBellsInsideTheControlWords) {
 
 TEST(StagingBells, AnIdleCallReadsOneWordWhateverTheNumberOfSources) {
   for (int n : {2, 16, 17, 1000}) {
-    FakeRegion r(n);
+    PlainControlWords r(n);
     for (int i = 0; i < 10; ++i) EXPECT_EQ(r.scan(), 0u);
     EXPECT_EQ(r.bells.sources_scanned, 0u) << n << " ranks";
     EXPECT_EQ(r.bells.bell_reads, 10u) << n << " ranks: one bell per idle call";
@@ -172,7 +172,7 @@ TEST(StagingBells, AnIdleCallReadsOneWordWhateverTheNumberOfSources) {
 TEST(StagingBells, ACallWithOneActiveSourceReadsOnlyItsGroup) {
   // 1000 sources, one posting: each call reads the top bell, every group bell and the posted words
   // of one group: no more with 999 idle sources than the group's 16.
-  FakeRegion r(1000);
+  PlainControlWords r(1000);
   const uint64_t groups = static_cast<uint64_t>(r.l.groups());
   for (int i = 0; i < 5; ++i) {
     r.post(517);
@@ -187,7 +187,7 @@ TEST(StagingBells, ACallWithOneActiveSourceReadsOnlyItsGroup) {
 }
 
 TEST(StagingBells, BellsAndPostedWordsLandingInAnyOrderAreNeverMissed) {
-  FakeRegion r(40);
+  PlainControlWords r(40);
   // The bells land before the posted word (an unordered transport): scanned until it lands.
   r.post(3, false, true, true);
   EXPECT_EQ(r.scan(), 0u);

@@ -57,11 +57,11 @@ struct Poller {
 
 // A and B wired as the agent does: A adds p and sends its endpoint; B adds q, connects it and
 // answers with its own; A connects p.
-struct Pair {
+struct WiredPair {
   std::unique_ptr<tp::Transport> a = run_time_transport(), b = run_time_transport();
   int p = a->add_peer();  // A's index for B
   int q = b->add_peer();  // B's index for A
-  Pair() {
+  WiredPair() {
     b->connect_peer(q, a->local_endpoint(p));
     a->connect_peer(p, b->local_endpoint(q));
   }
@@ -76,7 +76,7 @@ w::Endpoint endpoint_of(const std::vector<uint8_t>& blob) {
 
 TEST(TcpRunTimePeers, WriteReadAtomicsBothWays) {
   Poller complete;
-  Pair x;
+  WiredPair x;
   auto ra = x.a->allocate(1 << 20), rb = x.b->allocate(1 << 20);
   auto ka = x.b->unpack_key(x.q, ra->packed_key());
   auto kb = x.a->unpack_key(x.p, rb->packed_key());
@@ -204,7 +204,7 @@ TEST(TcpRunTimePeers, SetUpErrorsAreNamed) {
 // and the peers keep working.
 TEST(TcpRunTimePeers, StrangersAtTheListener) {
   Poller complete;
-  Pair x;
+  WiredPair x;
   auto rb = x.b->allocate(4096);
   auto kb = x.a->unpack_key(x.p, rb->packed_key());
   const w::Endpoint eb = endpoint_of(x.b->local_endpoint(x.q));
@@ -269,7 +269,7 @@ TEST(TcpRunTimePeers, StrangersAtTheListener) {
 // receiver thread) makes it readable, so a waiter on a signal word wakes without a timer.
 TEST(TcpRunTimePeers, WaitFdWakesForAPeersWrite) {
   Poller complete;
-  Pair x;
+  WiredPair x;
   auto rb = x.b->allocate(4096);
   auto kb = x.a->unpack_key(x.p, rb->packed_key());
   ASSERT_GE(x.b->wait_fd(), 0);

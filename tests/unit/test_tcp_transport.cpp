@@ -103,7 +103,7 @@ TEST(TcpWire, InsideNeverOverflows) {
 
 // ---- two ranks in one process -------------------------------------------------------------------
 
-struct Rank {
+struct TcpRank {
   std::unique_ptr<rwin::bootstrap::Bootstrap> bs;
   std::unique_ptr<tp::Transport> t;
   std::unique_ptr<tp::MemoryRegion> window;
@@ -111,7 +111,7 @@ struct Rank {
 
 // Ranks 0 and 1 of a job of 2, connected, each with a 1 MiB window.
 struct Pair {
-  Rank r[2];
+  TcpRank r[2];
   std::unique_ptr<tp::RemoteKey> key_of_1;  // rank 1's window, as rank 0 sees it
   std::unique_ptr<tp::RemoteKey> key_of_0;
   static constexpr size_t kBytes = 1 << 20;
@@ -150,7 +150,7 @@ struct Pair {
   char* mem(int rank) const { return static_cast<char*>(r[rank].window->addr()); }
   uint64_t at1(size_t off) const { return key_of_1->base() + off; }
 
-  // Rank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
+  // TcpRank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
   tp::Completion run(tp::Work w) {
     w.peer = 1;
     w.rkey = w.op == tp::Op::Flush ? nullptr : key_of_1.get();
@@ -159,7 +159,7 @@ struct Pair {
     if (pr != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
     return wait(w.cookie);
   }
-  // Rank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
+  // TcpRank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
   tp::Completion wait(uint64_t id) {
     std::vector<tp::Completion> done;
     const auto until = std::chrono::steady_clock::now() + 20s;
@@ -187,7 +187,7 @@ tp::Work work(tp::Op op, void* local, uint64_t addr, size_t bytes, uint64_t oper
 
 TEST(TcpTransport, WritesReadsAndAtomicsLandWithoutTheTargetCallingTheTransport) {
   Pair p;
-  // Rank 1's thread is gone: only its receiver thread can serve.
+  // TcpRank 1's thread is gone: only its receiver thread can serve.
   std::vector<char> src(300001);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
   ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(4096), src.size())).ok);
@@ -266,7 +266,7 @@ TEST(TcpTransport, ARegionFreedWhileAWriteIntoItIsUnderWayIsNeverWrittenAndTheCo
   w.peer = 1;
   w.rkey = key.get();
   w.cookie = ++p.cookie;
-  // Rank 1's owner (this thread stands in for it) frees the region 2 ms after its receiver thread
+  // TcpRank 1's owner (this thread stands in for it) frees the region 2 ms after its receiver thread
   // first woke for the write: usually mid-payload. Whether the free comes before the header, during
   // or after the payload is still the scheduler's choice: what is asserted below holds in each case.
   const auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
@@ -331,7 +331,7 @@ TEST(TcpTransport, ADeadPeerFailsWhatWaitsForItAndIsNamed) {
   ASSERT_FALSE(c.ok);
   EXPECT_NE(c.error.find("rank 0 -> peer 1"), std::string::npos) << c.error;
   EXPECT_NE(p.r[0].t->peer_error(1).find("closed"), std::string::npos) << p.r[0].t->peer_error(1);
-  // Rank 0 still reaches itself.
+  // TcpRank 0 still reaches itself.
   std::vector<char> mine(64, 'a');
   tp::Work w = work(tp::Op::Write, mine.data(), p.key_of_0->base(), mine.size());
   w.peer = 0;
@@ -412,7 +412,7 @@ TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRa
   const std::string s0(reinterpret_cast<const char*>(ep0.secret), sizeof ep0.secret);
   const std::string s1(reinterpret_cast<const char*>(me.secret), sizeof me.secret);
 
-  // Rank 0 dials "rank 1": answer as rank 1 would (it must see proof that this is rank 1 of the job).
+  // TcpRank 0 dials "rank 1": answer as rank 1 would (it must see proof that this is rank 1 of the job).
   {
     int fd = ::accept(lst, nullptr, nullptr);
     ASSERT_GE(fd, 0);

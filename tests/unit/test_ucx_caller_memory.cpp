@@ -27,10 +27,7 @@ struct Rank : rwin_test::UcxSelfRank {
   }
 };
 
-rt::Work work(rt::Op op, void* local, const rt::MemoryRegion* mr, uint64_t addr, const rt::RemoteKey* key,
-              size_t bytes) {
-  return rwin_test::self_work(op, local, mr, addr, key, bytes);
-}
+using rwin_test::self_work;
 
 uint8_t pat(size_t i, int salt) { return static_cast<uint8_t>(i * 13 + static_cast<size_t>(salt) * 71 + (i >> 10)); }
 
@@ -68,12 +65,12 @@ TEST_P(UcxCallerMemory, WriteFromAndReadIntoHeapStackAndMmap) {
       EXPECT_EQ(reg->bytes(), n);
       EXPECT_THROW(reg->packed_key(), rt::TransportError);
       std::memset(w, 0, kWin);
-      r.run(work(rt::Op::Write, src, reg.get(), key->base() + 1, key.get(), n));
-      r.run(work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0));
+      r.run(self_work(rt::Op::Write, src, reg.get(), key->base() + 1, key.get(), n));
+      r.run(self_work(rt::Op::Flush, nullptr, nullptr, 0, nullptr, 0));
       ASSERT_EQ(w[0], 0);
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[1 + i], pat(i, salt)) << "byte " << i;
       std::memset(src, 0, n);
-      r.run(work(rt::Op::Read, src, reg.get(), key->base() + 1, key.get(), n));
+      r.run(self_work(rt::Op::Read, src, reg.get(), key->base() + 1, key.get(), n));
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(src[i], pat(i, salt)) << "read byte " << i;
     }
   }
@@ -82,7 +79,7 @@ TEST_P(UcxCallerMemory, WriteFromAndReadIntoHeapStackAndMmap) {
   auto reg = r.tp->register_memory(&slot, 8);
   auto* word = reinterpret_cast<uint64_t*>(w + 64);
   *word = 41;
-  rt::Work fadd = work(rt::Op::FetchAdd, &slot, reg.get(), key->base() + 64, key.get(), 8);
+  rt::Work fadd = self_work(rt::Op::FetchAdd, &slot, reg.get(), key->base() + 64, key.get(), 8);
   fadd.operand = 1;
   r.run(fadd);
   EXPECT_EQ(slot, 41u);
