@@ -199,7 +199,7 @@ void TcpTransport::poll(std::vector<Completion>& out) {
   for (size_t i = 0; i < active_.size();) {
     const int p = active_[i];
     Peer& P = *peers_[static_cast<size_t>(p)];
-    if (P.sendq.size() > P.held || P.failed) (void)flush_sends(p);  // held writes wait (transport.h)
+    if (P.sendable() || P.failed) (void)flush_sends(p);  // held writes wait (transport.h)
     if (P.sendq.empty()) {
       P.listed = false;
       active_[i] = active_.back();

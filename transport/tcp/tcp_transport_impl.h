@@ -147,6 +147,9 @@ struct Peer {
   std::deque<SendItem> sendq;
   bool listed = false;  // in TcpTransport::active_ (sendq not empty)
   size_t held = 0;      // inline Writes at the tail of sendq that wait for the op after them
+  // Frames that should leave now: anything in sendq beyond the held Writes (a held Write goes with the
+  // op after it or once kMaxHeld wait).
+  bool sendable() const { return sendq.size() > held; }
 
   // Receive side only (under TcpTransport::rx_mu_).
   RxBuffer out_rx;           // replies
