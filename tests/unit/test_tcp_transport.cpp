@@ -150,7 +150,7 @@ struct Pair {
   char* mem(int rank) const { return static_cast<char*>(r[rank].window->addr()); }
   uint64_t at1(size_t off) const { return key_of_1->base() + off; }
 
-  // TcpRank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
+  // Rank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
   tp::Completion run(tp::Work w) {
     w.peer = 1;
     w.rkey = w.op == tp::Op::Flush ? nullptr : key_of_1.get();
@@ -159,7 +159,7 @@ struct Pair {
     if (pr != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
     return wait(w.cookie);
   }
-  // TcpRank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
+  // Rank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
   tp::Completion wait(uint64_t id) {
     std::vector<tp::Completion> done;
     const auto until = std::chrono::steady_clock::now() + 20s;
@@ -187,7 +187,7 @@ tp::Work work(tp::Op op, void* local, uint64_t addr, size_t bytes, uint64_t oper
 
 TEST(TcpTransport, WritesReadsAndAtomicsLandWithoutTheTargetCallingTheTransport) {
   Pair p;
-  // TcpRank 1's thread is gone: only its receiver thread can serve.
+  // Rank 1's thread is gone: only its receiver thread can serve.
   std::vector<char> src(300001);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
   ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(4096), src.size())).ok);
@@ -236,6 +236,32 @@ TEST(TcpTransport, AnAtomicAfterWritesIsAppliedAfterThemWithNoFlush) {
   }
 }
 
+// Small writes wait for the op after them (they leave with it), but never more than kMaxHeld: a burst
+// of them leaves as it is posted, with no poll, flush or later op from the initiator.
+TEST(TcpTransport, AtMostKMaxHeldSmallWritesWaitForAnOpAfterThem) {
+  Pair p;
+  constexpr size_t kHeld = tp::tcp::SendItem::kMaxHeld;
+  std::vector<std::vector<uint64_t>> src(kHeld, std::vector<uint64_t>(8));
+  for (size_t i = 0; i < kHeld; ++i) {
+    for (auto& x : src[i]) x = 0x5157'0000'0000'0000ull + i + 1;
+    tp::Work w = work(tp::Op::Write, src[i].data(), p.at1(4096 * i), 64);
+    w.peer = 1;
+    w.rkey = p.key_of_1.get();
+    w.cookie = ++p.cookie;
+    ASSERT_EQ(p.r[0].t->post(w), tp::PostResult::Ok) << i;
+  }
+  // Neither rank calls the transport from here: rank 1's receiver thread lands what rank 0 sent.
+  const auto landed = [&](size_t i) {
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(p.mem(1) + 4096 * i + 56), __ATOMIC_ACQUIRE) == src[i][7];
+  };
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!landed(kHeld - 1) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  for (size_t i = 0; i < kHeld; ++i) {
+    ASSERT_TRUE(landed(i)) << "write " << i << " of " << kHeld << " held with no op after it";
+    EXPECT_EQ(std::memcmp(p.mem(1) + 4096 * i, src[i].data(), 64), 0) << i;
+  }
+}
+
 TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
   Pair p;
   // The core checks slices before it posts; this is the target's own defence against a peer that did not.
@@ -266,7 +292,7 @@ TEST(TcpTransport, ARegionFreedWhileAWriteIntoItIsUnderWayIsNeverWrittenAndTheCo
   w.peer = 1;
   w.rkey = key.get();
   w.cookie = ++p.cookie;
-  // TcpRank 1's owner (this thread stands in for it) frees the region 2 ms after its receiver thread
+  // Rank 1's owner (this thread stands in for it) frees the region 2 ms after its receiver thread
   // first woke for the write: usually mid-payload. Whether the free comes before the header, during
   // or after the payload is still the scheduler's choice: what is asserted below holds in each case.
   const auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
@@ -331,7 +357,7 @@ TEST(TcpTransport, ADeadPeerFailsWhatWaitsForItAndIsNamed) {
   ASSERT_FALSE(c.ok);
   EXPECT_NE(c.error.find("rank 0 -> peer 1"), std::string::npos) << c.error;
   EXPECT_NE(p.r[0].t->peer_error(1).find("closed"), std::string::npos) << p.r[0].t->peer_error(1);
-  // TcpRank 0 still reaches itself.
+  // Rank 0 still reaches itself.
   std::vector<char> mine(64, 'a');
   tp::Work w = work(tp::Op::Write, mine.data(), p.key_of_0->base(), mine.size());
   w.peer = 0;
@@ -412,7 +438,7 @@ TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRa
   const std::string s0(reinterpret_cast<const char*>(ep0.secret), sizeof ep0.secret);
   const std::string s1(reinterpret_cast<const char*>(me.secret), sizeof me.secret);
 
-  // TcpRank 0 dials "rank 1": answer as rank 1 would (it must see proof that this is rank 1 of the job).
+  // Rank 0 dials "rank 1": answer as rank 1 would (it must see proof that this is rank 1 of the job).
   {
     int fd = ::accept(lst, nullptr, nullptr);
     ASSERT_GE(fd, 0);
