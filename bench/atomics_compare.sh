@@ -6,10 +6,11 @@
 # The tools run interleaved, REPS rounds, so a noisy stretch of the machine hits all of them; the
 # summary is the median over rounds of each tool's per-round p50. Raw output per round in OUT.
 # rwin runs twice per round: with its waits spinning (RWIN_SPIN_US=1000000, as the other tools' targets
-# poll) and with the default back-off (see below).
+# poll) and with the default back-off (see below); over tcp both again on rwin's own tcp transport.
 #
 #   bench/atomics_compare.sh [BUILD_DIR] [OUT_DIR]   (needs rwin-perf, rwinrun, rwin_tcp_ref; oshcc/oshrun)
-# Environment: REPS (default 5), ITERS (default 20000), PORT (ucx_perftest, default 24377).
+# Environment: REPS (default 5), ITERS (default 20000), PORT (ucx_perftest, default 24377),
+# TRANSPORTS (default "shm tcp"; "tcp" alone for the tcp lanes).
 set -uo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,7 @@ OUT=$(cd "$OUT" && pwd)
 REPS=${REPS:-5}
 ITERS=${ITERS:-20000}
 PORT=${PORT:-24377}
+TRANSPORTS=${TRANSPORTS:-shm tcp}
 BIN=$BUILD/bin
 export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-fatal}
 for b in rwin-perf rwinrun rwin_tcp_ref; do
@@ -38,16 +40,22 @@ echo "round,transport,tool,p50_us,avg_us,load1" >"$OUT/rounds.csv"
 load() { cut -d' ' -f1 /proc/loadavg; }
 
 for r in $(seq 1 "$REPS"); do
-  for tr in shm tcp; do
+  for tr in $TRANSPORTS; do
     # rwin twice: "rwin" with RWIN_SPIN_US=1000000 (a waiting rank keeps polling, as OpenSHMEM's
     # target does in shmem_barrier_all and the ping-pong's peer in recv): over tcp (am mode) the target
     # applies the atomic in its progress; "rwin_default": the default back-off, where a rank idle in
     # wait() for 2 ms polls only between 50 us sleeps (what a long-idle passive target gives).
-    for mode in rwin rwin_default; do
+    # Over tcp, rwin's own transport too (RWIN_TRANSPORT=tcp, docs/TCP.md): "owntcp" and
+    # "owntcp_default", where its receiver thread, not the waiting rank, applies the atomic.
+    modes=(rwin rwin_default)
+    [[ $tr == tcp ]] && modes+=(owntcp owntcp_default)
+    for mode in "${modes[@]}"; do
       spin=1000000
-      [[ $mode == rwin_default ]] && spin=""
+      [[ $mode == *_default ]] && spin=""
+      own=()
+      [[ $mode == owntcp* ]] && own=(RWIN_TRANSPORT=tcp RWIN_IFNAME=lo)
       l=$(load)
-      env $(env_for $tr) ${spin:+RWIN_SPIN_US=$spin} timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -t fetch_add_lat \
+      env $(env_for $tr) "${own[@]}" ${spin:+RWIN_SPIN_US=$spin} timeout 300 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -t fetch_add_lat \
         -s 8 -n "$ITERS" -o "$OUT/${mode}_${tr}_$r.csv" >"$OUT/${mode}_${tr}_$r.txt" 2>&1 ||
         echo "round $r: rwin-perf ($mode) over $tr failed" >&2
       /usr/bin/python3 -c 'import csv, sys

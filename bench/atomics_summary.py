@@ -13,7 +13,7 @@ med = {}
 print("| transport | tool | rounds | median p50 us (min-max) | median avg us |")
 print("|---|---|---|---|---|")
 for tr in ("shm", "tcp"):
-    for tool in ("rwin", "rwin_default", "oshmem", "ucp_fadd", "tcp_pingpong_rtt"):
+    for tool in ("rwin", "rwin_default", "owntcp", "owntcp_default", "oshmem", "ucp_fadd", "tcp_pingpong_rtt"):
         v = [r for r in rows if r["transport"] == tr and r["tool"] == tool]
         if not v:
             continue
@@ -42,5 +42,7 @@ def ratio(a, b):
 
 print()
 for tr, a, b, goal in [("shm", "rwin", "oshmem", " (goal <= 1.0x)"), ("tcp", "rwin", "tcp_pingpong_rtt", " (goal <= 1.2x)"),
-                       ("tcp", "rwin", "oshmem", ""), ("tcp", "rwin_default", "tcp_pingpong_rtt", "")]:
+                       ("tcp", "rwin", "oshmem", ""), ("tcp", "rwin_default", "tcp_pingpong_rtt", ""),
+                       ("tcp", "owntcp", "tcp_pingpong_rtt", " (goal <= 1.2x; rwin's own tcp)"),
+                       ("tcp", "owntcp_default", "tcp_pingpong_rtt", ""), ("tcp", "owntcp", "oshmem", "")]:
     print(f"{tr}: {a} / {b}{goal}: ratio of medians {ratio((tr, a), (tr, b))}; per-round {paired(tr, a, b)}")
