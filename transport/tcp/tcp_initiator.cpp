@@ -71,15 +71,7 @@ bool TcpTransport::flush_sends(int p) {
     int n = 0;
     for (auto& s : P.sendq) {
       if (n + 2 > 64) break;
-      size_t off = s.sent;
-      if (off < sizeof s.hdr) {
-        iov[n++] = {reinterpret_cast<char*>(&s.hdr) + off, sizeof s.hdr - off};
-        off = sizeof s.hdr;
-      }
-      if (s.payload) {
-        const size_t body = off - sizeof s.hdr;
-        iov[n++] = {const_cast<char*>(s.payload) + body, s.hdr.len - body};
-      }
+      n = add_unsent(iov, n, s, s.payload);
     }
     msghdr m{};
     m.msg_iov = iov;
@@ -92,16 +84,9 @@ bool TcpTransport::flush_sends(int p) {
       fail_queued(p);
       return false;
     }
-    size_t left = static_cast<size_t>(w);
-    while (left > 0 && !P.sendq.empty()) {
-      SendItem& s = P.sendq.front();
-      const size_t take = std::min(left, s.total() - s.sent);
-      s.sent += take;
-      left -= take;
-      if (s.sent < s.total()) break;
+    consume_sent(P.sendq, static_cast<size_t>(w), [this](const SendItem& s) {
       if (s.complete_when_sent) done_.push_back({s.cookie, true, {}});
-      P.sendq.pop_front();
-    }
+    });
   }
   return true;
 }

@@ -530,24 +530,19 @@ bool TcpTransport::send_replies(int p) {
     std::lock_guard<std::mutex> g(regions_->mu);
     for (auto& r : P.replies) {
       if (n + 2 > 64) break;
-      size_t off = r.sent;
-      if (off < sizeof r.hdr) {
-        iov[n++] = {reinterpret_cast<char*>(&r.hdr) + off, sizeof r.hdr - off};
-        off = sizeof r.hdr;
-      }
-      const size_t body = off - sizeof r.hdr;
-      if (r.hdr.len == 0) continue;
+      const char* body = nullptr;
       if (r.hdr.type == static_cast<uint8_t>(tcpw::Rep::Refused)) {
-        iov[n++] = {r.text.data() + body, r.text.size() - body};
-        continue;
+        body = r.text.data();  // hdr.len is its size
+      } else if (r.hdr.len > 0) {
+        if (regions_->live.find(r.region) == regions_->live.end()) {
+          if (n > 0 && &r != &P.replies.front()) break;  // send what comes before it first
+          // Its header promised bytes that are gone: the peer learns it as a closed connection.
+          fail(p, "region " + std::to_string(r.region) + " was freed while rank " + std::to_string(p) + " read it");
+          return false;
+        }
+        body = reinterpret_cast<const char*>(r.addr);
       }
-      if (regions_->live.find(r.region) == regions_->live.end()) {
-        if (n > 0 && &r != &P.replies.front()) break;  // send what comes before it first
-        // Its header promised bytes that are gone: the peer learns it as a closed connection.
-        fail(p, "region " + std::to_string(r.region) + " was freed while rank " + std::to_string(p) + " read it");
-        return false;
-      }
-      iov[n++] = {reinterpret_cast<char*>(r.addr) + body, r.hdr.len - body};
+      n = add_unsent(iov, n, r, body);
     }
     msghdr m{};
     m.msg_iov = iov;
@@ -562,14 +557,7 @@ bool TcpTransport::send_replies(int p) {
       fail(p, "sending replies: " + errno_text(errno));
       return false;
     }
-    size_t left = static_cast<size_t>(w);
-    while (left > 0 && !P.replies.empty()) {
-      ReplyItem& r = P.replies.front();
-      const size_t take = std::min(left, r.total() - r.sent);
-      r.sent += take;
-      left -= take;
-      if (r.sent == r.total()) P.replies.pop_front();
-    }
+    consume_sent(P.replies, static_cast<size_t>(w), [](const ReplyItem&) {});
   }
   if (P.replies.empty()) set_epoll_out(p, false);
   return true;
@@ -623,13 +611,7 @@ bool TcpTransport::take_replies(int p) {
       continue;
     }
     if (t == tcpw::Rep::Value) std::memcpy(a.local, &h.value, 8);
-    const uint64_t cookie = a.cookie;
-    P.awaiting.pop_front();
-    P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
-    g.unlock();
-    std::lock_guard<std::mutex> cg(cq_mu_);
-    cq_.push_back({cookie, true, {}});
-    cq_count_.store(cq_.size(), std::memory_order_release);
+    complete_front(P, g);
   }
   if (rx.size() == 0) rx.begin = rx.end = 0;
   return true;
@@ -677,15 +659,19 @@ bool TcpTransport::land_read(int p) {
       fail(p, L.text);
       return false;
     }
-    const uint64_t cookie = P.awaiting.front().cookie;
-    P.awaiting.pop_front();
-    P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
-    g.unlock();
-    std::lock_guard<std::mutex> cg(cq_mu_);
-    cq_.push_back({cookie, true, {}});
-    cq_count_.store(cq_.size(), std::memory_order_release);
+    complete_front(P, g);
   }
   return true;
+}
+
+void TcpTransport::complete_front(Peer& P, std::unique_lock<std::mutex>& g) {
+  const uint64_t cookie = P.awaiting.front().cookie;
+  P.awaiting.pop_front();
+  P.awaiting_n.store(P.awaiting.size(), std::memory_order_relaxed);
+  g.unlock();
+  std::lock_guard<std::mutex> cg(cq_mu_);
+  cq_.push_back({cookie, true, {}});
+  cq_count_.store(cq_.size(), std::memory_order_release);
 }
 
 }  // namespace rwin::transport::tcp

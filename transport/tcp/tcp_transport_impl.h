@@ -30,6 +30,9 @@
 //        tcp_target.cpp (the receive side: accept, authenticate, apply, reply; the receiver thread).
 #pragma once
 
+#include <sys/uio.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -127,6 +130,33 @@ struct ReplyItem {
   size_t sent = 0;
   size_t total() const noexcept { return sizeof hdr + hdr.len; }
 };
+
+// Frames (SendItem, ReplyItem) leave in batches, one sendmsg each. add_unsent appends what is left of
+// frame `f` to iov: its header from f.sent on, then its body, whose first byte is at `body` (null: no
+// body); it returns the new count. consume_sent marks `w` sent bytes against the queue, front first,
+// and calls whole(frame) for each frame sent whole before dropping it.
+template <class Frame>
+int add_unsent(iovec* iov, int n, Frame& f, const char* body) noexcept {
+  size_t off = f.sent;
+  if (off < sizeof f.hdr) {
+    iov[n++] = {reinterpret_cast<char*>(&f.hdr) + off, sizeof f.hdr - off};
+    off = sizeof f.hdr;
+  }
+  if (body) iov[n++] = {const_cast<char*>(body) + (off - sizeof f.hdr), f.total() - off};
+  return n;
+}
+template <class Queue, class Whole>
+void consume_sent(Queue& q, size_t w, Whole&& whole) {
+  while (w > 0 && !q.empty()) {
+    auto& f = q.front();
+    const size_t take = std::min(w, f.total() - f.sent);
+    f.sent += take;
+    w -= take;
+    if (f.sent < f.total()) return;
+    whole(f);
+    q.pop_front();
+  }
+}
 
 // Everything about one peer.
 struct Peer {
@@ -235,6 +265,9 @@ class TcpTransport final : public Transport {
   bool land_write(int p);      // recv()s payload straight into the window
   bool take_replies(int p);
   bool land_read(int p);
+  // The reply to P.awaiting's front request is all here: it leaves awaiting and completes. `g` holds
+  // P.mu and is released before the completion queue's mutex is taken.
+  void complete_front(Peer& P, std::unique_lock<std::mutex>& g);
   bool send_replies(int p);    // false: the peer failed
   void apply_atomic(int p, const tcpw::ReqHeader& h);
   void refuse(int p, const std::string& why);
