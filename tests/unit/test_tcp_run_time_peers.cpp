@@ -84,25 +84,13 @@ TEST(TcpRunTimePeers, WriteReadAtomicsBothWays) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 1);
   auto lsrc = x.a->register_memory(src.data(), src.size());
 
-  tp::Work wr;  // A writes into B, then adds 5 to B's word 0 after it
-  wr.op = tp::Op::Write;
-  wr.peer = x.p;
-  wr.local = src.data();
-  wr.local_mr = lsrc.get();
-  wr.remote_addr = kb->base() + 4096;
-  wr.rkey = kb.get();
-  wr.bytes = src.size();
-  wr.cookie = 1;
+  // A writes into B, then adds 5 to B's word 0 after it.
+  tp::Work wr{.op = tp::Op::Write, .peer = x.p, .local = src.data(), .local_mr = lsrc.get(),
+              .remote_addr = kb->base() + 4096, .rkey = kb.get(), .bytes = src.size(), .cookie = 1};
   ASSERT_EQ(x.a->post(wr), tp::PostResult::Ok);
-  tp::Work add;
-  add.op = tp::Op::FetchAdd;
-  add.peer = x.p;
   int64_t old = -1;
-  add.local = &old;
-  add.remote_addr = kb->base();
-  add.rkey = kb.get();
-  add.operand = 5;
-  add.cookie = 2;
+  tp::Work add{.op = tp::Op::FetchAdd, .peer = x.p, .local = &old, .remote_addr = kb->base(), .rkey = kb.get(),
+               .operand = 5, .cookie = 2};
   ASSERT_EQ(x.a->post(add), tp::PostResult::Ok);
   EXPECT_EQ(complete(*x.a, 1), "");
   EXPECT_EQ(complete(*x.a, 2), "");
@@ -114,15 +102,8 @@ TEST(TcpRunTimePeers, WriteReadAtomicsBothWays) {
   std::vector<char> back(src.size());  // B reads it back from A after A wrote there too
   std::memcpy(ra->addr(), src.data(), src.size());
   auto lback = x.b->register_memory(back.data(), back.size());
-  tp::Work rd;
-  rd.op = tp::Op::Read;
-  rd.peer = x.q;
-  rd.local = back.data();
-  rd.local_mr = lback.get();
-  rd.remote_addr = ka->base();
-  rd.rkey = ka.get();
-  rd.bytes = back.size();
-  rd.cookie = 3;
+  tp::Work rd{.op = tp::Op::Read, .peer = x.q, .local = back.data(), .local_mr = lback.get(),
+              .remote_addr = ka->base(), .rkey = ka.get(), .bytes = back.size(), .cookie = 3};
   ASSERT_EQ(x.b->post(rd), tp::PostResult::Ok);
   EXPECT_EQ(complete(*x.b, 3), "");
   EXPECT_EQ(back, src);
@@ -138,19 +119,10 @@ TEST(TcpRunTimePeers, SelfAndExposedCallerMemory) {
   auto overlapping = t->expose_memory(mine + 100, 10);  // independent regions, as verbs MRs
   auto key = t->unpack_key(me, exposed->packed_key());
   const char msg[] = "to myself";
-  tp::Work wr;
-  wr.op = tp::Op::Write;
-  wr.peer = me;
-  wr.local = const_cast<char*>(msg);
-  wr.remote_addr = key->base() + 8;
-  wr.rkey = key.get();
-  wr.bytes = sizeof msg;
-  wr.cookie = 7;
+  tp::Work wr{.op = tp::Op::Write, .peer = me, .local = const_cast<char*>(msg), .remote_addr = key->base() + 8,
+              .rkey = key.get(), .bytes = sizeof msg, .cookie = 7};
   ASSERT_EQ(t->post(wr), tp::PostResult::Ok);
-  tp::Work fl;
-  fl.op = tp::Op::Flush;
-  fl.peer = me;
-  fl.cookie = 8;
+  tp::Work fl{.op = tp::Op::Flush, .peer = me, .cookie = 8};
   ASSERT_EQ(t->post(fl), tp::PostResult::Ok);
   EXPECT_EQ(complete(*t, 7), "");
   EXPECT_EQ(complete(*t, 8), "");
@@ -184,9 +156,7 @@ TEST(TcpRunTimePeers, SetUpErrorsAreNamed) {
   blob[0] ^= 0xff;  // magic
   EXPECT_NE(msg([&] { t->connect_peer(p, blob); }).find("not a tcp endpoint"), std::string::npos);
   // Posting to a peer before connect_peer fails that peer, named.
-  tp::Work fl;
-  fl.op = tp::Op::Flush;
-  fl.peer = p;
+  tp::Work fl{.op = tp::Op::Flush, .peer = p};
   EXPECT_EQ(t->post(fl), tp::PostResult::PeerFailed);
   EXPECT_NE(t->peer_error(p).find("posted before connect_peer()"), std::string::npos) << t->peer_error(p);
   // A collective-mode transport has no run-time peers.
@@ -247,19 +217,11 @@ TEST(TcpRunTimePeers, StrangersAtTheListener) {
   ::close(fd);
 
   const int64_t v = 41;
-  tp::Work wr;  // A's connection is untouched
-  wr.op = tp::Op::Write;
-  wr.peer = x.p;
-  wr.local = const_cast<int64_t*>(&v);
-  wr.remote_addr = kb->base();
-  wr.rkey = kb.get();
-  wr.bytes = sizeof v;
-  wr.cookie = 1;
+  // A's connection is untouched.
+  tp::Work wr{.op = tp::Op::Write, .peer = x.p, .local = const_cast<int64_t*>(&v), .remote_addr = kb->base(),
+              .rkey = kb.get(), .bytes = sizeof v, .cookie = 1};
   ASSERT_EQ(x.a->post(wr), tp::PostResult::Ok);
-  tp::Work fl;
-  fl.op = tp::Op::Flush;
-  fl.peer = x.p;
-  fl.cookie = 2;
+  tp::Work fl{.op = tp::Op::Flush, .peer = x.p, .cookie = 2};
   ASSERT_EQ(x.a->post(fl), tp::PostResult::Ok);
   EXPECT_EQ(complete(*x.a, 2), "");
   EXPECT_EQ(*static_cast<int64_t*>(rb->addr()), 41);
@@ -281,13 +243,8 @@ TEST(TcpRunTimePeers, WaitFdWakesForAPeersWrite) {
   }
   ASSERT_TRUE(armed);
   pollfd pfd{x.b->wait_fd(), POLLIN, 0};
-  tp::Work add;
-  add.op = tp::Op::AtomicAdd;
-  add.peer = x.p;
-  add.remote_addr = kb->base();
-  add.rkey = kb.get();
-  add.operand = 3;
-  add.cookie = 1;
+  tp::Work add{.op = tp::Op::AtomicAdd, .peer = x.p, .remote_addr = kb->base(), .rkey = kb.get(), .operand = 3,
+               .cookie = 1};
   ASSERT_EQ(x.a->post(add), tp::PostResult::Ok);
   EXPECT_EQ(complete(*x.a, 1), "");
   // The sleeper wakes (a wake-up may also come from a round that found the add not yet there: the

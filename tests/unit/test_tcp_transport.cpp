@@ -175,14 +175,7 @@ struct Pair {
 };
 
 tp::Work work(tp::Op op, void* local, uint64_t addr, size_t bytes, uint64_t operand = 0, uint64_t compare = 0) {
-  tp::Work w;
-  w.op = op;
-  w.local = local;
-  w.remote_addr = addr;
-  w.bytes = bytes;
-  w.operand = operand;
-  w.compare = compare;
-  return w;
+  return {.op = op, .local = local, .remote_addr = addr, .bytes = bytes, .operand = operand, .compare = compare};
 }
 
 TEST(TcpTransport, WritesReadsAndAtomicsLandWithoutTheTargetCallingTheTransport) {
