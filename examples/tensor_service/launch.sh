@@ -7,6 +7,7 @@
 #     ip netns exec NS env ...; empty: run here). Uses py, here, tmp, CLIENTS, ROUNDS, ELEMENTS; sets
 #     addr (the server's address) and keeps the server's pid in pids while it runs (for a clean-up
 #     trap). Exits 1 when the server does not come up; returns 1 when a client or the server failed.
+#     TRANSPORT (ucx, the default, or tcp: rwin's own sockets) is every agent's --transport.
 SERVER_PREFIX=()
 CLIENT_PREFIX=()
 pids=()
@@ -15,7 +16,7 @@ tensor_service_launch() {
   local self=$1 server_host=() client_host=() server i fail=0 cpids=()
   [[ -n ${2:-} ]] && server_host=(--host "$2")
   [[ -n ${3:-} ]] && client_host=(--host "$3")
-  "${SERVER_PREFIX[@]}" timeout 120 "$py" "$here/server.py" "${server_host[@]}" \
+  "${SERVER_PREFIX[@]}" timeout 120 "$py" "$here/server.py" "${server_host[@]}" --transport "${TRANSPORT:-ucx}" \
     --clients "$CLIENTS" --elements "$ELEMENTS" --ready-file "$tmp/addr" &
   server=$!
   pids+=("$server")
@@ -23,7 +24,7 @@ tensor_service_launch() {
   if [[ ! -s $tmp/addr ]]; then echo "$self: the server did not come up (see above)" >&2; exit 1; fi
   addr=$(cat "$tmp/addr")
   for i in $(seq "$CLIENTS"); do
-    "${CLIENT_PREFIX[@]}" timeout 120 "$py" "$here/client.py" --server "$addr" "${client_host[@]}" \
+    "${CLIENT_PREFIX[@]}" timeout 120 "$py" "$here/client.py" --server "$addr" "${client_host[@]}" --transport "${TRANSPORT:-ucx}" \
       --elements "$ELEMENTS" --rounds "$ROUNDS" --seed "$i" > "$tmp/client$i.out" 2>&1 &
     cpids+=($!)
   done

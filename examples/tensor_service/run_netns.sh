@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tensor service across two "hosts" that are network namespaces on this machine (root): the server
 # in rwpa-<pid>-s (10.77.200.1 on veth rwpa0), CLIENTS clients in rwpa-<pid>-c (10.77.200.2), UCX tcp
-# over the veth. The namespaces (and the veth pair inside them) are deleted on exit, error and signals.
-#   sudo bash examples/tensor_service/run_netns.sh [BUILD_DIR]       env: CLIENTS (2), ROUNDS (10), ELEMENTS
+# over the veth (TRANSPORT=tcp: rwin's own sockets, bound where each agent's control socket listens).
+# The namespaces (and the veth pair inside them) are deleted on exit, error and signals.
+#   sudo bash examples/tensor_service/run_netns.sh [BUILD_DIR]   env: CLIENTS (2), ROUNDS (10), ELEMENTS, TRANSPORT
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -30,4 +31,4 @@ CLIENT_PREFIX=(ip netns exec "$C" env "${envs[@]}" UCX_NET_DEVICES=rwpa1)
 fail=0
 tensor_service_launch run_netns.sh 10.77.200.1 10.77.200.2 || fail=1
 if ((fail)); then echo "tensor_service (netns): FAILED" >&2; exit 1; fi
-echo "tensor_service (netns): OK ($CLIENTS clients in $C x $ROUNDS rounds, server in $S at $addr)"
+echo "tensor_service (netns): OK ($CLIENTS clients in $C x $ROUNDS rounds, server in $S at $addr, transport ${TRANSPORT:-ucx})"
