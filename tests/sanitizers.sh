@@ -86,8 +86,9 @@ run_tsan() {
   local shmcma=(); [[ $tier == ci ]] && shmcma=(-E '/shmcma( |$)')
   # The agent (rwin/agent.h): its progress thread beside the callers' threads (ConcurrentCallers*,
   # the passive servers, the sleeping thread and its wake-ups), over UCX tcp, shared memory and
-  # rwin's own tcp (its receiver thread beside them).
-  UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  # rwin's own tcp (its receiver thread beside them). tests/tsan-agent.supp: the tests learn of a peer's
+  # write from a file it wrote, an order through two processes that TSan cannot see.
+  UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan-agent.supp \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error --timeout 900 -j1 -L '^agent$' "${shmcma[@]}" || return 1
   # The registration cache (core/src/reg_cache.cpp) with libucm's hooks ON: its unmap hook runs on
   # another thread's munmap while this thread acquires (RegCacheHooks.ConcurrentUnmaps*, whose
