@@ -453,10 +453,7 @@ int AgentImpl::prepare_sleep(std::vector<pollfd>& pf, std::chrono::milliseconds 
   const bool passive = !need_events && tr->serves_passively() && revoke_flushes.empty() &&
                        handshake_flushes.empty() && tracks.empty();
   const int efd = passive ? -1 : tr->wait_fd();
-  if (efd < 0 && (need_events || !tr->serves_passively() || !revoke_flushes.empty() ||
-                  !handshake_flushes.empty() || !tracks.empty())) {
-    return -1;
-  }
+  if (efd < 0 && !passive) return -1;  // nothing would wake us for the transport's work
   const auto now = AgentClock::now();
   auto until = now + cap;
   for (const auto& [id, c] : conns) {
