@@ -150,13 +150,16 @@ struct Pair {
   char* mem(int rank) const { return static_cast<char*>(r[rank].window->addr()); }
   uint64_t at1(size_t off) const { return key_of_1->base() + off; }
 
-  // Rank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
-  tp::Completion run(tp::Work w) {
+  // Rank 0 posts `w` to rank 1 with a cookie of its own (in w.cookie), and does not wait.
+  tp::PostResult post(tp::Work& w) {
     w.peer = 1;
     w.rkey = w.op == tp::Op::Flush ? nullptr : key_of_1.get();
     w.cookie = ++cookie;
-    tp::PostResult pr = r[0].t->post(w);
-    if (pr != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
+    return r[0].t->post(w);
+  }
+  // Rank 0 posts `w` to rank 1 and polls until its completion (bounded: 20 s).
+  tp::Completion run(tp::Work w) {
+    if (post(w) != tp::PostResult::Ok) return {w.cookie, false, "post: " + r[0].t->peer_error(1)};
     return wait(w.cookie);
   }
   // Rank 0 polls until the completion of `id` (bounded: 20 s); others found meanwhile are dropped.
@@ -246,10 +249,7 @@ TEST(TcpTransport, AtMostKMaxHeldSmallWritesWaitForAnOpAfterThem) {
   for (size_t i = 0; i < kHeld; ++i) {
     for (auto& x : src[i]) x = 0x5157'0000'0000'0000ull + i + 1;
     tp::Work w = work(tp::Op::Write, src[i].data(), p.at1(4096 * i), 64);
-    w.peer = 1;
-    w.rkey = p.key_of_1.get();
-    w.cookie = ++p.cookie;
-    ASSERT_EQ(p.r[0].t->post(w), tp::PostResult::Ok) << i;
+    ASSERT_EQ(p.post(w), tp::PostResult::Ok) << i;
   }
   // Neither rank calls the transport from here: rank 1's receiver thread lands what rank 0 sent.
   const char* last = p.mem(1) + 4096 * (kHeld - 1) + 56;
