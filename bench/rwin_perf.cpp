@@ -215,7 +215,7 @@ Args parse(int argc, char** argv) {
   using rwin::cli::Size;
   app.add_option("-n", a.iters, "iterations per test and size (default 2000; capped by --max-bytes)")
       ->transform(Count(1, INT64_MAX))->type_name("N");
-  app.add_option("-w", a.warmup, "warm-up iterations (default 200)")->transform(Count(0, INT64_MAX))->type_name("N");
+  app.add_option("-w", a.warmup, "warm-up iterations (default 200; at least one, whose data is checked)")->transform(Count(0, INT64_MAX))->type_name("N");
   app.add_option("-O", a.outstanding, "outstanding ops per quiet in bw/rate tests (default 16)")
       ->transform(Count(1, INT32_MAX))->type_name("N");
   app.add_option("--batches", a.batches, "batches per test and size (default 20)")->transform(Count(1, INT32_MAX))->type_name("N");
@@ -535,7 +535,8 @@ class Runner {
     const int64_t groups = std::max<int64_t>(1, iters / O);
     const int nb = static_cast<int>(std::min<int64_t>(a_.batches, groups));
     const int64_t per_batch = std::max<int64_t>(1, groups / nb) * O;  // ops per batch
-    const int64_t warm = (std::min<int64_t>(a_.warmup, std::max<int64_t>(O, iters / 10)) + O - 1) / O * O;
+    // At least one group even with -w 0: the data check after the warm-up needs data to check.
+    const int64_t warm = (std::clamp<int64_t>(a_.warmup, O, std::max<int64_t>(O, iters / 10)) + O - 1) / O * O;
     r.iters = per_batch * nb;
     r.batches = nb;
 

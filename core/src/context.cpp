@@ -400,7 +400,8 @@ Context::~Context() {
     // This rank's own error: an exception unwinding through here, a timeout (degraded with no peer
     // failure), or a broken link to a live rank. Having seen another rank die is not one: a rank that
     // ends normally after that meets the other survivors and leaves normally (docs/CONTRACT.md).
-    const bool own_error = unwinding || broken_link || (c.degraded && !peer_failed());
+    const bool timed_out = c.degraded && !peer_failed();
+    const bool own_error = unwinding || broken_link || timed_out;
     const bool healthy = !c.degraded && !peer_failed();
     bool met = false;
     if (healthy || !own_error) {
@@ -424,7 +425,10 @@ Context::~Context() {
       for (size_t p = 0; why.empty() && p < c.peers.size(); ++p) {
         if (!c.peers[p].failed.empty()) why = c.peer_failed_text(static_cast<int>(p), c.peers[p].failed);
       }
-      if (why.empty()) why = "an operation timed out (RWIN_TIMEOUT_MS=" + std::to_string(c.opt.op_timeout.count()) + ")";
+      // Say which of this rank's own errors it was: the store passes it to every survivor.
+      if (why.empty() && timed_out) why = "an operation timed out (RWIN_TIMEOUT_MS=" + std::to_string(c.opt.op_timeout.count()) + ")";
+      if (why.empty() && unwinding) why = "its program raised an error while its rwin context was open (that rank's output says which)";
+      if (why.empty()) why = "its shutdown barrier did not complete within " + std::to_string(bound.count()) + " ms";
       c.bs->abandon_lease(why);
     }
   } catch (...) {

@@ -954,6 +954,26 @@ TEST_P(Contract, OtherPeersKeepWorkingWhenOneDies) {
   EXPECT_EQ(res.ranks[1].status, 0) << res.report();
 }
 
+// A rank whose program throws is reported to the survivors as that, not as "an operation timed
+// out": its shutdown barrier, which the others never reach, ends at its bound, and the reason it
+// hands the store must say whose error it was.
+TEST_P(Contract, ARankWhoseProgramThrowsIsReportedSo) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(2, p, [&](int rank, int nranks, const std::string& root) {
+    Options o = rank_options(rank, nranks, root, p);
+    o.op_timeout = std::chrono::milliseconds(1000);  // bounds rank 1's shutdown barrier
+    Context ctx(o);
+    auto sig = ctx.alloc_signals("sig", 1);
+    ctx.barrier();
+    if (rank == 1) throw std::runtime_error("the program's own error");
+    expect_error([&] { ctx.wait(sig.at(0), 1, WaitCmp::GE, std::chrono::milliseconds(30000)); }, ErrorCode::PeerFailed,
+                 {"peer 1 failed", "its program raised an error"});
+  }, std::chrono::seconds(60));
+  EXPECT_FALSE(res.timed_out) << res.report();
+  EXPECT_EQ(res.ranks[0].status, 0) << res.report();
+  EXPECT_NE(res.ranks[1].status, 0) << res.report();
+}
+
 // Cause (b) above, made deterministic: the value a wait is waiting for is already delivered to
 // this rank (a staged put(Add) slot, applied by the wait's own progress) when the wait learns of a
 // failure. The wait returns; the failure stays for the next unsatisfied wait. Rank 0 learns of
