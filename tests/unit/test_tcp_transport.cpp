@@ -232,6 +232,82 @@ TEST(TcpTransport, AnAtomicAfterWritesIsAppliedAfterThemWithNoFlush) {
   }
 }
 
+// A job's rank reaches its own windows with the CPU (rma_mode "direct", as UCX's shared memory): the
+// address it gets is its own, inside the region only, and nothing for another rank or a freed region.
+TEST(TcpTransport, ARankMapsItsOwnRegionsAndNoOneElses) {
+  Pair p;
+  tp::Transport& t0 = *p.r[0].t;
+  EXPECT_EQ(t0.rma_mode(0), "direct");
+  EXPECT_EQ(t0.rma_mode(1), "native");
+  const auto own = t0.unpack_key(0, p.r[0].window->packed_key());
+  EXPECT_EQ(t0.mapped(0, *own, own->base() + 64, 8), p.mem(0) + 64);
+  EXPECT_EQ(t0.mapped(0, *own, own->base(), Pair::kBytes), p.mem(0));
+  EXPECT_EQ(t0.mapped(0, *own, own->base() + Pair::kBytes - 8, 16), nullptr) << "past the region's end";
+  EXPECT_EQ(t0.mapped(0, *own, own->base() - 8, 8), nullptr) << "before its start";
+  EXPECT_EQ(t0.mapped(1, *p.key_of_1, p.at1(0), 8), nullptr) << "another rank's memory is not mapped here";
+  auto extra = t0.allocate(4096);
+  const auto extra_key = t0.unpack_key(0, extra->packed_key());
+  EXPECT_EQ(t0.mapped(0, *extra_key, extra_key->base(), 4096), extra->addr());
+  extra.reset();
+  EXPECT_EQ(t0.mapped(0, *extra_key, extra_key->base(), 4096), nullptr) << "a freed region";
+}
+
+// A poll that hands back completions may skip looking for arrivals, but only every other time: a
+// rank whose every poll returns a completion (a stream of small writes, each done in post()) still
+// serves a peer's read. Its receiver thread naps while its owner polls, so a poll that never looked
+// would leave the read to the thread, which serves only once the owner is away 200 us: with the
+// alternation removed this took 1007 ms (the stream's thread preempted at last), with it 15 ms. What
+// is asserted is the liveness both give, and that every poll still returned its completion.
+TEST(TcpTransport, APollThatHandsBackCompletionsStillServesArrivals) {
+  Pair p;
+  std::memcpy(p.mem(0) + 256, "served!", 8);
+  std::atomic<bool> read_done{false};
+  std::string read_error;
+  char got[8] = {};
+  std::atomic<size_t> polls{0};
+  std::thread rank1([&] {
+    // Sent once rank 0 is well inside its stream, so its receiver thread naps (its owner polls).
+    const auto start_by = std::chrono::steady_clock::now() + 20s;
+    while (polls.load() < 1000 && std::chrono::steady_clock::now() < start_by) std::this_thread::yield();
+    tp::Work w = work(tp::Op::Read, got, p.key_of_0->base() + 256, 8);
+    w.peer = 0;
+    w.rkey = p.key_of_0.get();
+    w.cookie = 77;
+    if (p.r[1].t->post(w) != tp::PostResult::Ok) {
+      read_error = "post: " + p.r[1].t->peer_error(0);
+    } else {
+      std::vector<tp::Completion> done;
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      while (read_error.empty() && !read_done.load() && std::chrono::steady_clock::now() < until) {
+        p.r[1].t->poll(done);
+        for (const auto& c : done) {
+          if (c.cookie != 77) continue;
+          if (!c.ok) read_error = c.error;
+          read_done.store(c.ok);
+        }
+        done.clear();
+      }
+      if (!read_done.load() && read_error.empty()) read_error = "no completion within 20 s";
+    }
+  });
+  const uint64_t one = 1;
+  std::vector<tp::Completion> done;
+  size_t completions = 0;
+  const auto until = std::chrono::steady_clock::now() + 25s;
+  while (!read_done.load() && read_error.empty() && std::chrono::steady_clock::now() < until) {
+    tp::Work w = work(tp::Op::Write, const_cast<uint64_t*>(&one), p.at1(512), 8);
+    ASSERT_EQ(p.post(w), tp::PostResult::Ok);
+    p.r[0].t->poll(done);
+    ++polls;
+    completions += done.size();
+    done.clear();
+  }
+  rank1.join();
+  ASSERT_TRUE(read_done.load()) << read_error;
+  EXPECT_EQ(std::memcmp(got, "served!", 8), 0);
+  EXPECT_EQ(completions, polls.load()) << "every poll of the stream handed back its write's completion";
+}
+
 // Reads a word of a window while the peer's receiver thread may be copying into it: how this test
 // watches for a write that nothing else announces. A plain load outside TSan's view (the transport's
 // memcpy is not atomic, so TSan would report the watch itself); what is checked afterwards is read after

@@ -212,7 +212,23 @@ Capabilities TcpTransport::capabilities() const {
   return c;
 }
 
-std::string TcpTransport::rma_mode(int) const { return "native"; }
+// A job's rank reaches its own windows with the CPU, as UCX's direct mode reaches a peer's shared
+// memory: a put to itself is a memcpy, not a frame through a loopback socket and back. Its CPU
+// atomics are atomic against the ones the receive side applies for other ranks (cpu_atomics).
+std::string TcpTransport::rma_mode(int peer) const { return !run_time_ && peer == rank_ ? "direct" : "native"; }
+
+void* TcpTransport::mapped(int peer, const RemoteKey& key, uint64_t remote_addr, size_t bytes) const noexcept {
+  if (run_time_ || peer != rank_) return nullptr;
+  const auto* k = dynamic_cast<const TcpKey*>(&key);
+  if (k == nullptr) return nullptr;
+  std::lock_guard<std::mutex> g(regions_->mu);
+  const auto it = regions_->live.find(k->region());
+  if (it == regions_->live.end() || reinterpret_cast<uint64_t>(it->second.base) != k->base() ||
+      !tcpw::inside(k->base(), it->second.bytes, remote_addr, bytes)) {
+    return nullptr;
+  }
+  return reinterpret_cast<void*>(remote_addr);
+}
 
 std::unique_ptr<MemoryRegion> TcpTransport::allocate(size_t bytes) {
   return std::make_unique<TcpRegion>(regions_, bytes);

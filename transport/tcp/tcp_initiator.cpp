@@ -177,9 +177,16 @@ PostResult TcpTransport::post(const Work& w) {
 void TcpTransport::poll(std::vector<Completion>& out) {
   served_at_poll_ = served_.load();  // arm() asks whether the receiver thread served since
   if (owner_serves_) owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
-  if (owner_serves_ && rx_mu_.try_lock()) {
-    serve();
+  // A poll with completions to hand back skips looking for arrivals if the last one looked: the
+  // caller polls again when it needs more, and a blocking put's own completion (an inline write,
+  // done in post()) then costs no syscall on its way to the notify after it.
+  const bool have = !done_.empty() || cq_count_.load(std::memory_order_acquire) > 0;
+  if (owner_serves_ && !(have && served_last_) && rx_mu_.try_lock()) {
+    serve_owner();
     rx_mu_.unlock();
+    served_last_ = true;
+  } else {
+    served_last_ = false;
   }
   for (size_t i = 0; i < active_.size();) {
     const int p = active_[i];

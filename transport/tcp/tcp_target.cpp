@@ -101,6 +101,54 @@ bool TcpTransport::idle_wait(std::chrono::microseconds max) noexcept {
   return true;
 }
 
+// An arrival found by epoll costs two syscalls (epoll_wait, then recv); with one or two sockets to
+// watch, a recv on each finds it with one, which is what a busy-polling TCP ping-pong pays. What
+// only the epoll set reports (the listener, handshakes, wake-ups, replies waiting for room, a close
+// on a socket nobody reads now, frames on this rank's connection to itself, which the core does not
+// use: rma_mode "direct") waits at most kEpollEvery rounds; a pending handshake or more sockets take
+// serve() every round. The replies the owner awaits are read first, and a round ends at the first
+// socket that held something, so an arrival is not followed by a miss before the caller sees it.
+void TcpTransport::serve_owner() noexcept {
+  const int n = peer_count();
+  if ((++owner_rounds_ % kEpollEvery) == 0 || !pending_.empty() || n > kDirectPeers) {
+    (void)serve();
+    return;
+  }
+  int probe[kDirectSockets];
+  bool requests[kDirectSockets];
+  int k = 0;
+  for (int p = 0; p < n; ++p) {
+    const Peer& P = *peers_[static_cast<size_t>(p)];
+    if (P.failed.load(std::memory_order_relaxed) || (!run_time_ && p == rank_)) continue;
+    const bool in = P.in_fd >= 0;
+    const bool out = P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
+    if (P.want_out || k + in + out > kDirectSockets) {
+      (void)serve();
+      return;
+    }
+    if (out) {
+      std::copy_backward(probe, probe + k, probe + k + 1);  // awaited replies first
+      std::copy_backward(requests, requests + k, requests + k + 1);
+      probe[0] = p;
+      requests[0] = false;
+      ++k;
+    }
+    if (in) {
+      probe[k] = p;
+      requests[k++] = true;
+    }
+  }
+  const uint64_t before = received_;
+  for (int i = 0; i < k && received_ == before; ++i) {
+    if (peers_[static_cast<size_t>(probe[i])]->failed.load(std::memory_order_relaxed)) continue;
+    if (requests[i]) {
+      on_in(probe[i]);
+    } else {
+      on_out(probe[i]);
+    }
+  }
+}
+
 int TcpTransport::serve() noexcept {
   epoll_event evs[64];
   const int n = ::epoll_wait(epoll_fd_, evs, 64, 0);
@@ -349,6 +397,7 @@ bool TcpTransport::pump(int p, bool requests) {
       return false;
     }
     rx.end += static_cast<size_t>(r);
+    ++received_;
     if (!take()) return false;
     // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
     if (static_cast<size_t>(r) < room && L.left == 0) return true;
@@ -458,6 +507,7 @@ bool TcpTransport::land_write(int p) {
     }
     const ssize_t r = ::recv(P.in_fd, dst, want, MSG_DONTWAIT);
     if (r > 0) {
+      ++received_;
       L.left -= static_cast<uint64_t>(r);
       L.addr += static_cast<uint64_t>(r);
       continue;
@@ -646,6 +696,7 @@ bool TcpTransport::land_read(int p) {
         return false;
       }
       got = static_cast<size_t>(r);
+      ++received_;
     }
     L.left -= got;
     if (text) {

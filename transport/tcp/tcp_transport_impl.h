@@ -225,6 +225,7 @@ class TcpTransport final : public Transport {
   void poll(std::vector<Completion>& out) override;
   std::string peer_error(int peer) const override;
   std::string rma_mode(int peer) const override;
+  void* mapped(int peer, const RemoteKey& key, uint64_t remote_addr, size_t bytes) const noexcept override;
   void fail_peer(int peer, const std::string& why) noexcept override;
   void quiesce(bool graceful) noexcept override;
   bool serves_passively() const noexcept override { return true; }
@@ -253,6 +254,7 @@ class TcpTransport final : public Transport {
  private:
   void receiver_main() noexcept;
   int serve() noexcept;        // handles what is ready now (how many events); rx_mu_ held
+  void serve_owner() noexcept; // the owner's poll(): recv()s its few sockets directly, else serve()
   void on_accept();
   void on_pending(size_t idx);
   void finish_handshake(Pending& pc);
@@ -322,6 +324,15 @@ class TcpTransport final : public Transport {
   std::mutex rx_mu_;
   bool owner_serves_ = true;
   std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
+  // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
+  // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
+  // of asking epoll first; every kEpollEvery-th round serve() looks at the whole set.
+  static constexpr int kDirectSockets = 2;
+  static constexpr int kDirectPeers = 8;
+  static constexpr uint32_t kEpollEvery = 16;
+  uint32_t owner_rounds_ = 0;   // caller thread
+  bool served_last_ = false;    // caller thread: the last poll() served
+  uint64_t received_ = 0;       // recv() calls that returned bytes (under rx_mu_)
   static constexpr std::chrono::nanoseconds kOwnerWindow{200000};
   static int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
