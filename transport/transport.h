@@ -243,6 +243,10 @@ class Transport {
     (void)max;
     return false;
   }
+  // How many times data arrived for this rank so far (any thread may read it; it only grows): a
+  // wait that sees it move is serving traffic and keeps spinning instead of backing off into sleep
+  // (core/src/backoff.h). 0 forever: the transport does not count (its arrivals need no wait here).
+  virtual uint64_t arrivals() const noexcept { return 0; }
   virtual int wait_fd() const noexcept { return -1; }
   virtual bool arm() noexcept { return false; }
   // The owner's thread leaves the transport (an agent call returned, or its progress thread sleeps

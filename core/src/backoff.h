@@ -30,7 +30,16 @@ class Backoff {
   template <class Sleep>
   void idle(Sleep&& sleep) noexcept {
     if (++polls_ < 64) return;  // the first polls are pure spinning: no clock reads at all
-    const auto now = std::chrono::steady_clock::now();
+    step(std::chrono::steady_clock::now(), sleep);
+  }
+  // Something arrived for this rank while it waited (Transport::arrivals moved): traffic is flowing,
+  // so the wait starts its spin over instead of sleeping between arrivals (a passive target served
+  // 8 B gets at 2x a busy-poll ping-pong's round trip when its long wait slept between them, 1.1x
+  // spinning; bench/RESULTS.md). Where spinning is off (RWIN_SPIN_US=0, oversubscribed) it yields.
+  void active() noexcept { started_ = false; }
+  // One idle step at time `now` (idle() reads the clock; tests drive it).
+  template <class Sleep>
+  void step(std::chrono::steady_clock::time_point now, Sleep&& sleep) noexcept {
     if (!started_) {
       started_ = true;
       start_ = now;

@@ -46,9 +46,15 @@ void wait_until(ContextImpl& c, const WaitFor& w, Deadline& deadline, Round&& ro
     }
   } blocked(c, w);
   Backoff backoff;
+  uint64_t arrivals = c.tp ? c.tp->arrivals() : 0;
   for (uint64_t r = 1;; ++r) {
     backoff.idle([&c](std::chrono::microseconds max) { return c.tp && c.tp->idle_wait(max); });
     if (round(r)) return;
+    if (c.tp) {
+      const uint64_t now = c.tp->arrivals();
+      if (now != arrivals) backoff.active();
+      arrivals = now;
+    }
     if ((r & w.deadline_mask) == 0 && deadline.passed()) on_timeout();
   }
 }

@@ -138,8 +138,8 @@ void TcpTransport::serve_owner() noexcept {
       requests[k++] = true;
     }
   }
-  const uint64_t before = received_;
-  for (int i = 0; i < k && received_ == before; ++i) {
+  const uint64_t before = received_.load(std::memory_order_relaxed);
+  for (int i = 0; i < k && received_.load(std::memory_order_relaxed) == before; ++i) {
     if (peers_[static_cast<size_t>(probe[i])]->failed.load(std::memory_order_relaxed)) continue;
     if (requests[i]) {
       on_in(probe[i]);
@@ -397,7 +397,7 @@ bool TcpTransport::pump(int p, bool requests) {
       return false;
     }
     rx.end += static_cast<size_t>(r);
-    ++received_;
+    count_arrival();
     if (!take()) return false;
     // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
     if (static_cast<size_t>(r) < room && L.left == 0) return true;
@@ -507,7 +507,7 @@ bool TcpTransport::land_write(int p) {
     }
     const ssize_t r = ::recv(P.in_fd, dst, want, MSG_DONTWAIT);
     if (r > 0) {
-      ++received_;
+      count_arrival();
       L.left -= static_cast<uint64_t>(r);
       L.addr += static_cast<uint64_t>(r);
       continue;
@@ -696,7 +696,7 @@ bool TcpTransport::land_read(int p) {
         return false;
       }
       got = static_cast<size_t>(r);
-      ++received_;
+      count_arrival();
     }
     L.left -= got;
     if (text) {

@@ -237,6 +237,7 @@ class TcpTransport final : public Transport {
   bool arm() noexcept override;
   void owner_away() noexcept override;
   bool idle_wait(std::chrono::microseconds max) noexcept override;
+  uint64_t arrivals() const noexcept override { return received_.load(std::memory_order_relaxed); }
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
@@ -332,7 +333,9 @@ class TcpTransport final : public Transport {
   static constexpr uint32_t kEpollEvery = 16;
   uint32_t owner_rounds_ = 0;   // caller thread
   bool served_last_ = false;    // caller thread: the last poll() served
-  uint64_t received_ = 0;       // recv() calls that returned bytes (under rx_mu_)
+  std::atomic<uint64_t> received_{0};  // recv() calls that returned bytes (arrivals())
+  // Counts one; rx_mu_ held, so there is one writer at a time and no read-modify-write is needed.
+  void count_arrival() noexcept { received_.store(received_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   static constexpr std::chrono::nanoseconds kOwnerWindow{200000};
   static int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
