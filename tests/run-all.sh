@@ -13,10 +13,10 @@
 #      trials with those binaries, TSan on the threaded parts, bounded libFuzzer runs of every decoder.
 # The CI tier keeps every phase, every transport and every sanitizer and runs each host test once:
 # under ASan+UBSan, or in the release build for what tests/lib/tiers.sh leaves out of ASan (the same
-# rwin code over other UCX lanes, Slurm, namespaces, install); 4 s per fuzz target instead of 15, 2
+# rwin code over other UCX lanes, Slurm, namespaces, install); 2 s per fuzz target instead of 15, 2
 # kill trials per transport in the release build and 1 in the ASan one instead of 20, a third of the
-# dtype ring shifts, in the guest 3
-# verbs kill trials instead of 20, each small dtype's ring one way and the Python suites over verbs on
+# dtype ring shifts, in the guest 2
+# verbs kill trials instead of 20, its large ring shifts at 16 MiB, each small dtype's ring one way and the Python suites over verbs on
 # 2 ranks only; the TSan tree compiles only the unit tests it runs.
 # RWIN_TEST_TIER (ci|full) carries the choice to the scripts; README.md has both tiers' times.
 # Prints the tier's total time, then one closing line "N passed, M failed"; non-zero exit on a failure.

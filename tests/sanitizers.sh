@@ -125,7 +125,7 @@ build_fuzz() {
     build build-fuzz fuzzers
 }
 run_fuzz() {
-  local secs=15; [[ $tier == ci ]] && secs=4
+  local secs=15; [[ $tier == ci ]] && secs=2
   bash tests/fuzz/run.sh build-fuzz "${RWIN_FUZZ_SECONDS:-$secs}"
 }
 
