@@ -40,10 +40,14 @@ SMP=${RWIN_RXE_SMP:-$((NODES == 1 ? 2 : 1))}
 mkdir -p "$CACHE"
 
 # ---- host packages: install only what is missing, only as root ----------------
+# A kernel with rdma_rxe: the host's newest, else Debian's kernel package unpacked into the cache
+# (unpack_kernel). Prints the vmlinuz path; its modules are in ../lib/modules/VERSION beside /boot.
 kernel_with_rxe() {
-  local k
-  for k in $(ls /boot/vmlinuz-* 2>/dev/null | sort -rV); do
-    compgen -G "/lib/modules/${k#/boot/vmlinuz-}/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*" >/dev/null && { echo "$k"; return; }
+  local k root
+  for root in "" "$CACHE/kernel"; do
+    for k in $(ls "$root"/boot/vmlinuz-* 2>/dev/null | sort -rV); do
+      compgen -G "$root/lib/modules/${k##*/vmlinuz-}/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*" >/dev/null && { echo "$k"; return; }
+    done
   done; return 0
 }
 missing=()
@@ -51,8 +55,8 @@ need() { command -v "$1" >/dev/null || [[ " ${missing[*]} " == *" $2 "* ]] || mi
 need qemu-system-x86_64 qemu-system-x86; need modprobe kmod; need depmod kmod
 need cpio cpio; need ip iproute2; need rdma iproute2; need ibv_devinfo ibverbs-utils
 need ibv_rc_pingpong ibverbs-utils; need ib_write_bw perftest; need xz xz-utils
+need dpkg-deb dpkg; need apt-get apt
 compgen -G '/usr/lib/*/libibverbs/librxe-rdmav*.so' >/dev/null || missing+=(ibverbs-providers rdma-core)
-[ -n "$(kernel_with_rxe)" ] || missing+=(linux-image-amd64)
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "missing host packages: ${missing[*]} (install them as root)"
   say "installing ${missing[*]}"
@@ -62,9 +66,38 @@ if [ ${#missing[@]} -gt 0 ]; then
   ) 8>"$CACHE/.apt.lock" >&2 || die "apt-get install ${missing[*]} failed"
 fi
 
+# No kernel with rdma_rxe on the host: Debian's (the package linux-image-amd64 points at) is downloaded
+# and unpacked into $CACHE/kernel, not installed. Installing it cost 2-5 min of a CI run building two
+# initramfs images the guest never boots (it has its own, below), and on a user's machine it would
+# change what the machine boots next; unpacked, it needs no root either.
+unpack_kernel() {  # runs under the cache lock
+  local pkg t=$CACHE/kernel.$$
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+  if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
+    apt-get update -q >&2 || true
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ {print $2; exit}')
+  fi
+  [ -n "$pkg" ] || die "no kernel with rdma_rxe here, and apt knows no linux-image-amd64 to unpack (apt-get update as root?)"
+  say "no kernel with rdma_rxe on this host: unpacking $pkg into $CACHE/kernel"
+  rm -rf "$t"; mkdir -p "$t/deb"
+  # apt-get download writes to the current directory (as root: unsandboxed, which it warns about).
+  (cd "$t/deb" && apt-get download -q "$pkg" 2>&1 | grep -v "unsandboxed" >&2) || true
+  compgen -G "$t/deb/*.deb" >/dev/null || { rm -rf "$t"; die "apt-get download $pkg failed"; }
+  dpkg-deb -x "$t"/deb/*.deb "$t/root" || { rm -rf "$t"; die "dpkg-deb -x of $pkg failed"; }
+  local v; v=$(ls "$t/root/lib/modules")
+  depmod -b "$t/root" "$v" || { rm -rf "$t"; die "depmod of $pkg failed"; }
+  rm -rf "$CACHE/kernel"; mv "$t/root" "$CACHE/kernel"; rm -rf "$t"
+}
+exec 9>"$CACHE/.lock"; flock 9
+[ -n "${RWIN_RXE_KERNEL:-}" ] || [ -n "$(kernel_with_rxe)" ] || unpack_kernel
+flock -u 9; exec 9>&-
+
 # ---- kernel + initramfs, cached; rebuilt when this script or the kernel changes --
 KERNEL=${RWIN_RXE_KERNEL:-$(kernel_with_rxe)}
+[ -n "$KERNEL" ] || die "no kernel with rdma_rxe found"
 KVER=${KERNEL##*/vmlinuz-}
+KROOT=  # where its lib/modules is: "" for the host's own kernel
+[[ $KERNEL == */boot/vmlinuz-* ]] && KROOT=${KERNEL%/boot/vmlinuz-*}
 [ -r "$KERNEL" ] || die "cannot read $KERNEL (Debian makes it 0600: run as root)"
 KEY=$( { cat "${BASH_SOURCE[0]}"; echo "$KVER"; stat -c '%s %Y' "$KERNEL"; } | md5sum | cut -c1-10)
 IMG=$CACHE/img-$KVER-$KEY
@@ -81,7 +114,7 @@ build_images() {  # -> $IMG/{vmlinux,initrd.cpio}; runs under the cache lock
   tail -c +$((off + 1)) "$KERNEL" | { xz -dc --single-stream 2>/dev/null || zstd -dc 2>/dev/null; } > "$t/vmlinux" || true  # (tail gets SIGPIPE)
   [ "$(head -c4 "$t/vmlinux")" = $'\x7fELF' ] || { say "no ELF vmlinux, booting the bzImage (slower)"; cp "$KERNEL" "$t/vmlinux"; }
   # Initramfs from the host's own binaries (no busybox package needed).
-  local r=$t/root b l m f
+  local r=$t/root b l m f g
   for b in dash:sh kmod:modprobe mount:mount ip:ip rdma:rdma ln:ln sleep:sleep chroot:chroot; do
     f=$(command -v "${b%%:*}") || die "host tool ${b%%:*} missing"
     cp -L "$f" "$r/bin/${b#*:}"
@@ -90,10 +123,11 @@ build_images() {  # -> $IMG/{vmlinux,initrd.cpio}; runs under the cache lock
   ln -s ../bin/modprobe "$r/sbin/modprobe"   # the kernel's request_module() uses it
   # Only the needed modules + their dependencies: one 'modprobe -a' loads them all.
   mkdir -p "$r/lib/modules/$KVER"
-  cp /lib/modules/"$KVER"/modules.{builtin,builtin.modinfo,order} "$r/lib/modules/$KVER/"
+  cp "$KROOT/lib/modules/$KVER"/modules.{builtin,builtin.modinfo,order} "$r/lib/modules/$KVER/"
   for m in $MODS; do
-    for f in $(modprobe -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'); do
-      mkdir -p "$r${f%/*}"; cp -n "$f" "$r$f"
+    for f in $(modprobe -d "${KROOT:-/}" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'); do
+      g=${f#"$KROOT"}   # its path in the guest
+      mkdir -p "$r${g%/*}"; cp -n "$f" "$r$g"
     done
   done
   depmod -b "$r" "$KVER" || die "depmod failed"
