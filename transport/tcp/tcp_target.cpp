@@ -114,38 +114,30 @@ void TcpTransport::serve_owner() noexcept {
     (void)serve();
     return;
   }
-  int probe[kDirectSockets];
-  bool requests[kDirectSockets];
-  int k = 0;
+  int replies[kDirectSockets], requests[kDirectSockets];  // peers whose out/in socket to read
+  int nr = 0, nq = 0;
   for (int p = 0; p < n; ++p) {
     const Peer& P = *peers_[static_cast<size_t>(p)];
     if (P.failed.load(std::memory_order_relaxed) || (!run_time_ && p == rank_)) continue;
     const bool in = P.in_fd >= 0;
     const bool out = P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
-    if (P.want_out || k + in + out > kDirectSockets) {
+    if (P.want_out || nr + nq + in + out > kDirectSockets) {
       (void)serve();
       return;
     }
-    if (out) {
-      std::copy_backward(probe, probe + k, probe + k + 1);  // awaited replies first
-      std::copy_backward(requests, requests + k, requests + k + 1);
-      probe[0] = p;
-      requests[0] = false;
-      ++k;
-    }
-    if (in) {
-      probe[k] = p;
-      requests[k++] = true;
-    }
+    if (out) replies[nr++] = p;
+    if (in) requests[nq++] = p;
   }
   const uint64_t before = received_.load(std::memory_order_relaxed);
-  for (int i = 0; i < k && received_.load(std::memory_order_relaxed) == before; ++i) {
-    if (peers_[static_cast<size_t>(probe[i])]->failed.load(std::memory_order_relaxed)) continue;
-    if (requests[i]) {
-      on_in(probe[i]);
-    } else {
-      on_out(probe[i]);
-    }
+  const auto more = [&](int p) {  // nothing arrived yet this round, and p can still be read
+    return received_.load(std::memory_order_relaxed) == before &&
+           !peers_[static_cast<size_t>(p)]->failed.load(std::memory_order_relaxed);
+  };
+  for (int i = 0; i < nr; ++i) {  // awaited replies first
+    if (more(replies[i])) on_out(replies[i]);
+  }
+  for (int i = 0; i < nq; ++i) {
+    if (more(requests[i])) on_in(requests[i]);
   }
 }
 
