@@ -17,6 +17,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
+#include "store_test_util.h"
 
 namespace rb = rwin::bootstrap;
 using namespace std::chrono_literals;
@@ -24,51 +25,12 @@ using Kind = rb::BootstrapError::Kind;
 
 namespace {
 
-rb::Bytes bytes(const std::string& s) { return rb::Bytes(s.begin(), s.end()); }
-
-// A port nobody listens on right now (bind port 0, read it, release it).
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-rb::HostPort local(uint16_t port) { return rb::HostPort{"127.0.0.1", port}; }
-
-// Raw TCP connection for feeding the server bytes no TcpStore would send.
-class RawConn {
- public:
-  explicit RawConn(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
-  }
-  ~RawConn() { ::close(fd_); }
-  void send(const std::vector<uint8_t>& b) {
-    ASSERT_EQ(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(b.size()));
-  }
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-  int fd() const { return fd_; }
-  // True when the server closed the connection (EOF or reset) before `timeout`.
-  bool closed_by_server(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
-    char c;
-    return ::recv(fd_, &c, 1, 0) <= 0;
-  }
-
- private:
-  int fd_ = -1;
-};
+using store_test::bytes;
+using store_test::expect_error;
+using store_test::free_port;
+using store_test::local;
+using store_test::RawConn;
+using store_test::run_ranks;
 
 std::vector<uint8_t> header(uint32_t magic, uint16_t version, uint16_t op, uint32_t len) {
   std::vector<uint8_t> h;
@@ -123,17 +85,6 @@ bool raw_handshake(int fd, const std::string& key, uint32_t rank, uint32_t nrank
   if (::send(fd, a.buf().data(), a.buf().size(), MSG_NOSIGNAL) != static_cast<ssize_t>(a.buf().size())) return false;
   if (!read_n(h, sizeof h)) return false;
   return w::load_u16(h + 6) == 0 && w::load_u32(h + 8) == 0;
-}
-
-template <class F>
-rb::BootstrapError expect_error(F&& f) {
-  try {
-    f();
-  } catch (const rb::BootstrapError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a BootstrapError";
-  return rb::BootstrapError(Kind::Config, "");
 }
 
 }  // namespace
@@ -333,27 +284,27 @@ TEST(TcpStore, GarbageClosesOnlyThatConnectionAndCorruptsNothing) {
   noise[0] = 0x00;  // make sure the magic is wrong
   {
     RawConn c(port);
-    c.send(noise);
+    ASSERT_TRUE(c.send(noise));
     EXPECT_TRUE(c.closed_by_server(10s)) << "random bytes";
   }
   {
     RawConn c(port);
-    c.send(header(kMagic, 99, 1, 0));
+    ASSERT_TRUE(c.send(header(kMagic, 99, 1, 0)));
     EXPECT_TRUE(c.closed_by_server(10s)) << "bad version";
   }
   {
     RawConn c(port);
-    c.send(header(kMagic, kV, 77, 0));
+    ASSERT_TRUE(c.send(header(kMagic, kV, 77, 0)));
     EXPECT_TRUE(c.closed_by_server(10s)) << "unknown op";
   }
   {
     RawConn c(port);
-    c.send(header(kMagic, kV, 1, 0xFFFFFFFFu));
+    ASSERT_TRUE(c.send(header(kMagic, kV, 1, 0xFFFFFFFFu)));
     EXPECT_TRUE(c.closed_by_server(10s)) << "huge set length";
   }
   {
     RawConn c(port);
-    c.send(header(kMagic, kV, 2, 1u << 20));
+    ASSERT_TRUE(c.send(header(kMagic, kV, 2, 1u << 20)));
     EXPECT_TRUE(c.closed_by_server(10s)) << "get body above its cap";
   }
   {
@@ -361,7 +312,7 @@ TEST(TcpStore, GarbageClosesOnlyThatConnectionAndCorruptsNothing) {
     RawConn c(port);
     auto f = header(kMagic, kV, 2, 8);
     f.insert(f.end(), {0xFF, 0xFF, 0x00, 0x00, 'a', 'b', 'c', 'd'});
-    c.send(f);
+    ASSERT_TRUE(c.send(f));
     EXPECT_TRUE(c.closed_by_server(10s)) << "inner length overflow";
   }
   {
@@ -369,7 +320,7 @@ TEST(TcpStore, GarbageClosesOnlyThatConnectionAndCorruptsNothing) {
     RawConn c(port);
     auto f = header(kMagic, kV, 5, 4);
     f.insert(f.end(), {0xFF, 0xFF, 0xFF, 0x7F});
-    c.send(f);
+    ASSERT_TRUE(c.send(f));
     EXPECT_TRUE(c.closed_by_server(10s)) << "key count";
   }
   {
@@ -377,7 +328,7 @@ TEST(TcpStore, GarbageClosesOnlyThatConnectionAndCorruptsNothing) {
     RawConn c(port);
     auto f = header(kMagic, kV, 1, 100);
     f.resize(f.size() + 10, 'x');
-    c.send(f);
+    ASSERT_TRUE(c.send(f));
     c.shutdown_write();
     EXPECT_TRUE(c.closed_by_server(10s)) << "truncated";
   }
@@ -481,24 +432,6 @@ TEST(TcpStore, ManyConcurrentClients) {
 // ---------------------------------------------------------------------------------------------
 // Bootstrap with ranks as threads.
 
-namespace {
-// Runs body(rank) on `n` threads; returns each rank's exception message ("" = success).
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
-}
-}  // namespace
 
 TEST(Bootstrap, AllgatherBarrierSendRecv) {
   constexpr int n = 4;

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "socket_util.h"
+#include "store_test_util.h"
 
 namespace rb = rwin::bootstrap;
 namespace wire = rwin::bootstrap::wire;
@@ -28,57 +29,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-rb::Bytes bytes(const std::string& s) { return rb::Bytes(s.begin(), s.end()); }
-rb::HostPort local(uint16_t port) { return rb::HostPort{"127.0.0.1", port}; }
-
-uint16_t free_port() {
-  const uint16_t port = test_sock::free_port();
-  EXPECT_NE(port, 0) << "no free loopback port";
-  return port;
-}
-
-template <class F>
-rb::BootstrapError expect_error(F&& f) {
-  try {
-    f();
-  } catch (const rb::BootstrapError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a BootstrapError";
-  return rb::BootstrapError(Kind::Config, "");
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using store_test::bytes;
+using store_test::contains;
+using store_test::expect_error;
+using store_test::free_port;
+using store_test::local;
+using store_test::RawConn;
+using store_test::run_ranks;
 
 int connect_raw(uint16_t port) { return test_sock::connect_loopback(port); }
-
-class RawConn {
- public:
-  explicit RawConn(uint16_t port) : fd_(connect_raw(port)) { EXPECT_GE(fd_, 0) << std::strerror(errno); }
-  ~RawConn() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const { return fd_; }
-  void send(const std::vector<uint8_t>& b) { (void)::send(fd_, b.data(), b.size(), MSG_NOSIGNAL); }
-  // Reads until the server closes; true if it did before `timeout`. `got` counts bytes received.
-  bool closed_by_server(std::chrono::milliseconds timeout, size_t* got = nullptr) {
-    const auto deadline = Clock::now() + timeout;
-    size_t n = 0;
-    for (;;) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, wire::ms_left(deadline)) != 1) return false;
-      char buf[4096];
-      const ssize_t k = ::recv(fd_, buf, sizeof buf, 0);
-      if (k <= 0) break;
-      n += static_cast<size_t>(k);
-    }
-    if (got) *got = n;
-    return true;
-  }
-
- private:
-  int fd_;
-};
 
 std::vector<uint8_t> frame(uint16_t op, const std::vector<uint8_t>& body, uint16_t version = wire::kVersion) {
   auto w = wire::start_frame(op);
@@ -104,23 +63,6 @@ std::vector<uint8_t> hello_frame(const wire::Hello& h) {
   w.u16(h.role);
   w.u16(h.flags);
   return frame(static_cast<uint16_t>(wire::Op::Hello), w.buf());
-}
-
-// Runs body(rank) on `n` threads; returns each rank's exception message ("" = success).
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 // Polls `f` until it returns true or `cap` passes.
