@@ -5,7 +5,7 @@
 #         the agent and its progress thread)
 #   fuzz  build-fuzz (clang, -DRWIN_FUZZ=ON): tests/fuzz/run.sh, RWIN_FUZZ_SECONDS per target
 # RWIN_TEST_TIER=ci (tests/run-all.sh's default) runs ASan+UBSan over a representative subset of the
-# host suite and fuzzes 5 s per target; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
+# host suite and fuzzes 2 s per target, as many targets at a time as there are cores; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
 # The sanitizer builds are -O1 -g1 (ASan's advice; half the compile time of -O2 -g, line tables kept
 # for the reports); the test programs and the Python bindings -O0 (RWIN_TEST_CXX_FLAGS: half their
 # compile time again, and they are most of the tree; librwin, what the sanitizers watch, stays -O1).
