@@ -6,6 +6,8 @@
 #        RWIN_NETNS_SIZES (default "1 1000 3000000")  RWIN_NETNS_MODES (default "put get")
 #        RWIN_NETNS_TIMEOUT seconds per run (default 120)
 #        RWIN_NETNS_PROG   program to run instead of BIN_DIR/ring_shift (e.g. tcp_ring_standin.py)
+#        RWIN_NETNS_ATOMICS  1 (default, with ring_shift): also fetching atomics between the hosts
+#                            (ticket_ring.py, over UCX tcp and rwin's own tcp; needs BIN_DIR/../python)
 #        RWIN_NETNS_UNIT_TESTS  gtest binary with NetifFromEnv (default BIN_DIR/rwin_unit_tests;
 #                               "none" skips the interface-choice checks)
 #        RWIN_NETNS_LAUNCHERS   which launchers to run (default "env env-autoif mpirun slurm", below)
@@ -201,7 +203,7 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
     # itself (h1 and h2 also have rw1, and h1's default route is rw1).
     [[ $launcher == env-autoif ]] && devices=()
     ip netns exec "$(host_ns "$h")" env "${who[@]}" "${root_env[@]}" RWIN_JOB_KEY="$JOB_KEY" UCX_TLS=tcp "${devices[@]}" "${EXTRA_ENV[@]}" \
-      timeout -k 5 "$RUN_TIMEOUT" "$PROG" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
+      timeout -k 5 "$RUN_TIMEOUT" "${RUN_CMD[@]}" --mode "$mode" --size "$size" >"$logs$r.log" 2>&1 &
     RANK_PIDS+=($!)
   done
   bad=()
@@ -263,6 +265,7 @@ fi
 
 PORT=29500
 EXTRA_ENV=()
+RUN_CMD=("$PROG")  # what run_ranks starts per rank
 for launcher in $LAUNCHERS; do
   for rootkind in $ROOTKINDS; do
     [[ $launcher == env* && $rootkind == derived ]] && continue # RWIN_ROOT is that launcher's only way
@@ -291,6 +294,25 @@ if [[ ${RWIN_NETNS_OWN_TCP:-1} == 1 && $(basename "$PROG") == ring_shift ]]; the
     run_ranks env-autoif explicit "$mode" "${SIZES##* }"
   done
   EXTRA_ENV=()
+fi
+
+# Fetching atomics between the hosts (issue 25), over UCX tcp and rwin's own tcp: ticket_ring.py draws
+# tickets from rank 0's counter (each must come out once) and CASes and swaps words on its neighbours.
+if [[ ${RWIN_NETNS_ATOMICS:-1} == 1 && $(basename "$PROG") == ring_shift ]]; then
+  PYDIR=$(cd "$BIN_DIR/.." && pwd)/python
+  if PYTHONPATH=$PYDIR /usr/bin/python3 -c "import rwin" 2>/dev/null; then
+    RUN_CMD=(/usr/bin/python3 "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/ticket_ring.py")
+    for tp in ucx tcp; do
+      EXTRA_ENV=(PYTHONPATH="$PYDIR" PYTHONDONTWRITEBYTECODE=1)
+      [[ $tp == tcp ]] && EXTRA_ENV+=(RWIN_TRANSPORT=tcp)
+      PORT=$((PORT + 1))
+      start=$EPOCHREALTIME
+      run_ranks env-autoif explicit fetch-atomics 0
+    done
+    RUN_CMD=("$PROG") EXTRA_ENV=()
+  else
+    SUMMARY+=("SKIP fetching atomics (tests/multinode/ticket_ring.py): no rwin Python package in $PYDIR")
+  fi
 fi
 
 echo "netns-ring: summary ($(basename "$PROG"))"
