@@ -364,6 +364,13 @@ for ((n = 0; n < NODES; n++)); do
     [ -s "$d/setup-error" ] && say "${p}set-up error: $(< "$d/setup-error")"
     tail -n 5 "$d/qemu.log" >&2; echo "---- ${p}last console lines:" >&2; tail -n 30 "$d/console.log" >&2
   fi
+  if [ "${RC[n]}" = stopped ]; then  # why it was still running: its command, or its boot
+    if [ -e "$d/started" ]; then
+      say "${p}stopped; its command had started $(awk -v a="$T0" -v b="$(stat -c %.3Y "$d/started")" 'BEGIN{printf "%.1f", b-a}') s after launch"
+    else
+      say "${p}stopped before its command started (still booting); last console lines:"; tail -n 15 "$d/console.log" >&2
+    fi
+  fi
   [ "${RC[n]}" = stopped ] || [ "$final" != 0 ] || final=${RC[n]}
 done
 exit "$final"

@@ -432,7 +432,6 @@ TEST(TcpStore, ManyConcurrentClients) {
 // ---------------------------------------------------------------------------------------------
 // Bootstrap with ranks as threads.
 
-
 TEST(Bootstrap, AllgatherBarrierSendRecv) {
   constexpr int n = 4;
   const auto root = local(free_port());
