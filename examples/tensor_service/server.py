@@ -79,6 +79,9 @@ class Pool:
                 continue
             j["seen"] += 1
             np.copyto(self.outputs[slot], service.compute(self.inputs[slot]))
+            # Counted before the notify: the client may close its job (another thread reads "rounds") as
+            # soon as the notify lands, which over rwin's own tcp can be before flush() returns here.
+            j["rounds"] += 1
             try:
                 self.agent.notify(j["signal"], 0, 1)  # the client's word: output of round j["seen"] ready
                 self.agent.flush()
@@ -89,7 +92,6 @@ class Pool:
                         self.free.append(slot)
                         self.closed += 1
                 continue
-            j["rounds"] += 1
             served += 1
         return served
 
