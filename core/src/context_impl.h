@@ -221,7 +221,9 @@ struct ContextImpl {
   // Context::stats(): per peer, and the context's own (waits, tests, quiet/barrier). Mutable: the
   // CPU-copy paths count through a const ContextImpl.
   mutable std::vector<PeerStats> peer_stats;
-  Stats own_stats;  // its `peers` and `total` stay empty: stats() fills them
+  Stats own_stats;  // its `peers` and `total` stay empty: stats() fills them (wait_ns from wait_ticks)
+  uint64_t wait_ticks = 0;  // blocked waits' time in ticks (ticks.h), turned into ns by `clock`
+  TickAnchor clock;
   // RWIN_TRACE (trace.h): null when off, so every hook costs one test of this pointer.
   std::unique_ptr<Tracer> trace;
   uint64_t born_ns = 0;  // when the Context's constructor started (the start-up span)

@@ -191,7 +191,8 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
   };
   WaitFor wf{"signal"};
   wf.deadline_mask = 63;  // a signal wait reads the clock every 64 rounds only
-  wf.blocked_ns = &c.own_stats.wait_ns;
+  wf.blocked_ticks = &c.wait_ticks;
+  wf.outer = &span;  // the wait ends when its blocked part does
   wf.blocked_count = &c.own_stats.waits_blocked;
   wait_until(
       c, wf, deadline,

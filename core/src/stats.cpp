@@ -53,6 +53,7 @@ std::string peer_json(const PeerStats& p) {
 Stats Context::stats() const {
   const detail::ContextImpl& c = *impl_;
   Stats s = c.own_stats;
+  s.wait_ns = c.clock.to_ns(c.wait_ticks);
   s.peers = c.peer_stats;
   for (const PeerStats& p : s.peers) add(s.total, p);
   for (size_t p = 0; p < c.peers.size(); ++p) {

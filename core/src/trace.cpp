@@ -62,23 +62,6 @@ void mkdirs(const std::string& dir) {
   }
 }
 
-// The kernel's word on the TSC (x86 flags in /proc/cpuinfo): usable as a clock only when its rate is
-// constant and it runs in every C-state; otherwise spans read clock_gettime.
-bool invariant_tsc() {
-  FILE* f = std::fopen("/proc/cpuinfo", "r");
-  if (!f) return false;
-  char line[4096];
-  bool constant = false, nonstop = false;
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::strncmp(line, "flags", 5) != 0) continue;
-    constant = std::strstr(line, " constant_tsc") != nullptr;
-    nonstop = std::strstr(line, " nonstop_tsc") != nullptr;
-    break;
-  }
-  std::fclose(f);
-  return constant && nonstop;
-}
-
 }  // namespace
 
 std::unique_ptr<Tracer> Tracer::from_env(int rank, int nranks) {
@@ -112,25 +95,26 @@ Tracer::Tracer(std::string dir, int r, int n) : rank(r), nranks(n) {
   }
   max_events_ = static_cast<size_t>(max);
   blocks_.push_back(std::make_unique<TraceEvent[]>(std::min(max_events_, kBlock)));  // value-initialised: touched
-#if defined(__x86_64__)
-  tsc_ = invariant_tsc();
-#endif
-  created_ns_ = now();
-  tick0_ = stamp();
+  ready_ = std::min(max_events_, kBlock);
+  anchor_ = TickAnchor{};
   char name[256] = {};
   (void)::gethostname(name, sizeof name - 1);
   host_ = name;
   path_ = dir + "/rwin-trace-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) + ".json";
 }
 
-void Tracer::add(const TraceEvent& e) {
-  if (count_ >= max_events_) {
-    ++dropped_;
-    return;
+TraceEvent* Tracer::open_slow() noexcept {
+  if (count_ < max_events_) {
+    try {  // the next block, value-initialised whole here rather than page by page inside timed work
+      blocks_.push_back(std::make_unique<TraceEvent[]>(kBlock));
+      ready_ = std::min(max_events_, blocks_.size() * kBlock);
+      return open();
+    } catch (...) {  // out of memory while tracing: the event is lost, the program is not
+    }
   }
-  if (count_ == blocks_.size() * kBlock) blocks_.push_back(std::make_unique<TraceEvent[]>(kBlock));
-  blocks_[count_ / kBlock][count_ % kBlock] = e;
-  ++count_;
+  ++dropped_;
+  scratch_ = TraceEvent{};
+  return &scratch_;
 }
 
 void Tracer::instant(const char* name, const char* cat, int peer, std::string detail) {
@@ -158,17 +142,17 @@ void Tracer::write() noexcept {
   try {
     // A rank's row is its rank; an agent's the process id (rwin-trace merge renumbers them).
     const std::string r = agent_.empty() ? std::to_string(rank) : std::to_string(::getpid());
-    // Ticks to ns: the line through (tick0_, created_ns_) and this moment (exact for clock_gettime).
-    const uint64_t end_ns = now(), end_tick = stamp();
-    const long double per_tick =
-        end_tick > tick0_ ? static_cast<long double>(end_ns - created_ns_) / static_cast<long double>(end_tick - tick0_) : 1.0L;
-    const auto at = [&](const TraceEvent& e) -> uint64_t {
-      if (e.ns) return e.t0;
-      const long double d = static_cast<long double>(static_cast<int64_t>(e.t0 - tick0_)) * per_tick;
-      return static_cast<uint64_t>(static_cast<long double>(created_ns_) + d);
+    // Ticks to ns: the line through the anchor and this moment (exact for clock_gettime).
+    const long double per_tick = anchor_.ns_per_tick();
+    // One monotone map for both ends, so a span that ends on its parent's tick (a wait and its blocked
+    // part) ends on the same nanosecond in the file.
+    const auto ns_of = [&](uint64_t tick) -> uint64_t {
+      const long double d = static_cast<long double>(static_cast<int64_t>(tick - anchor_.tick0)) * per_tick;
+      return static_cast<uint64_t>(static_cast<long double>(anchor_.ns0) + d);
     };
+    const auto at = [&](const TraceEvent& e) -> uint64_t { return e.ns ? e.t0 : ns_of(e.t0); };
     const auto length = [&](const TraceEvent& e) -> uint64_t {
-      return e.ns ? e.dur : static_cast<uint64_t>(static_cast<long double>(e.dur) * per_tick + 0.5L);
+      return e.ns ? e.dur : ns_of(e.t0 + e.dur) - ns_of(e.t0);
     };
     std::string out;
     out.reserve(256 + count_ * 160);
@@ -248,11 +232,11 @@ void Tracer::write() noexcept {
       escape(out, label_);
     }
     out += ",\"clock\":\"CLOCK_MONOTONIC\",\"timer\":";
-    escape(out, tsc_ ? "tsc" : "clock_gettime");
+    escape(out, ticks::tsc() ? "tsc" : "clock_gettime");
     out += ",\"clock_id\":";
     escape(out, clock_id_);
     out += ",\"sync_ns\":" + std::to_string(sync_ns_) +
-           ",\"created_ns\":" + std::to_string(created_ns_) + ",\"events\":" + std::to_string(count_) +
+           ",\"created_ns\":" + std::to_string(anchor_.ns0) + ",\"events\":" + std::to_string(count_) +
            ",\"dropped\":" + std::to_string(dropped_) + "}}\n";
     // Written whole under a temporary name, then renamed: a reader never sees half a file.
     const std::string tmp = path_ + ".tmp";

@@ -5,27 +5,24 @@
 // `rwin-trace merge DIR` puts the ranks on one time axis.
 //
 // Off (the default) a context holds no Tracer and every hook is one null-pointer test. On, a span
-// costs two clock reads and an append to a vector (no formatting, no I/O until the end: signal names
-// are interned ids, elements numbers); the file is written once, at ~Context (a rank killed before
-// that leaves no file).
+// costs two clock reads (ticks.h) and fills a slot of a block allocated ahead (no formatting, no I/O
+// until the end: signal names are interned ids, elements numbers); the file is written once, at
+// ~Context (a rank killed before that leaves no file).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
+
+#include "ticks.h"
 
 namespace rwin::detail {
 
 struct TraceEvent {
-  uint64_t t0 = 0;             // Tracer::stamp() ticks (ns when `ns`), CLOCK_MONOTONIC ns in the file
+  uint64_t t0 = 0;             // ticks::read() (ns when `ns`), CLOCK_MONOTONIC ns in the file
   uint64_t dur = 0;            // ticks likewise; instants have none
   const char* name = "";       // static text: "put", "wait", "allreduce", "blocked", "peer failed"
   const char* cat = "";        // static text: "rma", "sync", "wait", "atomic", "coll", "startup", "failure"
@@ -61,22 +58,20 @@ class Tracer {
   // Null when RWIN_TRACE is unset.
   static std::unique_ptr<Tracer> for_agent(const std::string& address, const std::string& label);
 
-  static uint64_t now() noexcept {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-  }
-  // What spans read: the CPU's time-stamp counter where it is invariant (constant_tsc and nonstop_tsc:
-  // one rate on every core, in every power state; 11 ns here against 28 ns for clock_gettime, and a
-  // span reads two), else now(). write() maps ticks onto CLOCK_MONOTONIC ns by the two points read
-  // when the tracer was made and when it writes.
-  uint64_t stamp() const noexcept {
-#if defined(__x86_64__)
-    if (tsc_) return __rdtsc();
-#endif
-    return now();
-  }
+  static uint64_t now() noexcept { return ticks::now_ns(); }
+  // What spans read (ticks.h); write() maps them onto CLOCK_MONOTONIC ns by the tracer's anchor.
+  static uint64_t stamp() noexcept { return ticks::read(); }
   // Appends an event; past RWIN_TRACE_MAX_EVENTS it only counts the drop (the file says how many).
-  void add(const TraceEvent& e);
+  void add(const TraceEvent& e) noexcept { *open() = e; }
+  // The next event's slot, filled in place by a span (no copy); past RWIN_TRACE_MAX_EVENTS, or when a
+  // new block cannot be allocated, a scratch slot that is never written out (the drop is counted).
+  TraceEvent* open() noexcept {
+    if (count_ < ready_) {
+      const size_t i = count_++;
+      return &blocks_[i / kBlock][i % kBlock];
+    }
+    return open_slow();
+  }
   void instant(const char* name, const char* cat, int peer, std::string detail);
   // A text's id for TraceEvent::sig_name / detail (from 1). A buffer interns its name once and keeps
   // the id; other details (a collective's team, a failure) are stored once per event.
@@ -96,56 +91,59 @@ class Tracer {
   // the program's work): growing a vector instead copied every event and page-faulted its new memory
   // in the middle of the operations it timed (0.6 -> 1.3 us per 64 KiB put on this VM).
   static constexpr size_t kBlock = 16384;
+  TraceEvent* open_slow() noexcept;
   std::vector<std::unique_ptr<TraceEvent[]>> blocks_;
   size_t count_ = 0;
+  size_t ready_ = 0;      // slots allocated and not past max_events_
+  TraceEvent scratch_;    // where dropped events go
   std::vector<std::string> texts_;  // text()'s, id - 1
   size_t max_events_ = 0;
   uint64_t dropped_ = 0;
   uint64_t sync_ns_ = 0;
   std::string clock_id_, host_;
   std::string path_;
-  uint64_t created_ns_ = 0;
-  bool tsc_ = false;
-  uint64_t tick0_ = 0;  // stamp() at created_ns_
+  TickAnchor anchor_;  // ticks -> ns for the file
   std::string agent_, label_;  // an agent's address and row name (empty: a rank's)
 };
 
-// A span over the rest of a scope: one event from construction to destruction, marked failed when an
-// exception ends it. With a null tracer it reads no clock and records nothing.
+// A span over the rest of a scope: one event from construction to destruction (or to end_at), marked
+// failed when an exception ends it. It fills its slot in the tracer in place, so its start is its
+// place in the file. With a null tracer it reads no clock and records nothing.
 class TraceSpan {
  public:
   TraceSpan(Tracer* t, const char* name, const char* cat, int peer = -1, uint64_t bytes = 0) noexcept : t_(t) {
     if (!t_) return;
-    e_.emplace();
+    e_ = t_->open();
     e_->name = name;
     e_->cat = cat;
     e_->peer = peer;
     e_->bytes = bytes;
     unwinding_ = std::uncaught_exceptions();
-    e_->t0 = t_->stamp();
+    e_->t0 = Tracer::stamp();
   }
   ~TraceSpan() {
-    if (!t_) return;
-    e_->dur = t_->stamp() - e_->t0;
-    e_->failed = std::uncaught_exceptions() > unwinding_;
-    try {
-      t_->add(*e_);
-    } catch (...) {  // out of memory while tracing: the event is lost, the program is not
-    }
+    if (t_ && !ended_) end_at(Tracer::stamp());
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
   bool on() const noexcept { return t_ != nullptr; }
   TraceEvent& event() noexcept { return *e_; }  // only when on(): fields known later (chunks, cmp)
+  // Ends the span at a stamp its owner read anyway (a wait ends when its blocked part does): one clock
+  // read less on the path back to the caller. Only when on().
+  void end_at(uint64_t stamp) noexcept {
+    e_->dur = stamp - e_->t0;
+    e_->failed = std::uncaught_exceptions() > unwinding_;
+    ended_ = true;
+  }
   void detail(std::string s) {  // a text shown as args.detail (stored once, by id)
     if (t_) e_->detail = t_->text(std::move(s));
   }
 
  private:
   Tracer* t_;
+  TraceEvent* e_ = nullptr;
   int unwinding_ = 0;
-  // Engaged only when tracing: off, a span costs no initialisation of its ~150-byte event.
-  std::optional<TraceEvent> e_;
+  bool ended_ = false;
 };
 
 }  // namespace rwin::detail

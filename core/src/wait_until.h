@@ -4,8 +4,9 @@
 //   - the cadence: a round of the caller's work, then the idle strategy (backoff.h) between rounds;
 //   - the deadline: checked every `deadline_every` rounds, the caller's on_timeout builds the error
 //     (it names the operation, peer, offsets and sizes; wait_until knows only what is waited for);
-//   - the record: a wait not satisfied by its first round is "blocked"; it reads the clock then and at
-//     its end, and becomes one span of the trace (trace.h) naming what it waited for and for whom.
+//   - the record: a wait not satisfied by its first round is "blocked"; it reads the clock (ticks.h)
+//     then and at its end, and becomes one span of the trace (trace.h) naming what it waited for and
+//     for whom; the same two reads time it for the counters, and the end ends `outer` too.
 // A wait satisfied by its first round reads no clock and records nothing.
 #pragma once
 
@@ -21,8 +22,9 @@ struct WaitFor {
   const char* on;               // what is awaited: "signal", "chunk completions", "flush", ...
   int peer = -1;                // whom (-1: several or none)
   uint32_t deadline_mask = 0;   // the deadline is checked when (round & mask) == 0 (mask 2^k - 1)
-  uint64_t* blocked_ns = nullptr;  // where the blocked time is added (Stats::wait_ns), or null
+  uint64_t* blocked_ticks = nullptr;  // where the blocked time is added in ticks (Stats::wait_ns), or null
   uint64_t* blocked_count = nullptr;  // counts blocked waits (Stats::waits_blocked), or null
+  TraceSpan* outer = nullptr;  // a span that ends when this wait does (the call's own), or null
 };
 
 // Runs `round(r)` for r = 0, 1, ... until it returns true. `round` does one round of the caller's work
@@ -37,12 +39,17 @@ void wait_until(ContextImpl& c, const WaitFor& w, Deadline& deadline, Round&& ro
     TraceSpan span;
     uint64_t t0;
     Blocked(ContextImpl& ctx, const WaitFor& wf)
-        : c(ctx), w(wf), span(ctx.trace.get(), "blocked", "wait", wf.peer), t0(Tracer::now()) {
+        : c(ctx), w(wf), span(ctx.trace.get(), "blocked", "wait", wf.peer), t0(span.on() ? span.event().t0 : ticks::read()) {
       if (span.on()) span.event().on = wf.on;
       if (w.blocked_count) ++*w.blocked_count;
     }
-    ~Blocked() {
-      if (w.blocked_ns) *w.blocked_ns += Tracer::now() - t0;
+    ~Blocked() {  // one clock read ends the blocked span, the outer span and the counter's time
+      const uint64_t t1 = ticks::read();
+      if (span.on()) {
+        span.end_at(t1);
+        if (w.outer && w.outer->on()) w.outer->end_at(t1);
+      }
+      if (w.blocked_ticks) *w.blocked_ticks += t1 - t0;
     }
   } blocked(c, w);
   Backoff backoff;
