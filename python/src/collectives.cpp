@@ -117,7 +117,33 @@ void def_collectives(Cls& cls, TeamOf team_of) {
             on_team(*pc, "all_to_all", team, [&](rwin::Team& t) { t.all_to_all(s, d); });
           },
           py::arg("stage"), py::arg("data"),
-          "all_to_all(stage [NR, S], data [NR, S]): data[src] becomes member src's stage[my_rank].");
+          "all_to_all(stage [NR, S], data [NR, S]): data[src] becomes member src's stage[my_rank].")
+      .def(
+          "all_to_all_v",
+          [team_of](py::object self, py::object send, std::vector<int64_t> send_counts, py::object recv,
+                    std::vector<int64_t> recv_counts, std::optional<std::vector<int64_t>> send_offsets,
+                    std::optional<std::vector<int64_t>> recv_offsets) {
+            auto [pc, team] = team_of(self);
+            const rwin::Window& s = whole_window(send, "all_to_all_v: send");
+            const rwin::Window& d = whole_window(recv, "all_to_all_v: recv");
+            if (send_offsets.has_value() != recv_offsets.has_value()) {
+              fail(ErrorCode::InvalidArgument,
+                   "all_to_all_v: give both send_offsets and recv_offsets, or neither (packed blocks)");
+            }
+            on_team(*pc, "all_to_all_v", team, [&](rwin::Team& t) {
+              if (send_offsets) {
+                t.all_to_all_v(s, send_counts, *send_offsets, d, recv_counts, *recv_offsets);
+              } else {
+                t.all_to_all_v(s, send_counts, d, recv_counts);
+              }
+            });
+          },
+          py::arg("send"), py::arg("send_counts"), py::arg("recv"), py::arg("recv_counts"), py::kw_only(),
+          py::arg("send_offsets") = py::none(), py::arg("recv_offsets") = py::none(),
+          "all_to_all_v(send, send_counts, recv, recv_counts, send_offsets=None, recv_offsets=None): member q\n"
+          "gets send_counts[q] elements of send (from send_offsets[q]) at recv_offsets[my_rank] of its recv;\n"
+          "recv_counts[p] must equal member p's send_counts[my_rank]. Counts and offsets in elements of the\n"
+          "views (row-major), one per member; without offsets the blocks are packed.");
 }
 
 std::unique_ptr<RwBuffer> team_buffer(RwTeam& t, size_t nbytes, py::object name) {

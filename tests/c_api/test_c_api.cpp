@@ -170,6 +170,7 @@ TEST(CApiNoContext, NullContextEverywhere) {
       {"rwin_reduce_scatter", [&] { return rwin_reduce_scatter(nullptr, nullptr, RWIN_REDUCE_SUM); }},
       {"rwin_reduce_scatter_to", [&] { return rwin_reduce_scatter_to(nullptr, nullptr, nullptr, RWIN_REDUCE_SUM); }},
       {"rwin_all_to_all", [&] { return rwin_all_to_all(nullptr, nullptr, nullptr); }},
+      {"rwin_all_to_all_v", [&] { return rwin_all_to_all_v(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr); }},
       {"rwin_barrier_collective", [&] { return rwin_barrier_collective(nullptr); }},
       // Handle-only calls: NULL handle.
       {"rwin_buffer_data", [&] { return rwin_buffer_data(nullptr, &p); }},
@@ -268,6 +269,8 @@ TEST_F(CApi, NullOutPointersAndArguments) {
   expect_fail(rwin_put_local(ctx, &s, 0, nullptr, RWIN_ATOMIC_NONE), RWIN_ERR_INVALID_ARGUMENT, {"src is NULL"});
   expect_fail(rwin_allreduce(ctx, nullptr, RWIN_REDUCE_SUM), RWIN_ERR_INVALID_ARGUMENT, {"x is NULL"});
   expect_fail(rwin_allgather(ctx, w, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"data is NULL"});
+  expect_fail(rwin_all_to_all_v(ctx, w, nullptr, nullptr, w, nullptr, nullptr), RWIN_ERR_INVALID_ARGUMENT,
+              {"send_counts is NULL"});
 }
 
 // Values outside each enumerated type (int32_t in the ABI, so any int may arrive): InvalidArgument.
@@ -356,6 +359,23 @@ TEST_F(CApi, OneRankRoundTrip) {
   EXPECT_EQ(sat, 1);
   ASSERT_EQ(rwin_allreduce(ctx, w, RWIN_REDUCE_MAX), RWIN_OK) << rwin_last_error();
   ASSERT_EQ(rwin_barrier_collective(ctx), RWIN_OK) << rwin_last_error();
+  // all_to_all_v: the rank's block to itself, at explicit offsets; the offsets go NULL together.
+  rwin_buffer_t* vb = nullptr;
+  ASSERT_EQ(rwin_alloc_window_buffer(ctx, "a2av", 128, &vb), RWIN_OK) << rwin_last_error();
+  rwin_window_t *vsend = nullptr, *vrecv = nullptr;
+  ASSERT_EQ(rwin_window_view(ctx, vb, RWIN_I32, 1, 16, 0, &vsend), RWIN_OK) << rwin_last_error();
+  ASSERT_EQ(rwin_window_view(ctx, vb, RWIN_I32, 1, 16, 64, &vrecv), RWIN_OK) << rwin_last_error();
+  int32_t *sp = nullptr, *rp = nullptr;
+  ASSERT_EQ(rwin_window_data(vsend, reinterpret_cast<void**>(&sp)), RWIN_OK);
+  ASSERT_EQ(rwin_window_data(vrecv, reinterpret_cast<void**>(&rp)), RWIN_OK);
+  for (int i = 0; i < 16; ++i) sp[i] = i, rp[i] = -1;
+  const int64_t cnt = 3, soff = 5, roff = 9;
+  ASSERT_EQ(rwin_all_to_all_v(ctx, vsend, &cnt, &soff, vrecv, &cnt, &roff), RWIN_OK) << rwin_last_error();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(rp[i], i >= 9 && i < 12 ? i - 4 : -1) << i;
+  expect_fail(rwin_all_to_all_v(ctx, vsend, &cnt, &soff, vrecv, &cnt, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"both NULL"});
+  rwin_window_release(vsend);
+  rwin_window_release(vrecv);
+  EXPECT_EQ(rwin_buffer_free(ctx, vb), RWIN_OK) << rwin_last_error();
   int r = -1, n = -1;
   ASSERT_EQ(rwin_context_rank(ctx, &r), RWIN_OK);
   ASSERT_EQ(rwin_context_size(ctx, &n), RWIN_OK);

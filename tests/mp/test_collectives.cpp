@@ -407,6 +407,83 @@ TEST_P(Collectives, DisjointTeams) {
   });
 }
 
+// all_to_all_v: counts that differ per (sender, receiver) pair, zeros and flows above the chunk size
+// among them; packed blocks and blocks in reversed member order with gaps (left untouched);
+// 1, 2, 3 and 5 members; three dtypes.
+TEST_P(Collectives, AllToAllV) {
+  for (int nr : {1, 2, 3, 5}) {
+    run(nr, [](Context& ctx) {
+      ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+      Team w = world(ctx);
+      const int n = w.size(), me = w.rank();
+      constexpr int64_t kGap = 3;
+      const int64_t cap = static_cast<int64_t>(n) * (1500 + kGap) * 8;  // bytes: the largest dtype's blocks
+      Pool pool(ctx, w, "a2av", static_cast<size_t>(cap));
+      int it = 0;
+      for (DType t : {DType::F64, DType::I8, DType::BF16}) {
+        const int64_t esz = static_cast<int64_t>(dtype_size(t));
+        for (bool packed : {true, false}) {
+          ++it;
+          // Elements member s sends member d: 0 for some pairs, 1500 (> one 4 KiB chunk) for others.
+          const auto count = [it](int s, int d) -> int64_t {
+            if ((s * 7 + d * 3 + it) % 5 == 0) return 0;
+            if ((s + 2 * d + it) % 3 == 0) return 1500;
+            return 1 + (s * 5 + d * 11 + it) % 37;
+          };
+          std::vector<int64_t> sc(static_cast<size_t>(n)), so(sc.size()), rc(sc.size()), ro(sc.size());
+          int64_t sat = 0, rat = 0;
+          for (int q = n - 1; q >= 0; --q) {  // unpacked: blocks in reversed member order, gaps between
+            const auto i = static_cast<size_t>(q);
+            sc[i] = count(me, q);
+            rc[i] = count(q, me);
+            so[i] = sat;
+            ro[i] = rat;
+            sat += sc[i] + kGap;
+            rat += rc[i] + kGap;
+          }
+          if (packed) {
+            int64_t a = 0, b = 0;
+            for (size_t i = 0; i < sc.size(); ++i) {
+              so[i] = a;
+              ro[i] = b;
+              a += sc[i];
+              b += rc[i];
+            }
+          }
+          Window send = ctx.window(pool.a, t, {1, cap / esz});
+          Window recv = ctx.window(pool.b, t, {1, cap / esz});
+          std::memset(recv.data(), 0x5A, static_cast<size_t>(cap));
+          for (int q = 0; q < n; ++q) {
+            const auto i = static_cast<size_t>(q);
+            fill(t, static_cast<char*>(send.data()) + so[i] * esz, sc[i], me * 8 + q, it);
+          }
+          if (packed) {
+            w.all_to_all_v(send, sc, recv, rc);
+          } else {
+            w.all_to_all_v(send, sc, so, recv, rc, ro);
+          }
+          std::vector<char> expect(static_cast<size_t>(cap), 0x5A);
+          for (int p = 0; p < n; ++p) {
+            const auto i = static_cast<size_t>(p);
+            fill(t, expect.data() + ro[i] * esz, rc[i], p * 8 + me, it);
+          }
+          for (int p = 0; p < n; ++p) {
+            const auto i = static_cast<size_t>(p);
+            MP_CHECK(same_bytes(static_cast<char*>(recv.data()) + ro[i] * esz, expect.data() + ro[i] * esz,
+                                static_cast<size_t>(rc[i] * esz)),
+                     "all_to_all_v " << dtype_name(t) << (packed ? " packed" : " gapped") << " block from " << p << " ("
+                                     << rc[i] << " elements): "
+                                     << first_diff(static_cast<char*>(recv.data()) + ro[i] * esz, expect.data() + ro[i] * esz, rc[i], t));
+          }
+          MP_CHECK(same_bytes(recv.data(), expect.data(), expect.size()),
+                   "all_to_all_v " << dtype_name(t) << (packed ? " packed" : " gapped") << " wrote outside its blocks");
+        }
+      }
+      w.barrier();
+    });
+  }
+}
+
 // Arguments checked up front, before any message: shapes, dtypes, roots.
 TEST_P(Collectives, ArgumentChecks) {
   run(2, [](Context& ctx) {
@@ -421,6 +498,20 @@ TEST_P(Collectives, ArgumentChecks) {
     expect_error([&] { w.reduce_scatter(b); }, ErrorCode::ShapeMismatch, {"2 rows"});
     expect_error([&] { w.allreduce(a, c); }, ErrorCode::DtypeMismatch, {"allreduce"});
     expect_error([&] { w.all_to_all(a, a); }, ErrorCode::InvalidArgument, {"overlap"});
+    // all_to_all_v (a: 16 f32 elements, s: 8)
+    const int me = ctx.rank();
+    expect_error([&] { w.all_to_all_v(a, {1}, s, {1, 1}); }, ErrorCode::InvalidArgument, {"send_counts has 1 entries", "(2)"});
+    expect_error([&] { w.all_to_all_v(a, {1, -1}, s, {1, 1}); }, ErrorCode::InvalidArgument, {"send_counts[1] = -1"});
+    expect_error([&] { w.all_to_all_v(a, {1, 1}, {0, 16}, s, {1, 1}, {0, 1}); }, ErrorCode::InvalidArgument,
+                 {"send_counts[1] = 1 at send_offsets[1] = 16", "(16 elements)"});
+    expect_error([&] { w.all_to_all_v(a, {1, 1}, {0, 0}, s, {1, 1}, {0, INT64_MAX}); }, ErrorCode::InvalidArgument,
+                 {"recv_offsets[1] = 9223372036854775807", "outside recv"});
+    expect_error([&] { w.all_to_all_v(a, {2, 2}, {0, 2}, s, {2, 2}, {0, 1}); }, ErrorCode::InvalidArgument,
+                 {"recv blocks of members 0 and 1 overlap"});
+    expect_error([&] { w.all_to_all_v(a, me == 0 ? std::vector<int64_t>{2, 1} : std::vector<int64_t>{1, 2}, s, {1, 1}); },
+                 ErrorCode::InvalidArgument, {"sends itself", "expects recv_counts"});
+    expect_error([&] { w.all_to_all_v(a, {1, 1}, a, {1, 1}); }, ErrorCode::InvalidArgument, {"not in place"});
+    expect_error([&] { w.all_to_all_v(a, {1, 1}, c, {1, 1}); }, ErrorCode::DtypeMismatch, {"all_to_all_v"});
     expect_error([&] { parse_reduce_op("avg"); }, ErrorCode::InvalidArgument, {"avg"});
     // The team is still usable after refused arguments (nothing was sent).
     w.allreduce(a);
@@ -435,7 +526,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
   o.op_timeout = std::chrono::milliseconds(3000);
   run(3, [](Context& ctx) {
     const int r = ctx.rank();
-    for (int kase = 0; kase < 4; ++kase) {
+    for (int kase = 0; kase < 5; ++kase) {
       Team t = make_team(ctx, {0, 1, 2});
       Window x = ctx.window(t.alloc_window_buffer("mm" + std::to_string(kase), 4096), DType::F32, {1, 64});
       t.allreduce(x);  // the workspace exists at the same size everywhere before the mismatch
@@ -449,6 +540,24 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
           case 1: t.broadcast(x, r == 2 ? 1 : 0); break;                                    // root
           case 2: t.allreduce(x, r == 0 ? ReduceOp::Max : ReduceOp::Sum); break;            // op
           case 3: if (r == 1) t.allreduce(xi); else t.allreduce(x); break;                  // dtype
+          case 4: {  // all_to_all_v: member 1 expects 3 elements from member 0, which sends it 4
+            Window y = ctx.window(x.buffer(), DType::F32, {1, 32});
+            Window z = ctx.window(x.buffer(), DType::F32, {1, 32}, 32 * 4);
+            const std::vector<int64_t> sends{4, 4, 4};
+            std::vector<int64_t> recvs{4, 4, 4};
+            if (r == 1) recvs[0] = 3;
+            try {
+              t.all_to_all_v(y, sends, z, recvs);
+            } catch (const Error& e) {
+              if (r == 1) {
+                MP_CHECK(std::string(e.what()).find("team rank 0 (job rank 0) sends 4 elements (16 bytes) to team rank 1 "
+                                                    "(job rank 1), which expects 3 elements (12 bytes) from it") != std::string::npos,
+                         e.what());
+              }
+              throw;
+            }
+            break;
+          }
         }
         t.barrier();
       } catch (const Error& e) {

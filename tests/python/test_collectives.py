@@ -129,6 +129,43 @@ def test_all_to_all(ctx, win):
         assert np.array_equal(data.numpy()[src], row(src, ctx.rank)), src
 
 
+def test_all_to_all_v(ctx, win):
+    """Counts per (sender, receiver) pair, zeros among them, packed and with explicit offsets (blocks in
+    reversed member order with a gap the call must leave alone); counts and offsets as lists and numpy."""
+    n = ctx.nranks
+    count = lambda src, dst: 0 if (src + 2 * dst) % 4 == 1 else 1 + (src * 5 + dst * 3) % 700
+    block = lambda src, dst: (np.arange(count(src, dst)) * 7 + src * 100 + dst).astype(np.int32)
+    cap = n * 710
+    send, recv = win([1, cap], rwin.int32), win([1, cap], rwin.int32)
+    sc = [count(ctx.rank, q) for q in range(n)]
+    rc = [count(p, ctx.rank) for p in range(n)]
+    for packed in (True, False):
+        if packed:
+            so, ro = np.cumsum([0] + sc[:-1]), np.cumsum([0] + rc[:-1])
+        else:  # reversed member order, 2 elements of gap after each block
+            so, ro = [0] * n, [0] * n
+            at_s = at_r = 0
+            for q in reversed(range(n)):
+                so[q], ro[q] = at_s, at_r
+                at_s += sc[q] + 2
+                at_r += rc[q] + 2
+        recv.numpy()[:] = -1
+        for q in range(n):
+            send.numpy()[0, so[q]:so[q] + sc[q]] = block(ctx.rank, q)
+        if packed:
+            ctx.all_to_all_v(send, np.array(sc), recv, rc)
+        else:
+            ctx.all_to_all_v(send, sc, recv, rc, send_offsets=so, recv_offsets=ro)
+        want = np.full(cap, -1, dtype=np.int32)
+        for p in range(n):
+            want[ro[p]:ro[p] + rc[p]] = block(p, ctx.rank)
+        assert np.array_equal(recv.numpy()[0], want), packed
+    with pytest.raises(rwin.InvalidArgumentError, match="send_counts has 1 entries"):
+        ctx.all_to_all_v(send, [1], recv, rc)
+    with pytest.raises(rwin.InvalidArgumentError, match="both send_offsets and recv_offsets"):
+        ctx.all_to_all_v(send, sc, recv, rc, send_offsets=[0] * n)
+
+
 def test_team_collectives_and_windows(ctx):
     """Two disjoint teams at once (even and odd job ranks, in reverse order so team rank != job rank), each
     with windows of its own; then every rank alone in a team of one."""

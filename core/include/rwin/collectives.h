@@ -3,7 +3,8 @@
 //
 // Shapes are the runtime's (pypto `pld`): allgather(stage [1, S] -> data [NR, S]),
 // reduce_scatter(data [NR, S]: afterwards row my_rank holds the reduced row), all_to_all(stage
-// [NR, S], data [NR, S]: afterwards data[src] holds stage[my_rank] of src), allreduce / broadcast in
+// [NR, S], data [NR, S]: afterwards data[src] holds stage[my_rank] of src), all_to_all_v (per-member
+// counts and offsets in elements), allreduce / broadcast in
 // place on a view. NR is the team's size, rows are indexed by team rank. Every member calls the same
 // collective in the same order with matching arguments; a mismatch (sizes, dtype, root, op, mode)
 // ends in Error(CollectiveMismatch) on every member, never in a hang, and every call has a
@@ -83,6 +84,19 @@ class Team {
                  AllreduceMode mode = AllreduceMode::Auto);
   // stage [NR, S], data [NR, S]: afterwards data row s holds member s's stage row rank().
   void all_to_all(const Window& stage, const Window& data);
+  // Variable all-to-all (the runtime's all_to_all_v, MPI_Alltoallv's shape): this member sends
+  // send_counts[q] elements of `send`, from element send_offsets[q] on, to member q, which stores them
+  // at element recv_offsets[rank()] of its `recv`; recv_counts[p] is what this member expects from
+  // member p and must equal p's send_counts[rank()] (else CollectiveMismatch on the members involved,
+  // naming both counts). Elements are counted in the views' row-major order, each vector holds one
+  // entry per member; without offsets the blocks are packed (each offset the sum of the counts before
+  // it). send and recv must not overlap, nor the recv blocks of different members; a count of 0 sends
+  // nothing. The first call sizes the team's scratch for whole chunks (RWIN_COLL_CHUNK_BYTES per slot):
+  // the members' flows differ, so no one member's size can stand for all.
+  void all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts, const std::vector<int64_t>& send_offsets,
+                    const Window& recv, const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets);
+  void all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts, const Window& recv,
+                    const std::vector<int64_t>& recv_counts);
 
   // Implementation handle (used by the Python binding and tests).
   explicit Team(std::shared_ptr<detail::TeamState> s) : s_(std::move(s)) {}
@@ -107,5 +121,8 @@ void allgather(Context& ctx, const Window& stage, const Window& data);
 void reduce_scatter(Context& ctx, const Window& data, ReduceOp op = ReduceOp::Sum);
 void allreduce(Context& ctx, const Window& x, ReduceOp op = ReduceOp::Sum, AllreduceMode mode = AllreduceMode::Auto);
 void all_to_all(Context& ctx, const Window& stage, const Window& data);
+void all_to_all_v(Context& ctx, const Window& send, const std::vector<int64_t>& send_counts,
+                  const std::vector<int64_t>& send_offsets, const Window& recv, const std::vector<int64_t>& recv_counts,
+                  const std::vector<int64_t>& recv_offsets);
 
 }  // namespace rwin

@@ -327,6 +327,13 @@ rwin_status_t rwin_reduce_scatter(rwin_context_t* ctx, const rwin_window_t* data
 rwin_status_t rwin_reduce_scatter_to(rwin_context_t* ctx, const rwin_window_t* data, const rwin_window_t* out,
                                      rwin_reduce_op_t op);
 rwin_status_t rwin_all_to_all(rwin_context_t* ctx, const rwin_window_t* stage, const rwin_window_t* data);
+/* Variable all-to-all (Team::all_to_all_v): this rank sends send_counts[q] elements of `send` (from
+ * element send_offsets[q]) to rank q, which stores them at element recv_offsets[my rank] of its `recv`;
+ * recv_counts[p] must equal rank p's send_counts[my rank] (else RWIN_ERR_COLLECTIVE_MISMATCH). Each array
+ * holds one entry per rank of the job; both offset arrays NULL: packed blocks. */
+rwin_status_t rwin_all_to_all_v(rwin_context_t* ctx, const rwin_window_t* send, const int64_t* send_counts,
+                                const int64_t* send_offsets, const rwin_window_t* recv, const int64_t* recv_counts,
+                                const int64_t* recv_offsets);
 /* The collectives' dissemination barrier (notify/wait); rwin_barrier is the context's. */
 rwin_status_t rwin_barrier_collective(rwin_context_t* ctx);
 

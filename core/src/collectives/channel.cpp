@@ -32,6 +32,7 @@ const char* coll_kind_name(CollKind k) noexcept {
     case CollKind::Allreduce: return "allreduce";
     case CollKind::AllToAll: return "all_to_all";
     case CollKind::Barrier: return "barrier";
+    case CollKind::AllToAllV: return "all_to_all_v";
   }
   return "?";
 }
@@ -118,8 +119,9 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
 }
 
 // Tells every other member (so that each one's wait ends now, not at its deadline), then throws.
+// `detail`, when given, says what differs instead of the two headers (all_to_all_v's counts).
 [[noreturn]] void report_mismatch(TeamState& t, int q, const MsgHeader& theirs, const MsgHeader& mine,
-                                  const char* what) {
+                                  const char* what, const std::string& detail = std::string()) {
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
     try {
@@ -130,6 +132,10 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
     }
   }
   const bool foreign = theirs.magic != mine.magic || theirs.team_id != mine.team_id;
+  if (!detail.empty()) {
+    throw Error(ErrorCode::CollectiveMismatch, t.c->who() + ": " + what + " on " + t.describe() + " (call #" +
+                                                   std::to_string(mine.call_seq) + "): " + detail);
+  }
   throw Error(ErrorCode::CollectiveMismatch,
               t.c->who() + ": " + what + " on " + t.describe() + ": team rank " + std::to_string(q) + " (job rank " +
                   std::to_string(t.ranks[static_cast<size_t>(q)]) + ") called " +
@@ -417,6 +423,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       MsgHeader h = x.header;
       h.chunk = static_cast<uint32_t>(j);
       h.payload = static_cast<uint32_t>(len);
+      h.total = f.bytes;
       const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
       const uint64_t dst = scratch_off(t, t.me, n);
       char* staged = t.outbox->base() + box;
@@ -460,6 +467,15 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         if (!checked[i]) {
           MsgHeader h;
           std::memcpy(&h, slot, kHeaderBytes);
+          if (same_call(h, x.header) && h.chunk == j && h.total != f.bytes) {
+            // The same call, but the two ends count this flow differently (all_to_all_v's counts).
+            const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
+            const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
+            report_mismatch(t, f.peer, h, x.header, what,
+                            "team rank " + std::to_string(f.peer) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(f.peer)]) +
+                                ") sends " + els(h.total) + " to team rank " + std::to_string(t.me) + " (job rank " +
+                                std::to_string(t.c->rank) + "), which expects " + els(f.bytes) + " from it");
+          }
           if (!same_call(h, x.header) || h.chunk != j || h.payload != len_of(f.bytes, j)) {
             report_mismatch(t, f.peer, h, x.header, what);
           }

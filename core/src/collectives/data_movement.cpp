@@ -1,5 +1,8 @@
-// barrier, broadcast, allgather, all_to_all: the collectives that move data without reducing it.
+// barrier, broadcast, allgather, all_to_all, all_to_all_v: the collectives that move data without
+// reducing it.
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "collectives/call.h"
 
@@ -156,6 +159,114 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
   });
 }
 
+
+namespace {
+
+// all_to_all_v's per-member vectors, checked before any message: one entry per member, counts and
+// offsets >= 0, every block inside its view (overflow-free), the recv blocks disjoint.
+void check_blocks(const Call& call, const char* view, const WindowState& w, const char* counts_name,
+                  const std::vector<int64_t>& counts, const char* offsets_name, const std::vector<int64_t>& offsets,
+                  bool disjoint) {
+  const auto nr = static_cast<size_t>(call.t.nr);
+  for (const auto& [name, v] : {std::pair{counts_name, &counts}, std::pair{offsets_name, &offsets}}) {
+    if (v->size() != nr) {
+      throw Error(ErrorCode::InvalidArgument, call.head() + ": " + name + " has " + std::to_string(v->size()) +
+                                                  " entries, expected one per member (" + std::to_string(nr) + ")");
+    }
+  }
+  const int64_t n = Call::elements(w);
+  for (size_t q = 0; q < nr; ++q) {
+    const int64_t c = counts[q], o = offsets[q];
+    if (c < 0 || o < 0 || o > n || c > n - o) {
+      throw Error(ErrorCode::InvalidArgument, call.head() + ": " + counts_name + "[" + std::to_string(q) + "] = " +
+                                                  std::to_string(c) + " at " + offsets_name + "[" + std::to_string(q) +
+                                                  "] = " + std::to_string(o) + " is outside " + view + " " + w.describe() +
+                                                  " (" + std::to_string(n) + " elements)");
+    }
+  }
+  if (!disjoint) return;
+  std::vector<size_t> order(nr);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+  size_t prev = nr;  // the last non-empty block in offset order
+  for (size_t q : order) {
+    if (counts[q] == 0) continue;
+    if (prev != nr && offsets[prev] + counts[prev] > offsets[q]) {
+      throw Error(ErrorCode::InvalidArgument, call.head() + ": " + view + " blocks of members " + std::to_string(prev) +
+                                                  " and " + std::to_string(q) + " overlap (" + offsets_name + " " +
+                                                  std::to_string(offsets[prev]) + " + " + std::to_string(counts[prev]) +
+                                                  " > " + std::to_string(offsets[q]) + ")");
+    }
+    prev = q;
+  }
+}
+
+std::vector<int64_t> packed(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size());
+  int64_t at = 0;
+  for (size_t q = 0; q < counts.size(); ++q) {
+    off[q] = at;
+    // A negative count is refused by check_blocks; a sum past int64 leaves the view anyway.
+    at = counts[q] > 0 && at > INT64_MAX - counts[q] ? INT64_MAX : at + std::max<int64_t>(counts[q], 0);
+  }
+  return off;
+}
+
+}  // namespace
+
+void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_counts,
+                        const std::vector<int64_t>& send_offsets, const Window& recv_w,
+                        const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) {
+  TeamState& t = team_of(s_, "all_to_all_v");
+  Call call{t, "all_to_all_v"};
+  WindowState& s = call.window(send_w, "send");
+  WindowState& d = call.window(recv_w, "recv");
+  call.same_dtype(s, "send", d, "recv");
+  check_blocks(call, "send", s, "send_counts", send_counts, "send_offsets", send_offsets, false);
+  check_blocks(call, "recv", d, "recv_counts", recv_counts, "recv_offsets", recv_offsets, true);
+  if (Call::overlap(s, 0, s.bytes, d, 0, d.bytes)) {
+    throw Error(ErrorCode::InvalidArgument, call.head() + ": send " + s.describe() + " and recv " + d.describe() +
+                                                " overlap (all_to_all_v is not in place)");
+  }
+  const auto me = static_cast<size_t>(t.me);
+  if (send_counts[me] != recv_counts[me]) {
+    throw Error(ErrorCode::InvalidArgument, call.head() + ": this member sends itself send_counts[" + std::to_string(me) +
+                                                "] = " + std::to_string(send_counts[me]) + " elements but expects recv_counts[" +
+                                                std::to_string(me) + "] = " + std::to_string(recv_counts[me]));
+  }
+  const auto esz = static_cast<uint64_t>(dtype_size(s.dtype));
+  const auto bytes = [esz](int64_t elements) { return static_cast<uint64_t>(elements) * esz; };
+  call.run(CollKind::AllToAllV, [&](MsgHeader& h) {
+    h.dtype = static_cast<uint8_t>(s.dtype);
+    h.count = 0;  // per flow: each message carries its flow's bytes (MsgHeader::total), checked by the receiver
+    if (send_counts[me]) std::memcpy(d.base() + bytes(recv_offsets[me]), s.base() + bytes(send_offsets[me]), bytes(send_counts[me]));
+    if (t.nr == 1) return;
+    ensure_workspace(t, t.cfg.chunk_bytes, &h);
+    auto sb = byte_view(s);
+    Exchange ex;
+    ex.header = h;
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      const auto q = static_cast<size_t>(p);
+      ex.out.push_back(OutFlow{p, sb, bytes(send_offsets[q]), bytes(send_counts[q])});
+      ex.in.push_back(InFlow{p, bytes(recv_counts[q])});
+    }
+    const uint64_t cp = chunk_payload(t);
+    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (lens[i]) std::memcpy(d.base() + bytes(recv_offsets[static_cast<size_t>(ex.in[i].peer)]) + j * cp, parts[i], lens[i]);
+      }
+    };
+    ex.final_acks = false;
+    run_exchange(t, ex, "all_to_all_v");
+  });
+}
+
+void Team::all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts, const Window& recv,
+                        const std::vector<int64_t>& recv_counts) {
+  all_to_all_v(send, send_counts, packed(send_counts), recv, recv_counts, packed(recv_counts));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Over the whole job
 
@@ -165,5 +276,10 @@ void allgather(Context& ctx, const Window& stage, const Window& data) { world(ct
 void reduce_scatter(Context& ctx, const Window& data, ReduceOp op) { world(ctx).reduce_scatter(data, op); }
 void allreduce(Context& ctx, const Window& x, ReduceOp op, AllreduceMode mode) { world(ctx).allreduce(x, op, mode); }
 void all_to_all(Context& ctx, const Window& stage, const Window& data) { world(ctx).all_to_all(stage, data); }
+void all_to_all_v(Context& ctx, const Window& send, const std::vector<int64_t>& send_counts,
+                  const std::vector<int64_t>& send_offsets, const Window& recv, const std::vector<int64_t>& recv_counts,
+                  const std::vector<int64_t>& recv_offsets) {
+  world(ctx).all_to_all_v(send, send_counts, send_offsets, recv, recv_counts, recv_offsets);
+}
 
 }  // namespace rwin

@@ -24,7 +24,7 @@ struct ContextAccess {
 
 // What every message of a collective call carries in front of its payload (64 bytes), so that a
 // receiver can tell a peer that runs a different call from one that runs the same.
-enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll, Barrier };
+enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll, Barrier, AllToAllV };
 const char* coll_kind_name(CollKind k) noexcept;
 
 struct MsgHeader {
@@ -41,7 +41,8 @@ struct MsgHeader {
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
-  uint8_t pad[15] = {};
+  uint8_t pad[7] = {};
+  uint64_t total = 0;           // payload bytes of the whole flow this message belongs to (all its chunks)
 };
 static_assert(sizeof(MsgHeader) == 64);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
