@@ -218,6 +218,7 @@ struct ContextImpl {
   // outstanding to any peer (quiet, barrier, or a drain that leaves nothing in flight).
   std::vector<const transport::MemoryRegion*> nbi_pins;
   std::vector<PeerState> peers;
+  std::vector<int> quiet_peers;  // quiet()'s peers with a flush in flight (kept: no allocation per call)
   // Context::stats(): per peer, and the context's own (waits, tests, quiet/barrier). Mutable: the
   // CPU-copy paths count through a const ContextImpl.
   mutable std::vector<PeerStats> peer_stats;
@@ -306,7 +307,14 @@ struct ContextImpl {
   void detach_fetches(int peer) noexcept;
   std::string fetch_summary(int peer) const;  // " (among them fetch_add_nbi peer 1 of ...)" or ""
   void post_flush(int peer, Deadline& deadline);
-  void drain(int peer, Deadline& deadline, const char* what);
+  // Returns when everything issued to `peer` so far is complete at the target: drain_start posts its
+  // flush (false: nothing to wait for), drain_finish waits for it. quiet starts every peer's before
+  // it finishes any, so a quiet costs one round trip, not one per peer in turn.
+  bool drain_start(int peer, Deadline& deadline);
+  void drain_finish(int peer, Deadline& deadline, const char* what);
+  void drain(int peer, Deadline& deadline, const char* what) {
+    if (drain_start(peer, deadline)) drain_finish(peer, deadline, what);
+  }
   void quiet(std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
   // Shutdown of a rank that ends normally: flushes what it sent to every live peer (one that fails

@@ -129,8 +129,7 @@ void ContextImpl::post_flush(int peer, Deadline& deadline) {
   ps.unflushed = false;
 }
 
-// Returns when everything issued to `peer` so far is complete at the target.
-void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
+bool ContextImpl::drain_start(int peer, Deadline& deadline) {
   PeerState& ps = peers[static_cast<size_t>(peer)];
   if (ps.direct && caps.cpu_atomics && ps.outstanding == 0 && ps.failed.empty()) {
     // Every op to a mapped peer already happened (CPU stores and atomics); the fence orders them
@@ -141,9 +140,14 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     ps.dirty = false;
     ps.unflushed = false;
-    return;
+    return false;
   }
   if (ps.failed.empty()) post_flush(peer, deadline);
+  return true;
+}
+
+void ContextImpl::drain_finish(int peer, Deadline& deadline, const char* what) {
+  PeerState& ps = peers[static_cast<size_t>(peer)];
   WaitFor wf{"flush", peer};
   wait_until(
       *this, wf, deadline,
@@ -172,10 +176,14 @@ void ContextImpl::drain(int peer, Deadline& deadline, const char* what) {
 void ContextImpl::quiet(std::chrono::milliseconds timeout) {
   Deadline deadline(timeout);
   try {
+    // Every peer's flush in flight before waiting for any (one round trip, not one per peer).
+    std::vector<int>& started = quiet_peers;
+    started.clear();
     for (int p = 0; p < nranks; ++p) {
       const PeerState& ps = peers[static_cast<size_t>(p)];
-      if (ps.unflushed || ps.outstanding > 0) drain(p, deadline, "quiet");
+      if ((ps.unflushed || ps.outstanding > 0) && drain_start(p, deadline)) started.push_back(p);
     }
+    for (const int p : started) drain_finish(p, deadline, "quiet");
   } catch (...) {
     detach_fetches(-1);  // quiet failed: no fetch location is written after it returned
     throw;
@@ -203,13 +211,22 @@ void ContextImpl::leave_barrier(std::chrono::milliseconds timeout) {
   Deadline deadline(timeout);
   detach_fetches(-1);  // the Context is going: its caller's fetch locations may be too
   watch_now();
+  std::vector<int>& started = quiet_peers;  // every flush in flight first, as quiet() does
+  started.clear();
   for (int p = 0; p < nranks; ++p) {
     const PeerState& ps = peers[static_cast<size_t>(p)];
     if (!ps.failed.empty() || !(ps.unflushed || ps.outstanding > 0)) continue;
     try {
-      drain(p, deadline, "shutdown");
+      if (drain_start(p, deadline)) started.push_back(p);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::PeerFailed) throw;  // a failed peer is not waited for
+    }
+  }
+  for (const int p : started) {
+    try {
+      drain_finish(p, deadline, "shutdown");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::PeerFailed) throw;
     }
   }
   try {
