@@ -247,6 +247,10 @@ class Transport {
   // wait that sees it move is serving traffic and keeps spinning instead of backing off into sleep
   // (core/src/backoff.h). 0 forever: the transport does not count (its arrivals need no wait here).
   virtual uint64_t arrivals() const noexcept { return 0; }
+  // The core counted at start-up that this host runs more of the job's ranks than it has CPUs for
+  // them (core/src/context.cpp, choose_spin): a transport whose waiting differs then may adapt.
+  // Called once, from the owner's thread, after connect().
+  virtual void set_oversubscribed(bool yes) noexcept { (void)yes; }
   virtual int wait_fd() const noexcept { return -1; }
   virtual bool arm() noexcept { return false; }
   // The owner's thread leaves the transport (an agent call returned, or its progress thread sleeps

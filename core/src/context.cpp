@@ -127,6 +127,7 @@ std::vector<bool> choose_spin(ContextImpl& c) {
   c.ranks_here = here;
   c.cpus_here = cpus;
   const bool oversubscribed = cpus > 0 && here > cpus;
+  c.tp->set_oversubscribed(oversubscribed);
   g_spin_us.store(c.opt.spin_us >= 0 ? static_cast<uint32_t>(c.opt.spin_us) : oversubscribed ? 0u : 200u,
                   std::memory_order_relaxed);
   return same_host;
