@@ -225,6 +225,10 @@ struct ContextImpl {
   Stats own_stats;  // its `peers` and `total` stay empty: stats() fills them (wait_ns from wait_ticks)
   uint64_t wait_ticks = 0;  // blocked waits' time in ticks (ticks.h), turned into ns by `clock`
   TickAnchor clock;
+  // What stats() last reported: each call converts only the ticks added since, so wait_ns never
+  // moves without a blocked wait (the anchor's ratio is re-measured at every conversion, and the same
+  // ticks converted twice could differ by a few ns: a soft-RoCE guest's pytest saw it).
+  mutable uint64_t wait_ticks_reported = 0, wait_ns_reported = 0;
   // RWIN_TRACE (trace.h): null when off, so every hook costs one test of this pointer.
   std::unique_ptr<Tracer> trace;
   uint64_t born_ns = 0;  // when the Context's constructor started (the start-up span)

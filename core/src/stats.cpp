@@ -53,7 +53,11 @@ std::string peer_json(const PeerStats& p) {
 Stats Context::stats() const {
   const detail::ContextImpl& c = *impl_;
   Stats s = c.own_stats;
-  s.wait_ns = c.clock.to_ns(c.wait_ticks);
+  if (c.wait_ticks != c.wait_ticks_reported) {
+    c.wait_ns_reported += std::max<uint64_t>(1, c.clock.to_ns(c.wait_ticks - c.wait_ticks_reported));
+    c.wait_ticks_reported = c.wait_ticks;
+  }
+  s.wait_ns = c.wait_ns_reported;
   s.peers = c.peer_stats;
   for (const PeerStats& p : s.peers) add(s.total, p);
   for (size_t p = 0; p < c.peers.size(); ++p) {
