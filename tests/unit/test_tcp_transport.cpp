@@ -588,6 +588,36 @@ TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRa
   if (t0) t0->quiesce(false);
 }
 
+// More ranks than CPUs on the host (Transport::set_oversubscribed, from the core's start-up count):
+// the receiver thread serves arrivals even while the owner polls, where otherwise the owner would
+// serve them from its polls. (Both paths carry data in every tcp test: 2 ranks, and 5-8 on 2 cores.)
+TEST(TcpTransport, OnAnOversubscribedHostTheReceiverThreadServesWhileTheOwnerPolls) {
+  Pair p;
+  auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  t1.set_oversubscribed(true);
+  const uint64_t served_before = t1.receiver_served();
+  std::atomic<bool> polling{false}, stop{false};
+  std::thread owner([&] {  // rank 1's owner is present the whole time
+    std::vector<tp::Completion> done;
+    while (!stop.load()) {
+      p.r[1].t->poll(done);
+      done.clear();
+      polling.store(true);
+    }
+  });
+  while (!polling.load()) std::this_thread::yield();
+  std::vector<char> src(64);
+  for (int i = 0; i < 20; ++i) {
+    std::memset(src.data(), i + 1, src.size());
+    ASSERT_TRUE(p.run(work(tp::Op::Write, src.data(), p.at1(static_cast<size_t>(i) * 64), src.size())).ok);
+  }
+  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+  stop.store(true);
+  owner.join();
+  EXPECT_GT(t1.receiver_served(), served_before) << "the owner served its arrivals itself";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(p.mem(1)[i * 64 + 63], static_cast<char>(i + 1)) << "write " << i;
+}
+
 TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {
   Pair p;
   uint64_t old = 0;

@@ -247,6 +247,8 @@ class TcpTransport final : public Transport {
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
+  // Rounds in which the receiver thread served something (tests: who serves while the owner polls).
+  uint64_t receiver_served() const noexcept { return served_.load(std::memory_order_relaxed); }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`.
