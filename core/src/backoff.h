@@ -29,7 +29,10 @@ class Backoff {
   // `sleep(max)` returns true when it slept (Transport::idle_wait), false to sleep here.
   template <class Sleep>
   void idle(Sleep&& sleep) noexcept {
-    if (++polls_ < 64) return;  // the first polls are pure spinning: no clock reads at all
+    // The first polls are pure spinning, no clock reads at all; unless spinning is off (ranks outnumber
+    // CPUs): then a poll that costs system calls (a transport serving its sockets) would hold the core
+    // ~100 us before its first yield.
+    if (++polls_ < 64 && g_spin_us.load(std::memory_order_relaxed) != 0) return;
     step(std::chrono::steady_clock::now(), sleep);
   }
   // Something arrived for this rank while it waited (Transport::arrivals moved): traffic is flowing,

@@ -7,6 +7,13 @@
 // (ordered after the puts, rwin.h), r waits for data[s] >= n + 1, reads the slot and adds 1 to s's
 // ack[r]. s writes slot n mod K again only for message n + K, after ack[r] >= n + 1: a slot is never
 // overwritten before its reader is done with it. Counters only grow: nothing is reset between calls.
+//
+// Acks are lazy: r acknowledges at once a chunk that more of its flow follows (the sender's pipeline)
+// and a message whose header says its sender waits for it (kAckNow), and otherwise adds up to K
+// consumed messages into one ack. That never stalls a sender on a message r has consumed: with every
+// sent message consumed, at most K - 1 are unacknowledged, and message n needs only ack >= n + 1 - K.
+// A small collective's one message per peer then costs no ack in 3 calls of 4 (an 8-byte allreduce
+// on 4 ranks sent 6 notifies per member, now 3.75).
 #include <sched.h>
 #include <time.h>
 
@@ -14,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backoff.h"
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
 #include "collectives/team_state.h"
@@ -167,7 +175,7 @@ uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
 class CollBackoff {
  public:
   void idle() noexcept {
-    if (++polls_ < 64) return;
+    if (++polls_ < 64 && g_spin_us.load(std::memory_order_relaxed) != 0) return;
     if (polls_ < 20000) {
       sched_yield();
       return;
@@ -360,7 +368,14 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   w.mine = h;
   for (int k = 0; (1 << k) < t.nr; ++k) {
     const int to = (t.me + (1 << k)) % t.nr;
-    t.ctx->notify(sig_at(t, kBarrierWord + k), t.ranks[static_cast<size_t>(to)], 1);
+    const int job_to = t.ranks[static_cast<size_t>(to)];
+    PeerState& ps = c.peers[static_cast<size_t>(job_to)];
+    const bool unflushed = ps.unflushed;
+    t.ctx->notify(sig_at(t, kBarrierWord + k), job_to, 1);
+    // The barrier's own word needs no flush: no member reads it as data, and the next barrier's
+    // quiet would otherwise pay a round trip for it (over tcp at 4 ranks, 1 in 2 barriers blocked
+    // ~90 us on that flush). What the caller posted before is flushed above.
+    ps.unflushed = unflushed;
     while (t.load(kBarrierWord + k) < seq) {
       w.idle([&] {
         const int from = (t.me - (1 << k) + t.nr * 2) % t.nr;
@@ -401,10 +416,15 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     f.done = 0;
     maxj = std::max(maxj, f.chunks);
   }
-  bool user_sources = false;
+  // The senders wait for this call's acknowledgements (below): every message asks for its ack at once.
+  bool wait_acks = x.final_acks && !x.out.empty();
+  if (!x.copy_sources && !x.sources_covered) {
+    for (const auto& f : x.out) wait_acks = wait_acks || std::min(cp, f.bytes) > t.cfg.inline_max;
+  }
   std::vector<const char*> parts(x.in.size());
   std::vector<uint64_t> lens(x.in.size());
   std::vector<uint8_t> checked(x.in.size(), 0);
+  std::vector<uint8_t> ack_now(x.in.size(), 0);
   Waiter w(t, what);
   w.mine = &x.header;
   w.expect_end = t.recvd;
@@ -424,6 +444,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       h.chunk = static_cast<uint32_t>(j);
       h.payload = static_cast<uint32_t>(len);
       h.total = f.bytes;
+      h.flags = wait_acks ? kAckNow : 0;
       const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
       const uint64_t dst = scratch_off(t, t.me, n);
       char* staged = t.outbox->base() + box;
@@ -434,7 +455,6 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       } else {
         t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes), gp, bytes_of(t.outbox, box, kHeaderBytes));
         t.ctx->put_nbi(bytes_of(t.scratch, dst + kHeaderBytes, len), gp, bytes_of(f.src, f.offset + j * cp, len));
-        user_sources = true;
       }
       t.ctx->notify(sig_at(t, data_word(t, t.me)), gp, 1);
       t.sent[p] = n + 1;
@@ -480,6 +500,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
             report_mismatch(t, f.peer, h, x.header, what);
           }
           checked[i] = 1;
+          ack_now[i] = h.flags & kAckNow;
         }
         parts[i] = slot + kHeaderBytes;
         lens[i] = len_of(f.bytes, j);
@@ -492,10 +513,14 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         for (size_t i = 0; i < x.in.size(); ++i) {
           InFlow& f = x.in[i];
           if (j >= f.chunks) continue;
-          t.recvd[static_cast<size_t>(f.peer)]++;
+          const size_t q = static_cast<size_t>(f.peer);
+          t.recvd[q]++;
           f.done++;
           checked[i] = 0;
-          t.ctx->notify(sig_at(t, ack_word(t, t.me)), t.ranks[static_cast<size_t>(f.peer)], 1);
+          if (++t.unacked[q] >= k || ack_now[i] || j + 1 < f.chunks) {
+            t.ctx->notify(sig_at(t, ack_word(t, t.me)), t.ranks[q], static_cast<int64_t>(t.unacked[q]));
+            t.unacked[q] = 0;
+          }
         }
         ++j;
         w.backoff.reset();
@@ -525,7 +550,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     }
   }
   (void)c;
-  if (!x.final_acks && (!user_sources || x.sources_covered)) return;
+  if (!wait_acks) return;
   for (auto& f : x.out) {
     const size_t p = static_cast<size_t>(f.peer);
     while (t.load(ack_word(t, f.peer)) < static_cast<int64_t>(t.sent[p])) {

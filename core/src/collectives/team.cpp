@@ -95,6 +95,7 @@ std::shared_ptr<TeamState> new_team(Context& ctx, uint64_t id, const std::vector
   t->cfg = CollConfig::from_env();
   t->sent.assign(static_cast<size_t>(t->nr), 0);
   t->recvd.assign(static_cast<size_t>(t->nr), 0);
+  t->unacked.assign(static_cast<size_t>(t->nr), 0);
   std::erase_if(c.teams, [](const std::weak_ptr<TeamState>& w) { return w.expired(); });
   c.teams.push_back(t);
   return t;

@@ -41,11 +41,13 @@ struct MsgHeader {
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
-  uint8_t pad[7] = {};
+  uint8_t flags = 0;            // kAckNow: the sender waits for this message's acknowledgement in this call
+  uint8_t pad[6] = {};
   uint64_t total = 0;           // payload bytes of the whole flow this message belongs to (all its chunks)
 };
 static_assert(sizeof(MsgHeader) == 64);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
+constexpr uint8_t kAckNow = 1;  // MsgHeader::flags
 std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 op sum mode ring root -1"
 
 // Tunables, read once per team from the environment (docs/CONFIG.md).
@@ -90,6 +92,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   uint64_t slot_bytes = 0;     // header + payload capacity of one slot (0: no scratch yet)
   std::vector<uint64_t> sent;  // messages sent to each team rank (team lifetime)
   std::vector<uint64_t> recvd; // messages consumed from each team rank
+  std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
