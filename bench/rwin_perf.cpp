@@ -255,7 +255,7 @@ Args parse(int argc, char** argv) {
       ->check(rwin::cli::ParsedBy(rwin::parse_reduce_op))->type_name("OP")->group(kColl);
   app.add_option_function<std::string>(
          "--mode", [&a](const std::string& v) { a.mode = rwin::parse_allreduce_mode(a.mode_name = v); },
-         "allreduce algorithm: auto | mesh | ring (default auto)")
+         "allreduce algorithm: auto | mesh | ring | bruck (default auto)")
       ->check(rwin::cli::ParsedBy(rwin::parse_allreduce_mode))->type_name("M")->group(kColl);
   app.add_option("--min-iters", a.min_iters, "iterations per size at least N (default 20), else max-bytes / size")
       ->transform(Count(1, INT64_MAX))->type_name("N")->group(kColl);

@@ -37,7 +37,7 @@ AllreduceMode to_mode(py::handle h) {
   if (h.is_none()) return AllreduceMode::Auto;
   if (py::isinstance<AllreduceMode>(h)) return h.cast<AllreduceMode>();
   if (py::isinstance<py::str>(h)) return rwin::parse_allreduce_mode(h.cast<std::string>());
-  fail(ErrorCode::InvalidArgument, "allreduce: mode must be \"auto\", \"mesh\" or \"ring\" (or rwin.AllreduceMode), got " +
+  fail(ErrorCode::InvalidArgument, "allreduce: mode must be \"auto\", \"mesh\", \"ring\" or \"bruck\" (or rwin.AllreduceMode), got " +
                                        py::repr(h).cast<std::string>());
 }
 
@@ -165,10 +165,11 @@ void bind_collectives(py::module_& m, py::class_<RwContext>& context) {
       .value("Max", ReduceOp::Max)
       .value("Min", ReduceOp::Min)
       .value("Prod", ReduceOp::Prod);
-  py::enum_<AllreduceMode>(m, "AllreduceMode", "allreduce algorithm (or pass \"auto\", \"mesh\", \"ring\").")
+  py::enum_<AllreduceMode>(m, "AllreduceMode", "allreduce algorithm (or pass \"auto\", \"mesh\", \"ring\", \"bruck\").")
       .value("Auto", AllreduceMode::Auto)
       .value("Mesh", AllreduceMode::Mesh)
-      .value("Ring", AllreduceMode::Ring);
+      .value("Ring", AllreduceMode::Ring)
+      .value("Bruck", AllreduceMode::Bruck);
 
   py::class_<RwTeam> team(m, "Team", "A subset of the job's ranks with its own windows (the runtime's comm domain).");
   team.def_property_readonly("rank", [](const RwTeam& t) { return t.t.rank(); }, "this rank's index in the team")

@@ -157,7 +157,7 @@ void check_allreduce(Context& ctx, Team& team, Pool& pool, DType t, ReduceOp op,
                         << first_diff(dst.data(), want.data(), n, t));
 }
 
-// Sizes 1, odd, above the chunk size; Mesh, Ring and Auto; in place and not; 3 and 4 members.
+// Sizes 1, odd, above the chunk size; Mesh, Ring, Bruck and Auto; in place and not; 3 and 4 members.
 TEST_P(Collectives, AllreduceModesSizesInPlace) {
   for (int nr : {3, 4}) {
     run(nr, [](Context& ctx) {
@@ -165,7 +165,7 @@ TEST_P(Collectives, AllreduceModesSizesInPlace) {
       Team w = world(ctx);
       Pool pool(ctx, w, "ar", 5000 * 4);
       int k = 0;
-      for (AllreduceMode mode : {AllreduceMode::Mesh, AllreduceMode::Ring, AllreduceMode::Auto}) {
+      for (AllreduceMode mode : {AllreduceMode::Mesh, AllreduceMode::Ring, AllreduceMode::Bruck, AllreduceMode::Auto}) {
         for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{1001}, int64_t{5000}}) {
           for (bool in_place : {false, true}) check_allreduce(ctx, w, pool, DType::F32, ReduceOp::Sum, mode, n, in_place, k++);
         }
@@ -174,7 +174,7 @@ TEST_P(Collectives, AllreduceModesSizesInPlace) {
   }
 }
 
-// Every dtype and op, Mesh and Ring, a size inside one chunk and one across several; 3 members.
+// Every dtype and op, Mesh, Ring and Bruck, a size inside one chunk and one across several; 3 members.
 TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
   run(3, [](Context& ctx) {
     ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
@@ -183,7 +183,7 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
     int k = 0;
     for (DType t : all_dtypes) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod}) {
-        for (AllreduceMode mode : {AllreduceMode::Mesh, AllreduceMode::Ring}) {
+        for (AllreduceMode mode : {AllreduceMode::Mesh, AllreduceMode::Ring, AllreduceMode::Bruck}) {
           check_allreduce(ctx, w, pool, t, op, mode, 37, k % 2 == 0, k);
           check_allreduce(ctx, w, pool, t, op, mode, 3000, k % 2 == 1, k);
           ++k;
@@ -313,6 +313,23 @@ TEST_P(Collectives, SixAndEightMembers) {
       for (int64_t s : {int64_t{3}, int64_t{2000}}) {
         check_allreduce(ctx, w, pool, DType::F32, ReduceOp::Sum, AllreduceMode::Mesh, s, false, it++);
         check_allreduce(ctx, w, pool, DType::BF16, ReduceOp::Sum, AllreduceMode::Ring, s, true, it++);
+        check_allreduce(ctx, w, pool, DType::I64, ReduceOp::Prod, AllreduceMode::Bruck, s, s == 3, it++);
+        {
+          // Inputs whose f32 sums round: Mesh, Bruck and Ring must still give the same bits (each
+          // reduces in team-rank order), which a Bruck that reduced its gathered rows rotated would not.
+          Window src = ctx.window(pool.a, DType::F32, {1, s});
+          Window dst = ctx.window(pool.b, DType::F32, {1, s});
+          auto* in = static_cast<float*>(src.data());
+          for (int64_t i = 0; i < s; ++i) in[i] = 1.0f / static_cast<float>(3 + ((me * 7919 + i * 104729) % 1000));
+          std::vector<char> mesh(static_cast<size_t>(s) * 4);
+          w.allreduce(src, dst, ReduceOp::Sum, AllreduceMode::Mesh);
+          std::memcpy(mesh.data(), dst.data(), mesh.size());
+          for (AllreduceMode m : {AllreduceMode::Bruck, AllreduceMode::Ring}) {
+            std::memset(dst.data(), 0, mesh.size());
+            w.allreduce(src, dst, ReduceOp::Sum, m);
+            MP_CHECK(same_bytes(dst.data(), mesh.data(), mesh.size()), "mode " << static_cast<int>(m) << " s " << s << " differs from mesh");
+          }
+        }
         Window x = ctx.window(pool.a, DType::I32, {1, s});
         fill(DType::I32, x.data(), s, me, ++it);
         w.broadcast(x, n - 1);
@@ -526,7 +543,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
   o.op_timeout = std::chrono::milliseconds(3000);
   run(3, [](Context& ctx) {
     const int r = ctx.rank();
-    for (int kase = 0; kase < 5; ++kase) {
+    for (int kase = 0; kase < 6; ++kase) {
       Team t = make_team(ctx, {0, 1, 2});
       Window x = ctx.window(t.alloc_window_buffer("mm" + std::to_string(kase), 4096), DType::F32, {1, 64});
       t.allreduce(x);  // the workspace exists at the same size everywhere before the mismatch
@@ -558,6 +575,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
             }
             break;
           }
+          case 5: t.allreduce(x, ReduceOp::Sum, r == 0 ? AllreduceMode::Bruck : AllreduceMode::Mesh); break;  // algorithm
         }
         t.barrier();
       } catch (const Error& e) {

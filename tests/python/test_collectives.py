@@ -45,7 +45,7 @@ def reference(dtype, op, n, nranks, salt=0, members=None):
     return acc.astype(np.float64)
 
 
-@pytest.mark.parametrize("mode", ["mesh", "ring"])
+@pytest.mark.parametrize("mode", ["mesh", "ring", "bruck"])
 @pytest.mark.parametrize("op", list(NP_OPS))
 @pytest.mark.parametrize("dtype", [rwin.float32, rwin.float16, rwin.bfloat16, rwin.int32, rwin.int8, rwin.uint16,
                                    rwin.float64, rwin.int64])

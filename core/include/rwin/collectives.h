@@ -40,10 +40,13 @@ ReduceOp parse_reduce_op(const std::string& name);  // throws Error(InvalidArgum
 // all inputs locally in team-rank order: one round of messages, (NR-1) x the data per member: for
 // small payloads) or Ring (reduce-scatter then all-gather of NR blocks, in pipelined chunks:
 // 2 (NR-1)/NR x the data per member, like a ring, but each phase pairwise in one step: for large
-// ones). Both reduce every element in team-rank order, so they give the same bits. Auto picks by
-// size (RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring forces one for Auto calls.
-enum class AllreduceMode : uint8_t { Auto, Mesh, Ring };
-AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring"
+// ones) or Bruck (every member gathers all inputs in ceil(log2 NR) rounds of one message each and
+// reduces them as Mesh does: for the smallest payloads on 3+ members not all in shared memory). All reduce every element in
+// team-rank order, so they give the same bits. Auto picks by size and team size
+// (RWIN_ALLREDUCE_BRUCK_MAX, RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring|bruck
+// forces one for Auto calls.
+enum class AllreduceMode : uint8_t { Auto, Mesh, Ring, Bruck };
+AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring" | "bruck"
 
 // A subset of the job's ranks. Member functions are collective over the team's members only.
 // Handles are cheap to copy (shared state); the state goes with the Context.

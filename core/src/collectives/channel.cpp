@@ -52,8 +52,12 @@ std::string describe_header(const MsgHeader& h) {
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce) || h.kind == static_cast<uint8_t>(CollKind::ReduceScatter)) {
     s += std::string(" op ") + reduce_op_name(static_cast<ReduceOp>(h.op));
   }
-  if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) s += h.mode == 2 ? " mode ring" : " mode mesh";
+  if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
+    s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : " mode mesh";
+  }
+  if (h.kind == static_cast<uint8_t>(CollKind::Allgather) && h.mode == 3) s += " (bruck)";
   if (h.phase == 1) s += " [scratch growth handshake]";
+  if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
   return s;
 }
@@ -78,11 +82,13 @@ CollConfig CollConfig::from_env() {
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
   c.slots = static_cast<int>(env_size("RWIN_COLL_SLOTS", static_cast<uint64_t>(c.slots), 1, 64));
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
+  c.bruck_max = env_size("RWIN_ALLREDUCE_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
+  c.allgather_bruck_max = env_size("RWIN_ALLGATHER_BRUCK_MAX", c.allgather_bruck_max, 0, uint64_t{1} << 62);
   if (const char* v = knobs::env("RWIN_ALLREDUCE")) {
     try {
       c.force = parse_allreduce_mode(v);
     } catch (const Error&) {
-      throw Error(ErrorCode::InvalidArgument, std::string("RWIN_ALLREDUCE='") + v + "': expected auto, mesh or ring");
+      throw Error(ErrorCode::InvalidArgument, std::string("RWIN_ALLREDUCE='") + v + "': expected auto, mesh, ring or bruck");
     }
   }
   c.inline_max = std::min(c.inline_max, c.chunk_bytes);
@@ -419,7 +425,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   // The senders wait for this call's acknowledgements (below): every message asks for its ack at once.
   bool wait_acks = x.final_acks && !x.out.empty();
   if (!x.copy_sources && !x.sources_covered) {
-    for (const auto& f : x.out) wait_acks = wait_acks || std::min(cp, f.bytes) > t.cfg.inline_max;
+    for (const auto& f : x.out) wait_acks = wait_acks || (!f.raw && std::min(cp, f.bytes) > t.cfg.inline_max);
   }
   std::vector<const char*> parts(x.in.size());
   std::vector<uint64_t> lens(x.in.size());
@@ -449,8 +455,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       const uint64_t dst = scratch_off(t, t.me, n);
       char* staged = t.outbox->base() + box;
       std::memcpy(staged, &h, kHeaderBytes);
-      if (len <= t.cfg.inline_max || x.copy_sources) {
-        if (len) std::memcpy(staged + kHeaderBytes, f.src->base() + f.offset + j * cp, len);
+      if (len <= t.cfg.inline_max || x.copy_sources || f.raw) {
+        if (len) std::memcpy(staged + kHeaderBytes, (f.raw ? f.raw : f.src->base()) + f.offset + j * cp, len);
         t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes + len), gp, bytes_of(t.outbox, box, kHeaderBytes + len));
       } else {
         t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes), gp, bytes_of(t.outbox, box, kHeaderBytes));
@@ -559,6 +565,41 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
                ", want " + std::to_string(t.sent[p]) + ")";
       });
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bruck's allgather (small messages: one message per round instead of NR - 1 at once; what a
+// member waits for per message, a scheduler hand-off when ranks outnumber cores, dominates there)
+
+uint64_t bruck_largest_message(int nr, uint64_t row) {
+  uint64_t most = 0;
+  for (int d = 1; d < nr; d *= 2) most = std::max<uint64_t>(most, static_cast<uint64_t>(std::min(d, nr - d)));
+  return most * row;
+}
+
+void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, const char* what) {
+  const auto nr = static_cast<uint64_t>(t.nr);
+  t.gather.resize(static_cast<size_t>(nr * row));
+  char* g = t.gather.data();
+  if (row) std::memcpy(g, mine, row);
+  const uint64_t cp = chunk_payload(t);
+  int round = 0;
+  for (int d = 1; d < t.nr; d *= 2, ++round) {
+    const uint64_t rows = static_cast<uint64_t>(std::min(d, t.nr - d));
+    Exchange ex;
+    ex.header = h;
+    ex.header.phase = static_cast<uint8_t>(16 + round);
+    OutFlow out{(t.me - d + t.nr) % t.nr, nullptr, 0, rows * row};
+    out.raw = g;
+    ex.out.push_back(out);
+    ex.in.push_back(InFlow{(t.me + d) % t.nr, rows * row});
+    char* into = g + static_cast<uint64_t>(d) * row;
+    ex.consume = [into, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      if (lens[0]) std::memcpy(into + j * cp, parts[0], lens[0]);
+    };
+    ex.final_acks = false;  // the payload was staged: nothing of the caller's is read after the call
+    run_exchange(t, ex, what);
   }
 }
 

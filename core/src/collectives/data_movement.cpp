@@ -72,7 +72,9 @@ void Team::broadcast(const Window& xw, int root) {
 }
 
 // Every member puts its stage into every other member's scratch (the same bytes on the wire per
-// member as a ring, NR - 1 peers at once, one step), each copies the rows into `data`.
+// member as a ring, NR - 1 peers at once, one step), each copies the rows into `data`. Rows of at
+// most RWIN_ALLGATHER_BRUCK_MAX bytes on 3+ members not all mapped here (TeamState::mapped) go by Bruck
+// (ceil(log2 NR) rounds of one message).
 void Team::allgather(const Window& stage_w, const Window& data_w) {
   TeamState& t = team_of(s_, "allgather");
   Call call{t, "allgather"};
@@ -97,6 +99,16 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
     h.count = s;
     if (row) std::memmove(d.base() + static_cast<uint64_t>(t.me) * row, st.base(), row);
     if (t.nr == 1) return;
+    if (t.nr > 2 && !t.mapped && row <= t.cfg.allgather_bruck_max) {
+      h.mode = 3;  // members that disagree on the algorithm (RWIN_ALLGATHER_BRUCK_MAX) mismatch
+      ensure_workspace(t, bruck_largest_message(t.nr, row), &h);
+      bruck_allgather(t, h, st.base(), row, "allgather");
+      for (int i = 1; i < t.nr && row; ++i) {
+        const auto q = static_cast<uint64_t>((t.me + i) % t.nr);
+        std::memcpy(d.base() + q * row, t.gather.data() + static_cast<uint64_t>(i) * row, row);
+      }
+      return;
+    }
     ensure_workspace(t, row, &h);
     auto sb = byte_view(st);
     Exchange ex;

@@ -104,7 +104,7 @@ void Team::reduce_scatter(const Window& data, const Window& out, ReduceOp op) {
 void Team::allreduce(const Window& x, ReduceOp op, AllreduceMode mode) { allreduce(x, x, op, mode); }
 
 // Mesh: every member sends its whole input to every other member and reduces all of them itself
-// (one message latency). Ring: pairwise reduce-scatter of NR blocks, then every member sends its
+// (one message latency). Bruck: the same, the inputs gathered in ceil(log2 NR) rounds of one message. Ring: pairwise reduce-scatter of NR blocks, then every member sends its
 // reduced block to every other (2 (NR - 1) / NR of the data per member, like a ring, in two steps).
 void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, AllreduceMode mode) {
   TeamState& t = team_of(s_, "allreduce");
@@ -122,13 +122,17 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     throw Error(ErrorCode::InvalidArgument, call.head() + ": src " + src.describe() + " and dst " + dst.describe() +
                                                 " overlap without being the same view");
   }
-  if (static_cast<uint8_t>(mode) > static_cast<uint8_t>(AllreduceMode::Ring)) {
+  if (static_cast<uint8_t>(mode) > static_cast<uint8_t>(AllreduceMode::Bruck)) {
     throw Error(ErrorCode::InvalidArgument, call.head() + ": mode code " + std::to_string(static_cast<int>(mode)) +
                                                 " is not an AllreduceMode");
   }
   AllreduceMode m = mode;
   if (m == AllreduceMode::Auto) m = t.cfg.force;
-  if (m == AllreduceMode::Auto) m = src.bytes <= t.cfg.mesh_max ? AllreduceMode::Mesh : AllreduceMode::Ring;
+  if (m == AllreduceMode::Auto) {
+    m = t.nr > 2 && !t.mapped && src.bytes <= t.cfg.bruck_max ? AllreduceMode::Bruck
+        : src.bytes <= t.cfg.mesh_max          ? AllreduceMode::Mesh
+                                               : AllreduceMode::Ring;
+  }
   call.run(CollKind::Allreduce, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(src.dtype);
     h.count = Call::elements(src);
@@ -139,6 +143,18 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       return;
     }
     const size_t esz = dtype_size(src.dtype);
+    if (m == AllreduceMode::Bruck) {
+      // Every member gathers all NR inputs (log2 NR rounds) and reduces them itself in team-rank
+      // order: the same bits as Mesh, on every member.
+      ensure_workspace(t, bruck_largest_message(t.nr, src.bytes), &h);
+      bruck_allgather(t, h, src.base(), src.bytes, "allreduce");
+      std::vector<const void*> inputs(static_cast<size_t>(t.nr));
+      for (int q = 0; q < t.nr; ++q) {
+        inputs[static_cast<size_t>(q)] = t.gather.data() + static_cast<uint64_t>((q - t.me + t.nr) % t.nr) * src.bytes;
+      }
+      reduce_arrays(src.dtype, op, dst.base(), inputs.data(), t.nr, src.bytes / esz);
+      return;
+    }
     const uint64_t cp_need = m == AllreduceMode::Mesh ? src.bytes : (src.bytes / static_cast<uint64_t>(t.nr) + esz);
     ensure_workspace(t, cp_need, &h);
     const uint64_t cp = chunk_payload(t);

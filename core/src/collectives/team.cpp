@@ -96,6 +96,7 @@ std::shared_ptr<TeamState> new_team(Context& ctx, uint64_t id, const std::vector
   t->sent.assign(static_cast<size_t>(t->nr), 0);
   t->recvd.assign(static_cast<size_t>(t->nr), 0);
   t->unacked.assign(static_cast<size_t>(t->nr), 0);
+  for (const int r : ranks) t->mapped = t->mapped && (r == c.rank || c.peers[static_cast<size_t>(r)].direct);
   std::erase_if(c.teams, [](const std::weak_ptr<TeamState>& w) { return w.expired(); });
   c.teams.push_back(t);
   return t;
@@ -288,7 +289,8 @@ AllreduceMode parse_allreduce_mode(const std::string& name) {
   if (name == "auto") return AllreduceMode::Auto;
   if (name == "mesh") return AllreduceMode::Mesh;
   if (name == "ring") return AllreduceMode::Ring;
-  throw Error(ErrorCode::InvalidArgument, "unknown allreduce mode '" + name + "' (auto, mesh, ring)");
+  if (name == "bruck") return AllreduceMode::Bruck;
+  throw Error(ErrorCode::InvalidArgument, "unknown allreduce mode '" + name + "' (auto, mesh, ring, bruck)");
 }
 
 }  // namespace rwin

@@ -55,6 +55,8 @@ struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
   int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
   uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
+  uint64_t bruck_max = 4096;          // RWIN_ALLREDUCE_BRUCK_MAX: Auto uses Bruck up to this many bytes (3+ members, not mapped)
+  uint64_t allgather_bruck_max = 4096;  // RWIN_ALLGATHER_BRUCK_MAX: allgather rows up to this go by Bruck (the same)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
   static CollConfig from_env();
@@ -78,6 +80,11 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<int> team_rank_of;  // job rank -> team rank, -1 for non-members
   int me = 0;
   int nr = 1;
+  // Every other member's memory is mapped here (shared memory): a message is a few stores, so one
+  // round of NR - 1 messages beats log2 NR rounds (Bruck) at every size measured. The same on every
+  // member of a team within one host (mapping is per pair and symmetric); were it not, the members'
+  // headers name different algorithms and the call ends in CollectiveMismatch, never in a hang.
+  bool mapped = true;
   CollConfig cfg;
   uint64_t call_seq = 0;       // collective calls made (each sends headers with this)
   uint64_t barrier_seq = 0;
@@ -93,6 +100,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> sent;  // messages sent to each team rank (team lifetime)
   std::vector<uint64_t> recvd; // messages consumed from each team rank
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
+  std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
@@ -127,6 +135,7 @@ struct OutFlow {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   const uint64_t* ready = nullptr;   // chunks available so far (chain forwarding)
+  const char* raw = nullptr;         // set: payload at raw + offset, plain memory (`src` unused), always staged
   // filled by the engine
   uint64_t chunks = 0, next = 0;
 };
@@ -155,6 +164,12 @@ struct Exchange {
   bool sources_covered = false;
 };
 void run_exchange(TeamState& t, Exchange& x, const char* what);
+// Bruck's allgather: ceil(log2 NR) rounds of one message each; in round k (distance d = 2^k) a member
+// sends the min(d, NR - d) rows it holds to team rank me - d and receives as many from me + d. `row`
+// bytes of `mine` in, t.gather out: NR rows, row i from team rank (me + i) mod NR. Every round is an
+// exchange of this call with phase 16 + k. The caller sized the workspace: bruck_workspace(t, row).
+void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, const char* what);
+uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest round's message
 uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))
 uint64_t chunk_payload(const TeamState& t);                // payload bytes per message now
 
