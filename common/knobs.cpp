@@ -90,10 +90,8 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_SLOTS", K::Int, "4", "1..64", "core", "collectives: scratch slots per peer"},
     {"RWIN_ALLREDUCE_MESH_MAX", K::Size, "8 KiB", "0..4611686018427387904", "core",
      "allreduce Auto: Mesh up to this many bytes, Ring above"},
-    {"RWIN_ALLREDUCE_BRUCK_MAX", K::Size, "4 KiB", "0..4611686018427387904", "core",
-     "allreduce Auto on 3+ members not all in shared memory: Bruck up to this many bytes"},
-    {"RWIN_ALLGATHER_BRUCK_MAX", K::Size, "4 KiB", "0..4611686018427387904", "core",
-     "allgather on 3+ members not all in shared memory: Bruck for rows up to this many bytes"},
+    {"RWIN_COLL_BRUCK_MAX", K::Size, "4 KiB", "0..4611686018427387904", "core",
+     "collectives on 3+ members not all in shared memory: Bruck's log-depth rounds up to this many bytes"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
     // logging (common/log.h)
     {"RWIN_LOG_LEVEL", K::Enum, "warn", "error|warn|info|debug|trace", "log", "least severe level logged"},

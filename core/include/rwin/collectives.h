@@ -43,7 +43,7 @@ ReduceOp parse_reduce_op(const std::string& name);  // throws Error(InvalidArgum
 // ones) or Bruck (every member gathers all inputs in ceil(log2 NR) rounds of one message each and
 // reduces them as Mesh does: for the smallest payloads on 3+ members not all in shared memory). All reduce every element in
 // team-rank order, so they give the same bits. Auto picks by size and team size
-// (RWIN_ALLREDUCE_BRUCK_MAX, RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring|bruck
+// (RWIN_COLL_BRUCK_MAX, RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring|bruck
 // forces one for Auto calls.
 enum class AllreduceMode : uint8_t { Auto, Mesh, Ring, Bruck };
 AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring" | "bruck"

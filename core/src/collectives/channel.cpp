@@ -55,7 +55,7 @@ std::string describe_header(const MsgHeader& h) {
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
     s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : " mode mesh";
   }
-  if (h.kind == static_cast<uint8_t>(CollKind::Allgather) && h.mode == 3) s += " (bruck)";
+  if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.phase == 1) s += " [scratch growth handshake]";
   if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
@@ -82,8 +82,7 @@ CollConfig CollConfig::from_env() {
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
   c.slots = static_cast<int>(env_size("RWIN_COLL_SLOTS", static_cast<uint64_t>(c.slots), 1, 64));
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
-  c.bruck_max = env_size("RWIN_ALLREDUCE_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
-  c.allgather_bruck_max = env_size("RWIN_ALLGATHER_BRUCK_MAX", c.allgather_bruck_max, 0, uint64_t{1} << 62);
+  c.bruck_max = env_size("RWIN_COLL_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
   if (const char* v = knobs::env("RWIN_ALLREDUCE")) {
     try {
       c.force = parse_allreduce_mode(v);
@@ -600,6 +599,48 @@ void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_
     };
     ex.final_acks = false;  // the payload was staged: nothing of the caller's is read after the call
     run_exchange(t, ex, what);
+  }
+}
+
+void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what) {
+  const auto nr = static_cast<uint64_t>(t.nr);
+  // Rotated: index i holds the block for team rank me + i. A block moves by 2^k in every round k whose
+  // bit its index has, so the block at index i ends at me + i, which is its destination.
+  t.gather.resize(static_cast<size_t>(nr * block));
+  char* g = t.gather.data();
+  for (uint64_t i = 0; i < nr && block; ++i) std::memcpy(g + i * block, stage + ((static_cast<uint64_t>(t.me) + i) % nr) * block, block);
+  const uint64_t cp = chunk_payload(t);
+  int round = 0;
+  for (int d = 1; d < t.nr; d *= 2, ++round) {
+    uint64_t n = 0;
+    for (int i = 0; i < t.nr; ++i) n += (i & d) ? 1 : 0;
+    t.pack_out.resize(static_cast<size_t>(n * block));
+    t.pack_in.resize(static_cast<size_t>(n * block));
+    uint64_t at = 0;
+    for (int i = 0; i < t.nr && block; ++i) {
+      if (i & d) std::memcpy(t.pack_out.data() + (at++) * block, g + static_cast<uint64_t>(i) * block, block);
+    }
+    Exchange ex;
+    ex.header = h;
+    ex.header.phase = static_cast<uint8_t>(16 + round);
+    OutFlow out{(t.me + d) % t.nr, nullptr, 0, n * block};
+    out.raw = t.pack_out.data();
+    ex.out.push_back(out);
+    ex.in.push_back(InFlow{(t.me - d + t.nr) % t.nr, n * block});
+    char* into = t.pack_in.data();
+    ex.consume = [into, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      if (lens[0]) std::memcpy(into + j * cp, parts[0], lens[0]);
+    };
+    ex.final_acks = false;
+    run_exchange(t, ex, what);
+    at = 0;
+    for (int i = 0; i < t.nr && block; ++i) {
+      if (i & d) std::memcpy(g + static_cast<uint64_t>(i) * block, t.pack_in.data() + (at++) * block, block);
+    }
+  }
+  // Index i came from team rank me - i.
+  for (uint64_t i = 0; i < nr && block; ++i) {
+    std::memcpy(data + ((static_cast<uint64_t>(t.me) + nr - i) % nr) * block, g + i * block, block);
   }
 }
 

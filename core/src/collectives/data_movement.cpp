@@ -73,7 +73,7 @@ void Team::broadcast(const Window& xw, int root) {
 
 // Every member puts its stage into every other member's scratch (the same bytes on the wire per
 // member as a ring, NR - 1 peers at once, one step), each copies the rows into `data`. Rows of at
-// most RWIN_ALLGATHER_BRUCK_MAX bytes on 3+ members not all mapped here (TeamState::mapped) go by Bruck
+// most RWIN_COLL_BRUCK_MAX bytes on 3+ members not all mapped here (TeamState::mapped) go by Bruck
 // (ceil(log2 NR) rounds of one message).
 void Team::allgather(const Window& stage_w, const Window& data_w) {
   TeamState& t = team_of(s_, "allgather");
@@ -99,8 +99,8 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
     h.count = s;
     if (row) std::memmove(d.base() + static_cast<uint64_t>(t.me) * row, st.base(), row);
     if (t.nr == 1) return;
-    if (t.nr > 2 && !t.mapped && row <= t.cfg.allgather_bruck_max) {
-      h.mode = 3;  // members that disagree on the algorithm (RWIN_ALLGATHER_BRUCK_MAX) mismatch
+    if (t.bruck(row)) {
+      h.mode = 3;  // members that disagree on the algorithm (RWIN_COLL_BRUCK_MAX) mismatch
       ensure_workspace(t, bruck_largest_message(t.nr, row), &h);
       bruck_allgather(t, h, st.base(), row, "allgather");
       for (int i = 1; i < t.nr && row; ++i) {
@@ -130,6 +130,7 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
 }
 
 // Pairwise: member r puts stage row p to member p, and copies what member q sent into data row q.
+// A stage of at most RWIN_COLL_BRUCK_MAX bytes on 3+ members not all mapped here goes by Bruck.
 void Team::all_to_all(const Window& stage_w, const Window& data_w) {
   TeamState& t = team_of(s_, "all_to_all");
   Call call{t, "all_to_all"};
@@ -151,6 +152,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
     const uint64_t mine = static_cast<uint64_t>(t.me) * row;
     if (row) std::memcpy(d.base() + mine, st.base() + mine, row);
     if (t.nr == 1) return;
+    if (t.bruck(st.bytes)) {
+      h.mode = 3;
+      ensure_workspace(t, static_cast<uint64_t>(t.nr / 2 + 1) * row, &h);  // a round moves at most NR / 2 + 1 blocks
+      bruck_all_to_all(t, h, st.base(), d.base(), row, "all_to_all");
+      return;
+    }
     ensure_workspace(t, row, &h);
     auto sb = byte_view(st);
     Exchange ex;

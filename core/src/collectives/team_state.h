@@ -55,8 +55,10 @@ struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
   int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
   uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
-  uint64_t bruck_max = 4096;          // RWIN_ALLREDUCE_BRUCK_MAX: Auto uses Bruck up to this many bytes (3+ members, not mapped)
-  uint64_t allgather_bruck_max = 4096;  // RWIN_ALLGATHER_BRUCK_MAX: allgather rows up to this go by Bruck (the same)
+  // RWIN_COLL_BRUCK_MAX: on 3+ members not all mapped (TeamState::mapped), Bruck's log-depth rounds up
+  // to this many bytes: allreduce Auto (the vector), allgather (a row), all_to_all (a member's whole
+  // stage), reduce_scatter (NR x a member's data / 2: it gathers everything).
+  uint64_t bruck_max = 4096;
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
   static CollConfig from_env();
@@ -101,6 +103,9 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> recvd; // messages consumed from each team rank
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
+  std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
+  // Whether a call of `bytes` (as RWIN_COLL_BRUCK_MAX counts them) goes by Bruck.
+  bool bruck(uint64_t bytes) const { return nr > 2 && !mapped && bytes <= cfg.bruck_max; }
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
@@ -169,6 +174,9 @@ void run_exchange(TeamState& t, Exchange& x, const char* what);
 // bytes of `mine` in, t.gather out: NR rows, row i from team rank (me + i) mod NR. Every round is an
 // exchange of this call with phase 16 + k. The caller sized the workspace: bruck_workspace(t, row).
 void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, const char* what);
+// Bruck's all_to_all: `stage` holds NR blocks of `block` bytes, block p for team rank p; `data` gets
+// block q from team rank q. Rounds as above, each sending the blocks whose rotated index has bit k set.
+void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what);
 uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest round's message
 uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))
 uint64_t chunk_payload(const TeamState& t);                // payload bytes per message now
