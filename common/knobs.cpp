@@ -37,8 +37,7 @@ constexpr Knob kTable[] = {
     // transport choice and tuning
     {"RWIN_TRANSPORT", K::Enum, "ucx", "ucx|tcp|verbs", "core", "the transport (tcp: rwin's own sockets, docs/TCP.md)"},
     {"RWIN_TCP_OWNER_SERVES", K::Enum, "1", "1|0", "transport",
-     "tcp: a rank waiting inside rwin serves its own arrivals (0: only its receiver thread does; the default "
-     "when this host's ranks outnumber its CPUs)"},
+     "tcp: a rank waiting inside rwin serves its own arrivals (0: only its receiver thread does)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",
      "verbs device (e.g. rxe0)"},
     {"RWIN_IB_PORT", K::Int, "1", "1..255", "transport", "verbs port"},

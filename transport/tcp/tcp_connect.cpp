@@ -166,7 +166,6 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     const std::string t = v;
     if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_OWNER_SERVES is '" + t + "' (want 0 or 1)");
     owner_serves_ = t == "1";
-    owner_serves_set_ = true;
   }
   try {
     bootstrap::auth::random_bytes(secret_, sizeof secret_);

@@ -35,15 +35,17 @@ std::string errno_text(int err) { return std::string(std::strerror(err)) + " (er
 }  // namespace
 
 void TcpTransport::receiver_main() noexcept {
-  // While the owner is inside rwin (it polled, or slept in idle_wait, within kOwnerWindow) it
+  // While the owner is inside rwin (it polled, or slept in idle_wait, within kOwnerWindow, or
+  // kOversubscribedOwnerWindow on a host with more ranks than CPUs: owner_window_ns_) it
   // serves its own arrivals with no thread switch; this thread then stays out of its way: it
   // neither takes rx_mu_ nor sits in epoll_wait (whose level-triggered wake-ups would only find the
   // work done, and cost two context switches per message on the owner's CPU), but naps until the
   // owner has been away for kOwnerWindow. Then it sleeps in epoll_wait and serves each arrival.
   const auto owner_here = [this] {
     if (!owner_serves_) return int64_t{0};
+    const int64_t window = owner_window_ns_.load(std::memory_order_relaxed);
     const int64_t away = now_ns() - owner_seen_ns_.load(std::memory_order_seq_cst);
-    return away < kOwnerWindow.count() ? kOwnerWindow.count() - away : int64_t{0};
+    return away < window ? window - away : int64_t{0};
   };
   while (!stop_.load(std::memory_order_acquire)) {
     napping_.store(true, std::memory_order_seq_cst);  // before the look: owner_away() ends what follows

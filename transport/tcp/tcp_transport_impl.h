@@ -238,11 +238,20 @@ class TcpTransport final : public Transport {
   void owner_away() noexcept override;
   bool idle_wait(std::chrono::microseconds max) noexcept override;
   uint64_t arrivals() const noexcept override { return received_.load(std::memory_order_relaxed); }
-  // More ranks than CPUs here: only the receiver thread serves (unless RWIN_TCP_OWNER_SERVES says).
-  // Measured at 4 and 8 ranks on 2 cores over loopback: barrier 900 -> 380 us and 2140 -> 1370 us,
-  // 8 B allreduce 1.1-1.15x faster; at 2 ranks on 2 cores the owner serving itself is 3.5x faster.
+  // More ranks than CPUs here: a rank waiting inside rwin is often descheduled for longer than
+  // kOwnerWindow between two polls (the ranks sharing its core run meanwhile), so its receiver thread
+  // took such a gap for an absence and was woken for every later arrival, two context switches on a
+  // busy core per message. There it counts the owner away after kOversubscribedOwnerWindow instead.
+  // Measured at 4 and 8 ranks on 2 cores over loopback, owner serving: barrier 117-122 -> 85 us and
+  // 727 -> 384 us, 8 B allreduce 129-134 -> 100 us and 828 -> 460 us (only the receiver thread
+  // serving: 158 and 407-475 us barrier); a rank that left rwin is then served up to 2 ms later.
   void set_oversubscribed(bool yes) noexcept override {
-    if (!owner_serves_set_) owner_serves_.store(!yes, std::memory_order_relaxed);
+    owner_window_ns_.store((yes ? kOversubscribedOwnerWindow : kOwnerWindow).count(), std::memory_order_relaxed);
+  }
+  // Tests: whether the owner serves from its polls, and how long a gap in them counts as an absence.
+  bool owner_serves() const noexcept { return owner_serves_.load(std::memory_order_relaxed); }
+  std::chrono::nanoseconds owner_window() const noexcept {
+    return std::chrono::nanoseconds(owner_window_ns_.load(std::memory_order_relaxed));
   }
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
@@ -328,11 +337,10 @@ class TcpTransport final : public Transport {
   std::thread receiver_;
   // Guards everything the receive side touches (pending_, each Peer's receiver-side state): held
   // by the receiver thread while it serves, and taken with try_lock by the owner's poll(), which
-  // then serves itself (RWIN_TCP_OWNER_SERVES, default on unless the host is oversubscribed): a rank
+  // then serves itself (RWIN_TCP_OWNER_SERVES, default on): a rank
   // waiting inside rwin handles its own arrivals without waking its receiver thread first.
   std::mutex rx_mu_;
-  std::atomic<bool> owner_serves_{true};  // read by the receiver thread; set_oversubscribed may clear it
-  bool owner_serves_set_ = false;         // RWIN_TCP_OWNER_SERVES given: the oversubscription count does not decide
+  std::atomic<bool> owner_serves_{true};  // read by the receiver thread
   std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
   // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
   // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
@@ -346,6 +354,8 @@ class TcpTransport final : public Transport {
   // Counts one; rx_mu_ held, so there is one writer at a time and no read-modify-write is needed.
   void count_arrival() noexcept { received_.store(received_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   static constexpr std::chrono::nanoseconds kOwnerWindow{200000};
+  static constexpr std::chrono::nanoseconds kOversubscribedOwnerWindow{2000000};
+  std::atomic<int64_t> owner_window_ns_{kOwnerWindow.count()};  // set_oversubscribed picks one of the two
   static int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
