@@ -89,7 +89,7 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_SLOTS", K::Int, "4", "1..64", "core", "collectives: scratch slots per peer"},
     {"RWIN_ALLREDUCE_MESH_MAX", K::Size, "8 KiB", "0..4611686018427387904", "core",
      "allreduce Auto: Mesh up to this many bytes, Ring above"},
-    {"RWIN_COLL_BRUCK_MAX", K::Size, "4 KiB", "0..4611686018427387904", "core",
+    {"RWIN_COLL_BRUCK_MAX", K::Size, "64 KiB", "0..4611686018427387904", "core",
      "collectives on 3+ members not all in shared memory: Bruck's log-depth rounds up to this many bytes"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
     // logging (common/log.h)

@@ -211,11 +211,13 @@ TEST_P(Collectives, BackToBackReuse) {
 }
 
 // broadcast from every root (direct and chained), allgather, reduce_scatter (in place and not),
-// all_to_all; 1, 2, 3 and 5 members; sizes 1, odd, above the chunk size.
+// all_to_all; 1, 2, 3 and 5 members; sizes 1, odd, above the chunk size. Off shared memory 3 members
+// take Bruck where the sizes allow (RWIN_COLL_BRUCK_MAX's default), 5 members the one-round algorithms.
 TEST_P(Collectives, DataMovementAndReduceScatter) {
   for (int nr : {1, 2, 3, 5}) {
     run(nr, [](Context& ctx) {
       ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+      if (ctx.size() == 5) ::setenv("RWIN_COLL_BRUCK_MAX", "0", 1);
       Team w = world(ctx);
       const int n = w.size(), me = w.rank();
       Pool pool(ctx, w, "dm", static_cast<size_t>(n) * 3000 * 8);

@@ -58,7 +58,7 @@ struct CollConfig {
   // RWIN_COLL_BRUCK_MAX: on 3+ members not all mapped (TeamState::mapped), Bruck's log-depth rounds up
   // to this many bytes: allreduce Auto (the vector), allgather (a row), all_to_all (a member's whole
   // stage), reduce_scatter (NR x a member's data / 2: it gathers everything).
-  uint64_t bruck_max = 4096;
+  uint64_t bruck_max = 64 * 1024;  // measured, bench/RESULTS.md (2026-12-05)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
   static CollConfig from_env();
