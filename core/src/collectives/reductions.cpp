@@ -84,7 +84,7 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
       return;
     }
-    if (t.bruck(d.bytes * static_cast<uint64_t>(t.nr) / 2)) {
+    if (t.bruck(d.bytes > (uint64_t{1} << 40) ? d.bytes : d.bytes * static_cast<uint64_t>(t.nr) / 2)) {  // (no overflow)
       // Small: every member gathers every member's whole data (Bruck, log2 NR rounds) and reduces its
       // own row in team-rank order, as the pairwise algorithm does: the same bits. It moves NR times
       // the data of the pairwise exchange, so the size that counts is half of what a member gathers
@@ -119,7 +119,8 @@ void Team::reduce_scatter(const Window& data, const Window& out, ReduceOp op) {
 void Team::allreduce(const Window& x, ReduceOp op, AllreduceMode mode) { allreduce(x, x, op, mode); }
 
 // Mesh: every member sends its whole input to every other member and reduces all of them itself
-// (one message latency). Bruck: the same, the inputs gathered in ceil(log2 NR) rounds of one message. Ring: pairwise reduce-scatter of NR blocks, then every member sends its
+// (one message latency). Bruck: the same, the inputs gathered in ceil(log2 NR) rounds of one
+// message. Ring: pairwise reduce-scatter of NR blocks, then every member sends its
 // reduced block to every other (2 (NR - 1) / NR of the data per member, like a ring, in two steps).
 void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, AllreduceMode mode) {
   TeamState& t = team_of(s_, "allreduce");
