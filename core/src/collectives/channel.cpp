@@ -577,29 +577,43 @@ uint64_t bruck_largest_message(int nr, uint64_t row) {
   return most * row;
 }
 
+namespace {
+
+// One round of Bruck's algorithms: `bytes` of plain memory at `out` to team rank `to`, as many from
+// `from` into `in`, as an exchange of this call with phase 16 + round (staged: nothing of the caller's
+// is read after it, so nobody waits for acks).
+void bruck_round(TeamState& t, const MsgHeader& h, int round, int to, const char* out, int from, char* in,
+                 uint64_t bytes, const char* what) {
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = static_cast<uint8_t>(16 + round);
+  OutFlow o{to, nullptr, 0, bytes};
+  o.raw = out;
+  ex.out.push_back(o);
+  ex.in.push_back(InFlow{from, bytes});
+  const uint64_t cp = chunk_payload(t);
+  ex.consume = [in, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    if (lens[0]) std::memcpy(in + j * cp, parts[0], lens[0]);
+  };
+  ex.final_acks = false;
+  run_exchange(t, ex, what);
+}
+
+}  // namespace
+
 void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, const char* what) {
-  const auto nr = static_cast<uint64_t>(t.nr);
-  t.gather.resize(static_cast<size_t>(nr * row));
+  t.gather.resize(static_cast<size_t>(static_cast<uint64_t>(t.nr) * row));
   char* g = t.gather.data();
   if (row) std::memcpy(g, mine, row);
-  const uint64_t cp = chunk_payload(t);
   int round = 0;
   for (int d = 1; d < t.nr; d *= 2, ++round) {
-    const uint64_t rows = static_cast<uint64_t>(std::min(d, t.nr - d));
-    Exchange ex;
-    ex.header = h;
-    ex.header.phase = static_cast<uint8_t>(16 + round);
-    OutFlow out{(t.me - d + t.nr) % t.nr, nullptr, 0, rows * row};
-    out.raw = g;
-    ex.out.push_back(out);
-    ex.in.push_back(InFlow{(t.me + d) % t.nr, rows * row});
-    char* into = g + static_cast<uint64_t>(d) * row;
-    ex.consume = [into, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-      if (lens[0]) std::memcpy(into + j * cp, parts[0], lens[0]);
-    };
-    ex.final_acks = false;  // the payload was staged: nothing of the caller's is read after the call
-    run_exchange(t, ex, what);
+    const uint64_t bytes = static_cast<uint64_t>(std::min(d, t.nr - d)) * row;
+    bruck_round(t, h, round, (t.me - d + t.nr) % t.nr, g, (t.me + d) % t.nr, g + static_cast<uint64_t>(d) * row, bytes, what);
   }
+}
+
+const char* gathered(const TeamState& t, int q, uint64_t row) {
+  return t.gather.data() + static_cast<uint64_t>((q - t.me + t.nr) % t.nr) * row;
 }
 
 void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what) {
@@ -609,7 +623,6 @@ void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char*
   t.gather.resize(static_cast<size_t>(nr * block));
   char* g = t.gather.data();
   for (uint64_t i = 0; i < nr && block; ++i) std::memcpy(g + i * block, stage + ((static_cast<uint64_t>(t.me) + i) % nr) * block, block);
-  const uint64_t cp = chunk_payload(t);
   int round = 0;
   for (int d = 1; d < t.nr; d *= 2, ++round) {
     uint64_t n = 0;
@@ -620,19 +633,7 @@ void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char*
     for (int i = 0; i < t.nr && block; ++i) {
       if (i & d) std::memcpy(t.pack_out.data() + (at++) * block, g + static_cast<uint64_t>(i) * block, block);
     }
-    Exchange ex;
-    ex.header = h;
-    ex.header.phase = static_cast<uint8_t>(16 + round);
-    OutFlow out{(t.me + d) % t.nr, nullptr, 0, n * block};
-    out.raw = t.pack_out.data();
-    ex.out.push_back(out);
-    ex.in.push_back(InFlow{(t.me - d + t.nr) % t.nr, n * block});
-    char* into = t.pack_in.data();
-    ex.consume = [into, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-      if (lens[0]) std::memcpy(into + j * cp, parts[0], lens[0]);
-    };
-    ex.final_acks = false;
-    run_exchange(t, ex, what);
+    bruck_round(t, h, round, (t.me + d) % t.nr, t.pack_out.data(), (t.me - d + t.nr) % t.nr, t.pack_in.data(), n * block, what);
     at = 0;
     for (int i = 0; i < t.nr && block; ++i) {
       if (i & d) std::memcpy(g + static_cast<uint64_t>(i) * block, t.pack_in.data() + (at++) * block, block);

@@ -103,9 +103,8 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
       h.mode = 3;  // members that disagree on the algorithm (RWIN_COLL_BRUCK_MAX) mismatch
       ensure_workspace(t, bruck_largest_message(t.nr, row), &h);
       bruck_allgather(t, h, st.base(), row, "allgather");
-      for (int i = 1; i < t.nr && row; ++i) {
-        const auto q = static_cast<uint64_t>((t.me + i) % t.nr);
-        std::memcpy(d.base() + q * row, t.gather.data() + static_cast<uint64_t>(i) * row, row);
+      for (int q = 0; q < t.nr && row; ++q) {
+        if (q != t.me) std::memcpy(d.base() + static_cast<uint64_t>(q) * row, gathered(t, q, row), row);
       }
       return;
     }

@@ -84,7 +84,7 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
       return;
     }
-    if (t.bruck(d.bytes > (uint64_t{1} << 40) ? d.bytes : d.bytes * static_cast<uint64_t>(t.nr) / 2)) {  // (no overflow)
+    if (t.bruck_gathering(d.bytes)) {
       // Small: every member gathers every member's whole data (Bruck, log2 NR rounds) and reduces its
       // own row in team-rank order, as the pairwise algorithm does: the same bits. It moves NR times
       // the data of the pairwise exchange, so the size that counts is half of what a member gathers
@@ -93,9 +93,7 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       ensure_workspace(t, bruck_largest_message(t.nr, d.bytes), &h);
       bruck_allgather(t, h, d.base(), d.bytes, "reduce_scatter");
       std::vector<const void*> inputs(static_cast<size_t>(t.nr));
-      for (int q = 0; q < t.nr; ++q) {
-        inputs[static_cast<size_t>(q)] = t.gather.data() + static_cast<uint64_t>((q - t.me + t.nr) % t.nr) * d.bytes + my_off;
-      }
+      for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = gathered(t, q, d.bytes) + my_off;
       reduce_arrays(d.dtype, op, out, inputs.data(), t.nr, row / dtype_size(d.dtype));
       return;
     }
@@ -165,9 +163,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       ensure_workspace(t, bruck_largest_message(t.nr, src.bytes), &h);
       bruck_allgather(t, h, src.base(), src.bytes, "allreduce");
       std::vector<const void*> inputs(static_cast<size_t>(t.nr));
-      for (int q = 0; q < t.nr; ++q) {
-        inputs[static_cast<size_t>(q)] = t.gather.data() + static_cast<uint64_t>((q - t.me + t.nr) % t.nr) * src.bytes;
-      }
+      for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = gathered(t, q, src.bytes);
       reduce_arrays(src.dtype, op, dst.base(), inputs.data(), t.nr, src.bytes / esz);
       return;
     }

@@ -104,8 +104,12 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
   std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
-  // Whether a call of `bytes` (as RWIN_COLL_BRUCK_MAX counts them) goes by Bruck.
+  // Whether a call of `bytes` (as RWIN_COLL_BRUCK_MAX counts them) goes by Bruck; bruck_gathering: one
+  // that gathers NR x `bytes` (reduce_scatter), counted as NR x bytes / 2 (bruck_max <= 2^62: no overflow).
   bool bruck(uint64_t bytes) const { return nr > 2 && !mapped && bytes <= cfg.bruck_max; }
+  bool bruck_gathering(uint64_t bytes) const {
+    return nr > 2 && !mapped && bytes <= 2 * cfg.bruck_max / static_cast<uint64_t>(nr);
+  }
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
@@ -178,6 +182,8 @@ void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_
 // block q from team rank q. Rounds as above, each sending the blocks whose rotated index has bit k set.
 void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what);
 uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest round's message
+// After bruck_allgather with rows of `row` bytes: team rank q's row.
+const char* gathered(const TeamState& t, int q, uint64_t row);
 uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))
 uint64_t chunk_payload(const TeamState& t);                // payload bytes per message now
 
