@@ -92,6 +92,8 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_BRUCK_MAX", K::Size, "64 KiB", "0..4611686018427387904", "core",
      "collectives on 3+ members not all in shared memory: Bruck's log-depth rounds up to this many bytes"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
+    {"RWIN_COLL_TUNING", K::String, "unset: the built-in rules", "a JSON file (docs/CONFIG.md, \"Collective tuning\")", "core",
+     "collectives: rules tried before the built-in ones that pick each call's algorithm"},
     // logging (common/log.h)
     {"RWIN_LOG_LEVEL", K::Enum, "warn", "error|warn|info|debug|trace", "log", "least severe level logged"},
     {"RWIN_LOG_SUBSYS", K::String, "all", "comma list of bootstrap,ucx,verbs,core", "log",

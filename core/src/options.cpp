@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "collectives/team_state.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
@@ -227,6 +228,9 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bo
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::InvalidArgument, e.what());
   }
+  // The collectives' knobs and tuning file (RWIN_COLL_*, RWIN_ALLREDUCE*): checked here too, so a bad
+  // value or file fails every rank at start-up, not one rank when it makes its first team.
+  (void)detail::CollConfig::from_env();
   if (o.ucx_rma.empty()) {
     const char* v = env("RWIN_UCX_RMA");
     o.ucx_rma = v ? v : "auto";

@@ -5,8 +5,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "rank_harness.h"
 #include "rwin/collectives.h"
@@ -210,6 +215,90 @@ TEST_P(Collectives, BackToBackReuse) {
   });
 }
 
+// broadcast from every root, allgather, reduce_scatter (in place and not) and all_to_all on the world,
+// each at every size of `sizes` (elements, at most 3000; 777: i16, else f64), against local references.
+void data_movement_round(Context& ctx, std::initializer_list<int64_t> sizes) {
+  Team w = world(ctx);
+  const int n = w.size(), me = w.rank();
+  Pool pool(ctx, w, "dm", static_cast<size_t>(n) * 3000 * 8);
+  int it = 0;
+  for (int64_t s : sizes) {
+    const DType t = s == 777 ? DType::I16 : DType::F64;
+    const size_t esz = dtype_size(t);
+    // broadcast
+    for (int root = 0; root < n; ++root, ++it) {
+      Window x = ctx.window(pool.a, t, {1, s});
+      fill(t, x.data(), s, me, it);
+      w.broadcast(x, root);
+      std::vector<char> want(static_cast<size_t>(s) * esz);
+      fill(t, want.data(), s, root, it);
+      MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "broadcast root " << root << " s " << s << ": "
+                                                                               << first_diff(x.data(), want.data(), s, t));
+    }
+    // allgather: stage in buffer a, data [n, s] in buffer b
+    {
+      Window stage = ctx.window(pool.a, t, {1, s});
+      Window data = ctx.window(pool.b, t, {n, s});
+      fill(t, stage.data(), s, me, ++it);
+      w.allgather(stage, data);
+      for (int r = 0; r < n; ++r) {
+        std::vector<char> want(static_cast<size_t>(s) * esz);
+        fill(t, want.data(), s, r, it);
+        MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(r) * want.size(), want.data(), want.size()),
+                 "allgather row " << r << " s " << s);
+      }
+    }
+    // reduce_scatter, not in place then in place: row r of every member is fill(member, r-th seed)
+    for (bool in_place : {false, true}) {
+      const DType rt = in_place ? DType::F16 : DType::I32;
+      const ReduceOp op = in_place ? ReduceOp::Max : ReduceOp::Sum;
+      const size_t rsz = dtype_size(rt);
+      Window data = ctx.window(pool.a, rt, {n, s});
+      ++it;
+      for (int r = 0; r < n; ++r) fill(rt, static_cast<char*>(data.data()) + static_cast<size_t>(r * s) * rsz, s, me, it * 16 + r);
+      std::vector<char> before(static_cast<size_t>(n * s) * rsz);
+      std::memcpy(before.data(), data.data(), before.size());
+      Window out = ctx.window(pool.b, rt, {1, s});
+      if (in_place) {
+        w.reduce_scatter(data, op);
+      } else {
+        w.reduce_scatter(data, out, op);
+      }
+      std::vector<std::vector<char>> in;
+      for (int r = 0; r < n; ++r) {
+        in.emplace_back(static_cast<size_t>(s) * rsz);
+        fill(rt, in.back().data(), s, r, it * 16 + me);
+      }
+      const auto want = reference(rt, op, in, s);
+      const char* got = in_place ? static_cast<char*>(data.data()) + static_cast<size_t>(me * s) * rsz
+                                 : static_cast<char*>(out.data());
+      MP_CHECK(same_bytes(got, want.data(), want.size()), "reduce_scatter s " << s << (in_place ? " in place" : "")
+                                                                              << ": " << first_diff(got, want.data(), s, rt));
+      for (int r = 0; r < n; ++r) {
+        if (r == me && in_place) continue;
+        const size_t o = static_cast<size_t>(r * s) * rsz;
+        MP_CHECK(same_bytes(static_cast<char*>(data.data()) + o, before.data() + o, static_cast<size_t>(s) * rsz),
+                 "reduce_scatter changed row " << r);
+      }
+    }
+    // all_to_all: stage row p (in buffer a) goes to member p's data row me (buffer b)
+    {
+      Window stage = ctx.window(pool.a, t, {n, s});
+      Window data = ctx.window(pool.b, t, {n, s});
+      ++it;
+      for (int p = 0; p < n; ++p) fill(t, static_cast<char*>(stage.data()) + static_cast<size_t>(p * s) * esz, s, me * 8 + p, it);
+      w.all_to_all(stage, data);
+      for (int q = 0; q < n; ++q) {
+        std::vector<char> want(static_cast<size_t>(s) * esz);
+        fill(t, want.data(), s, q * 8 + me, it);
+        MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(q * s) * esz, want.data(), want.size()),
+                 "all_to_all row " << q << " s " << s);
+      }
+    }
+  }
+  w.barrier();
+}
+
 // broadcast from every root (direct and chained), allgather, reduce_scatter (in place and not),
 // all_to_all; 1, 2, 3 and 5 members; sizes 1, odd, above the chunk size. Off shared memory 3 members
 // take Bruck where the sizes allow (RWIN_COLL_BRUCK_MAX's default), 5 members the one-round algorithms.
@@ -218,87 +307,45 @@ TEST_P(Collectives, DataMovementAndReduceScatter) {
     run(nr, [](Context& ctx) {
       ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
       if (ctx.size() == 5) ::setenv("RWIN_COLL_BRUCK_MAX", "0", 1);
+      data_movement_round(ctx, {1, 777, 3000});
+    });
+  }
+}
+
+// A tuning file (RWIN_COLL_TUNING) that turns every built-in choice around: Bruck on shared memory
+// and on 2 members, a chain for a one-chunk broadcast and the direct algorithm for a multi-chunk one,
+// Ring for the smallest allreduce and Bruck for multi-chunk ones. Every algorithm gives the reference's
+// bits (MismatchEndsInErrorEverywhere's cases 6 and 7 show that such a file changes what a call runs).
+TEST_P(Collectives, TuningFileTurnsEveryChoiceAround) {
+  const std::string path = ::testing::TempDir() + "rwin_tuning_" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream f(path);
+    f << R"({"version": 1, "rules": [
+      {"collective": "allgather", "algorithm": "bruck"},
+      {"collective": "all_to_all", "algorithm": "bruck"},
+      {"collective": "reduce_scatter", "algorithm": "bruck"},
+      {"collective": "broadcast", "bytes": [0, "4K"], "algorithm": "chain"},
+      {"collective": "broadcast", "algorithm": "direct"},
+      {"collective": "allreduce", "bytes": [0, 8], "algorithm": "ring"},
+      {"collective": "allreduce", "algorithm": "bruck"}]})";
+  }
+  for (int nr : {2, 4}) {
+    run(nr, [&path](Context& ctx) {
+      ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+      ::setenv("RWIN_COLL_TUNING", path.c_str(), 1);
+      data_movement_round(ctx, {1, 3000});
       Team w = world(ctx);
-      const int n = w.size(), me = w.rank();
-      Pool pool(ctx, w, "dm", static_cast<size_t>(n) * 3000 * 8);
+      Pool pool(ctx, w, "tuned", 3000 * 8);
       int it = 0;
-      for (int64_t s : {int64_t{1}, int64_t{777}, int64_t{3000}}) {
-        const DType t = s == 777 ? DType::I16 : DType::F64;
-        const size_t esz = dtype_size(t);
-        // broadcast
-        for (int root = 0; root < n; ++root, ++it) {
-          Window x = ctx.window(pool.a, t, {1, s});
-          fill(t, x.data(), s, me, it);
-          w.broadcast(x, root);
-          std::vector<char> want(static_cast<size_t>(s) * esz);
-          fill(t, want.data(), s, root, it);
-          MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "broadcast root " << root << " s " << s << ": "
-                                                                                   << first_diff(x.data(), want.data(), s, t));
-        }
-        // allgather: stage in buffer a, data [n, s] in buffer b
-        {
-          Window stage = ctx.window(pool.a, t, {1, s});
-          Window data = ctx.window(pool.b, t, {n, s});
-          fill(t, stage.data(), s, me, ++it);
-          w.allgather(stage, data);
-          for (int r = 0; r < n; ++r) {
-            std::vector<char> want(static_cast<size_t>(s) * esz);
-            fill(t, want.data(), s, r, it);
-            MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(r) * want.size(), want.data(), want.size()),
-                     "allgather row " << r << " s " << s);
-          }
-        }
-        // reduce_scatter, not in place then in place: row r of every member is fill(member, r-th seed)
+      for (int64_t n : {int64_t{2}, int64_t{3000}}) {
         for (bool in_place : {false, true}) {
-          const DType rt = in_place ? DType::F16 : DType::I32;
-          const ReduceOp op = in_place ? ReduceOp::Max : ReduceOp::Sum;
-          const size_t rsz = dtype_size(rt);
-          Window data = ctx.window(pool.a, rt, {n, s});
-          ++it;
-          for (int r = 0; r < n; ++r) fill(rt, static_cast<char*>(data.data()) + static_cast<size_t>(r * s) * rsz, s, me, it * 16 + r);
-          std::vector<char> before(static_cast<size_t>(n * s) * rsz);
-          std::memcpy(before.data(), data.data(), before.size());
-          Window out = ctx.window(pool.b, rt, {1, s});
-          if (in_place) {
-            w.reduce_scatter(data, op);
-          } else {
-            w.reduce_scatter(data, out, op);
-          }
-          std::vector<std::vector<char>> in;
-          for (int r = 0; r < n; ++r) {
-            in.emplace_back(static_cast<size_t>(s) * rsz);
-            fill(rt, in.back().data(), s, r, it * 16 + me);
-          }
-          const auto want = reference(rt, op, in, s);
-          const char* got = in_place ? static_cast<char*>(data.data()) + static_cast<size_t>(me * s) * rsz
-                                     : static_cast<char*>(out.data());
-          MP_CHECK(same_bytes(got, want.data(), want.size()), "reduce_scatter s " << s << (in_place ? " in place" : "")
-                                                                                  << ": " << first_diff(got, want.data(), s, rt));
-          for (int r = 0; r < n; ++r) {
-            if (r == me && in_place) continue;
-            const size_t o = static_cast<size_t>(r * s) * rsz;
-            MP_CHECK(same_bytes(static_cast<char*>(data.data()) + o, before.data() + o, static_cast<size_t>(s) * rsz),
-                     "reduce_scatter changed row " << r);
-          }
-        }
-        // all_to_all: stage row p (in buffer a) goes to member p's data row me (buffer b)
-        {
-          Window stage = ctx.window(pool.a, t, {n, s});
-          Window data = ctx.window(pool.b, t, {n, s});
-          ++it;
-          for (int p = 0; p < n; ++p) fill(t, static_cast<char*>(stage.data()) + static_cast<size_t>(p * s) * esz, s, me * 8 + p, it);
-          w.all_to_all(stage, data);
-          for (int q = 0; q < n; ++q) {
-            std::vector<char> want(static_cast<size_t>(s) * esz);
-            fill(t, want.data(), s, q * 8 + me, it);
-            MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(q * s) * esz, want.data(), want.size()),
-                     "all_to_all row " << q << " s " << s);
-          }
+          check_allreduce(ctx, w, pool, n == 2 ? DType::I32 : DType::F64, ReduceOp::Sum, AllreduceMode::Auto, n, in_place, ++it);
         }
       }
       w.barrier();
     });
   }
+  std::remove(path.c_str());
 }
 
 // 6 and 8 members (a power of two and not): every collective once, small and multi-chunk. On the
@@ -545,8 +592,19 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
   o.op_timeout = std::chrono::milliseconds(3000);
   run(3, [](Context& ctx) {
     const int r = ctx.rank();
-    for (int kase = 0; kase < 6; ++kase) {
+    // Cases 6 and 7: one member's tuning file (RWIN_COLL_TUNING) picks another algorithm.
+    const std::string tuning = ::testing::TempDir() + "rwin_mm_tuning_" + std::to_string(::getpid()) + ".json";
+    if (r == 0) {
+      std::ofstream f(tuning);
+      // The opposite of the built-in choices: one round off shared memory, Bruck on it.
+      f << R"({"version": 1, "rules": [{"collective": "broadcast", "algorithm": "chain"},
+                                       {"collective": "allgather", "path": "shm", "algorithm": "bruck"},
+                                       {"collective": "allgather", "path": "net", "algorithm": "direct"}]})";
+    }
+    for (int kase = 0; kase < 8; ++kase) {
+      if (kase >= 6 && r == 0) ::setenv("RWIN_COLL_TUNING", tuning.c_str(), 1);  // read by make_team
       Team t = make_team(ctx, {0, 1, 2});
+      ::unsetenv("RWIN_COLL_TUNING");
       Window x = ctx.window(t.alloc_window_buffer("mm" + std::to_string(kase), 4096), DType::F32, {1, 64});
       t.allreduce(x);  // the workspace exists at the same size everywhere before the mismatch
       Window xi = ctx.window(x.buffer(), DType::I32, {1, 64});
@@ -578,6 +636,13 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
             break;
           }
           case 5: t.allreduce(x, ReduceOp::Sum, r == 0 ? AllreduceMode::Bruck : AllreduceMode::Mesh); break;  // algorithm
+          case 6: t.broadcast(x, 0); break;  // member 0 chains, 1 and 2 expect the root's direct message
+          case 7: {                          // member 0 gathers by Bruck and 1, 2 in one round, or the reverse
+            Window row = ctx.window(x.buffer(), DType::F32, {1, 4});
+            Window rows = ctx.window(x.buffer(), DType::F32, {3, 4}, 64);
+            t.allgather(row, rows);
+            break;
+          }
         }
         t.barrier();
       } catch (const Error& e) {
@@ -590,6 +655,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
       const auto took = std::chrono::steady_clock::now() - start;
       MP_CHECK(took < std::chrono::milliseconds(2000), "case " << kase << " took too long");
     }
+    if (r == 0) std::remove(tuning.c_str());
   }, o);
 }
 

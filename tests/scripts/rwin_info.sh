@@ -71,6 +71,24 @@ assert "RWIN_PIPELINE_DEPTH=\x274x\x27" in c["error"], c.get("error")
 assert [(u["name"], u["closest"]) for u in c["unknown_variables"]] == [("RWIN_TRANSPORTS", "RWIN_TRANSPORT")], c["unknown_variables"]
 ' || fail "bad value / unknown variable not reported"
 
+# The collectives' tuning table: the built-in rules follow their knobs, a file's rules come first
+# (named by file and index), a bad file is reported in the table's place.
+RWIN_COLL_BRUCK_MAX=1K "$info" -c --json | $py -c '
+import json, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
+assert t[0] == {"rule": "allreduce net ranks 3.. bytes 0..1024 -> bruck", "from": "built-in (RWIN_COLL_BRUCK_MAX)"}, t[0]
+assert t[-1] == {"rule": "broadcast -> direct", "from": "built-in"}, t[-1]
+assert len(t) == 11, t' || fail "built-in tuning rules"
+echo '{"version": 1, "rules": [{"collective": "all_to_all", "ranks": [2, 4], "bytes": [0, "2K"], "algorithm": "bruck"}]}' >"$tmp/tune.json"
+RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c --json | TUNE="$tmp/tune.json" $py -c '
+import json, os, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
+assert t[0] == {"rule": "all_to_all ranks 2..4 bytes 0..2048 -> bruck", "from": "\x27%s\x27, rule 0" % os.environ["TUNE"]}, t[0]
+assert len(t) == 12, t' || fail "a tuning file's rules"
+RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c | grep -q "all_to_all ranks 2..4 bytes 0..2048 -> bruck" || fail "text form of the tuning table"
+echo '{"version": 1, "rules": [{"collective": "all_to_all", "algorithm": "chain"}]}' >"$tmp/bad-tune.json"
+RWIN_COLL_TUNING="$tmp/bad-tune.json" "$info" -c --json | $py -c '
+import json, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
+assert len(t) == 1 and "rule 0.algorithm: \x27chain\x27 is not an algorithm of all_to_all" in t[0]["error"], t' || fail "a bad tuning file"
+
 # --version, --help, and a bad flag.
 "$info" --version | grep -Eq '^rwin-info [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
 "$info" --help >"$tmp/help" || fail "--help exits non-zero"

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/team_state.h"
 #include "common/knobs.h"
 #include "common/page_alloc.h"
 #include "common/parse_number.h"
@@ -270,6 +271,20 @@ json verbs_devices() {
   return out;
 }
 
+// The collectives' tuning table in effect: RWIN_COLL_TUNING's rules, then the built-in ones.
+json coll_tuning() {
+  json out = json::array();
+  try {
+    const auto cfg = rwin::detail::CollConfig::from_env();
+    for (const auto& r : cfg.tuning->rules()) {
+      out.push_back({{"rule", rwin::detail::describe_rule(r)}, {"from", r.from}});
+    }
+  } catch (const std::exception& e) {
+    out.push_back({{"error", e.what()}});
+  }
+  return out;
+}
+
 json knobs_section(std::string& transport, std::string& rma) {
   json out;
   // Resolve Options as a Context would: values set in code stay unset here, so every knob shows
@@ -297,6 +312,7 @@ json knobs_section(std::string& transport, std::string& rma) {
   }
   out["knobs"] = knobs;
   out["verbs"] = verbs_settings();
+  out["coll_tuning"] = coll_tuning();
   json unknown = json::array();
   for (const auto& u : rwin::knobs::unknown_variables(environ)) {
     unknown.push_back({{"name", u.name}, {"closest", u.closest}, {"message", rwin::knobs::unknown_message(u)}});
@@ -373,6 +389,16 @@ void print_text(const json& j) {
     if (v.contains("hugepages")) std::cout << "  verbs huge pages: " << v["hugepages"].get<std::string>() << "\n";
     if (v.contains("env")) {
       for (const auto& [k, x] : v["env"].items()) std::cout << "  " << k << "=" << x.get<std::string>() << " (libibverbs)\n";
+    }
+    if (c.contains("coll_tuning")) {
+      std::cout << "  collective tuning (first match wins):\n";
+      for (const auto& r : c["coll_tuning"]) {
+        if (r.contains("error")) {
+          std::cout << "    error: " << r["error"].get<std::string>() << "\n";
+        } else {
+          std::printf("    %-60s %s\n", r["rule"].get<std::string>().c_str(), r["from"].get<std::string>().c_str());
+        }
+      }
     }
     if (c.contains("error")) std::cout << "  error: " << c["error"].get<std::string>() << "\n";
     if (c.contains("log_error")) std::cout << "  error: " << c["log_error"].get<std::string>() << "\n";

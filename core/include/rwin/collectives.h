@@ -42,9 +42,10 @@ ReduceOp parse_reduce_op(const std::string& name);  // throws Error(InvalidArgum
 // 2 (NR-1)/NR x the data per member, like a ring, but each phase pairwise in one step: for large
 // ones) or Bruck (every member gathers all inputs in ceil(log2 NR) rounds of one message each and
 // reduces them as Mesh does: for the smallest payloads on 3+ members not all in shared memory). All reduce every element in
-// team-rank order, so they give the same bits. Auto picks by size and team size
-// (RWIN_COLL_BRUCK_MAX, RWIN_ALLREDUCE_MESH_MAX, docs/CONFIG.md); RWIN_ALLREDUCE=mesh|ring|bruck
-// forces one for Auto calls.
+// team-rank order, so they give the same bits. Auto follows the collectives' tuning table (by size,
+// team size, path and transport: the rules of the RWIN_COLL_TUNING file, then the built-in ones from
+// RWIN_COLL_BRUCK_MAX and RWIN_ALLREDUCE_MESH_MAX; docs/CONFIG.md "Collective tuning");
+// RWIN_ALLREDUCE=mesh|ring|bruck forces one for Auto calls.
 enum class AllreduceMode : uint8_t { Auto, Mesh, Ring, Bruck };
 AllreduceMode parse_allreduce_mode(const std::string& name);  // "auto" | "mesh" | "ring" | "bruck"
 

@@ -56,6 +56,7 @@ std::string describe_header(const MsgHeader& h) {
     s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : " mode mesh";
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
+  if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.phase == 1) s += " [scratch growth handshake]";
   if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
@@ -91,7 +92,16 @@ CollConfig CollConfig::from_env() {
     }
   }
   c.inline_max = std::min(c.inline_max, c.chunk_bytes);
+  c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes}));
   return c;
+}
+
+CollAlgo TeamState::algo(TunedColl coll, uint64_t bytes) const {
+  if (coll == TunedColl::ReduceScatter) {
+    uint64_t gathered = 0;
+    bytes = __builtin_mul_overflow(bytes, static_cast<uint64_t>(nr), &gathered) ? UINT64_MAX / 2 : gathered / 2;
+  }
+  return cfg.tuning->choose(TuningKey{coll, mapped, c->opt.transport, nr, bytes}).algo;
 }
 
 uint64_t chunk_payload(const TeamState& t) { return t.slot_bytes - kHeaderBytes; }

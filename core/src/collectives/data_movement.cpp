@@ -37,11 +37,12 @@ void Team::broadcast(const Window& xw, int root) {
     h.count = Call::elements(x);
     h.root = root;
     if (t.nr == 1) return;
+    const bool direct = t.algo(TunedColl::Broadcast, x.bytes) == CollAlgo::Direct;
+    if (!direct) h.mode = static_cast<uint8_t>(CollAlgo::Chain);
     ensure_workspace(t, x.bytes, &h);
     auto xb = byte_view(x);
     Exchange ex;
     ex.header = h;
-    const bool direct = x.bytes <= chunk_payload(t) || t.nr <= 2;
     const int pos = (t.me - root + t.nr) % t.nr;
     uint64_t ready = 0;
     if (direct) {
@@ -99,8 +100,8 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
     h.count = s;
     if (row) std::memmove(d.base() + static_cast<uint64_t>(t.me) * row, st.base(), row);
     if (t.nr == 1) return;
-    if (t.bruck(row)) {
-      h.mode = 3;  // members that disagree on the algorithm (RWIN_COLL_BRUCK_MAX) mismatch
+    if (t.algo(TunedColl::Allgather, row) == CollAlgo::Bruck) {
+      h.mode = 3;  // members that disagree on the algorithm (their tuning tables) mismatch
       ensure_workspace(t, bruck_largest_message(t.nr, row), &h);
       bruck_allgather(t, h, st.base(), row, "allgather");
       for (int q = 0; q < t.nr && row; ++q) {
@@ -151,7 +152,7 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
     const uint64_t mine = static_cast<uint64_t>(t.me) * row;
     if (row) std::memcpy(d.base() + mine, st.base() + mine, row);
     if (t.nr == 1) return;
-    if (t.bruck(st.bytes)) {
+    if (t.algo(TunedColl::AllToAll, st.bytes) == CollAlgo::Bruck) {
       h.mode = 3;
       ensure_workspace(t, static_cast<uint64_t>(t.nr / 2 + 1) * row, &h);  // a round moves at most NR / 2 + 1 blocks
       bruck_all_to_all(t, h, st.base(), d.base(), row, "all_to_all");

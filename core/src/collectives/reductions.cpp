@@ -84,7 +84,7 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
       return;
     }
-    if (t.bruck_gathering(d.bytes)) {
+    if (t.algo(TunedColl::ReduceScatter, d.bytes) == CollAlgo::Bruck) {
       // Small: every member gathers every member's whole data (Bruck, log2 NR rounds) and reduces its
       // own row in team-rank order, as the pairwise algorithm does: the same bits. It moves NR times
       // the data of the pairwise exchange, so the size that counts is half of what a member gathers
@@ -142,11 +142,10 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
   }
   AllreduceMode m = mode;
   if (m == AllreduceMode::Auto) m = t.cfg.force;
-  if (m == AllreduceMode::Auto) {
-    m = t.bruck(src.bytes) ? AllreduceMode::Bruck
-        : src.bytes <= t.cfg.mesh_max          ? AllreduceMode::Mesh
-                                               : AllreduceMode::Ring;
-  }
+  static_assert(static_cast<int>(CollAlgo::Mesh) == static_cast<int>(AllreduceMode::Mesh) &&
+                static_cast<int>(CollAlgo::Ring) == static_cast<int>(AllreduceMode::Ring) &&
+                static_cast<int>(CollAlgo::Bruck) == static_cast<int>(AllreduceMode::Bruck));
+  if (m == AllreduceMode::Auto) m = static_cast<AllreduceMode>(t.algo(TunedColl::Allreduce, src.bytes));
   call.run(CollKind::Allreduce, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(src.dtype);
     h.count = Call::elements(src);

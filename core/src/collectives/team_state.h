@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/reduce_math.h"
+#include "collectives/tuning.h"
 #include "context_impl.h"
 #include "rwin/collectives.h"
 
@@ -61,6 +62,8 @@ struct CollConfig {
   uint64_t bruck_max = 64 * 1024;  // measured, bench/RESULTS.md (2026-12-05)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
+  // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
+  std::shared_ptr<const TuningTable> tuning;
   static CollConfig from_env();
 };
 
@@ -104,12 +107,9 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
   std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
-  // Whether a call of `bytes` (as RWIN_COLL_BRUCK_MAX counts them) goes by Bruck; bruck_gathering: one
-  // that gathers NR x `bytes` (reduce_scatter), counted as NR x bytes / 2 (bruck_max <= 2^62: no overflow).
-  bool bruck(uint64_t bytes) const { return nr > 2 && !mapped && bytes <= cfg.bruck_max; }
-  bool bruck_gathering(uint64_t bytes) const {
-    return nr > 2 && !mapped && bytes <= 2 * cfg.bruck_max / static_cast<uint64_t>(nr);
-  }
+  // The tuning table's choice for a call of `bytes` (tuned_size_meaning: reduce_scatter passes its
+  // data's bytes, counted here as NR x bytes / 2, saturating).
+  CollAlgo algo(TunedColl coll, uint64_t bytes) const;
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }

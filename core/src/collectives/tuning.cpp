@@ -1,0 +1,259 @@
+// The tuning table's rules: the built-in ones, a user's file (JSON, nlohmann-json: Debian's
+// nlohmann-json3-dev, already the tools' parser), and the first-match choice.
+#include "collectives/tuning.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/knobs.h"
+#include "common/parse_number.h"
+#include "rwin/rwin.h"
+
+namespace rwin::detail {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr TunedColl kAllColls[] = {TunedColl::Allreduce, TunedColl::Allgather, TunedColl::ReduceScatter,
+                                   TunedColl::Broadcast, TunedColl::AllToAll};
+constexpr CollAlgo kAllAlgos[] = {CollAlgo::Direct, CollAlgo::Mesh, CollAlgo::Ring, CollAlgo::Bruck, CollAlgo::Chain};
+
+// The algorithms each collective has.
+bool algo_valid(TunedColl c, CollAlgo a) {
+  switch (c) {
+    case TunedColl::Allreduce: return a == CollAlgo::Mesh || a == CollAlgo::Ring || a == CollAlgo::Bruck;
+    case TunedColl::Broadcast: return a == CollAlgo::Direct || a == CollAlgo::Chain;
+    default: return a == CollAlgo::Direct || a == CollAlgo::Bruck;
+  }
+}
+
+std::string valid_algos(TunedColl c) {
+  std::string s;
+  for (const CollAlgo a : kAllAlgos) {
+    if (algo_valid(c, a)) s += std::string(s.empty() ? "" : ", ") + algo_name(a);
+  }
+  return s;
+}
+
+[[noreturn]] void bad(const std::string& where, const std::string& why) {
+  throw Error(ErrorCode::InvalidArgument, "RWIN_COLL_TUNING: " + where + ": " + why +
+                                              " (docs/CONFIG.md, \"Collective tuning\")");
+}
+
+// A size: a non-negative JSON integer, or a string in kSizeForm ("64K").
+uint64_t size_of(const json& v, const std::string& where) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_string()) {
+    uint64_t out = 0;
+    const std::string why = common::parse_size(v.get<std::string>(), out);
+    if (why.empty()) return out;
+    bad(where, "'" + v.get<std::string>() + "' is not a size (" + why + "); expected " + common::kSizeForm);
+  }
+  bad(where, v.dump() + " is not a size (a non-negative integer or a string such as \"64K\")");
+}
+
+// [lo, hi] with hi optional (null or absent: no upper limit).
+template <class T>
+void range_of(const json& v, const std::string& where, T& lo, T& hi, T (*one)(const json&, const std::string&)) {
+  if (!v.is_array() || v.empty() || v.size() > 2) bad(where, v.dump() + " is not a range [lo, hi] (hi null: no limit)");
+  lo = one(v[0], where + "[0]");
+  if (v.size() == 2 && !v[1].is_null()) hi = one(v[1], where + "[1]");
+  if (lo > hi) bad(where, "lo " + std::to_string(lo) + " is above hi " + std::to_string(hi));
+}
+
+int64_t ranks_of(const json& v, const std::string& where) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > (uint64_t{1} << 31)) {
+    bad(where, v.dump() + " is not a team size (an integer >= 1)");
+  }
+  return static_cast<int64_t>(v.get<uint64_t>());
+}
+
+std::string text_of(const json& v, const std::string& where) {
+  if (!v.is_string()) bad(where, v.dump() + " is not a string");
+  return v.get<std::string>();
+}
+
+TuningRule rule_of(const json& r, const std::string& where) {
+  if (!r.is_object()) bad(where, "a rule is an object, not " + r.dump());
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    static const char* const kKeys[] = {"collective", "path", "transport", "ranks", "bytes", "algorithm", "comment"};
+    bool known = false;
+    for (const char* k : kKeys) known = known || it.key() == k;
+    if (!known) {
+      bad(where, "unknown field '" + it.key() + "' (known: collective, path, transport, ranks, bytes, algorithm, comment)");
+    }
+  }
+  TuningRule out;
+  if (!r.contains("collective")) bad(where, "no 'collective'");
+  const std::string coll = text_of(r["collective"], where + ".collective");
+  bool found = false;
+  for (const TunedColl c : kAllColls) {
+    if (coll == tuned_name(c)) out.coll = c, found = true;
+  }
+  if (!found) bad(where + ".collective", "'" + coll + "' is not allreduce, allgather, reduce_scatter, broadcast or all_to_all");
+  if (!r.contains("algorithm")) bad(where, "no 'algorithm'");
+  const std::string algo = text_of(r["algorithm"], where + ".algorithm");
+  found = false;
+  for (const CollAlgo a : kAllAlgos) {
+    if (algo == algo_name(a) && algo_valid(out.coll, a)) out.algo = a, found = true;
+  }
+  if (!found) bad(where + ".algorithm", "'" + algo + "' is not an algorithm of " + coll + " (" + valid_algos(out.coll) + ")");
+  if (r.contains("path")) {
+    const std::string p = text_of(r["path"], where + ".path");
+    if (p == "shm") out.path = TunedPath::Shm;
+    else if (p == "net") out.path = TunedPath::Net;
+    else if (p != "any") bad(where + ".path", "'" + p + "' is not shm, net or any");
+  }
+  if (r.contains("transport")) {
+    out.transport = text_of(r["transport"], where + ".transport");
+    if (out.transport == "any") out.transport.clear();
+    if (!out.transport.empty() && out.transport != "ucx" && out.transport != "tcp" && out.transport != "verbs") {
+      bad(where + ".transport", "'" + out.transport + "' is not ucx, tcp, verbs or any");
+    }
+  }
+  if (r.contains("ranks")) range_of<int64_t>(r["ranks"], where + ".ranks", out.ranks_lo, out.ranks_hi, ranks_of);
+  if (r.contains("bytes")) range_of<uint64_t>(r["bytes"], where + ".bytes", out.bytes_lo, out.bytes_hi, size_of);
+  return out;
+}
+
+std::string range_text(uint64_t lo, uint64_t hi, uint64_t none) {
+  return std::to_string(lo) + ".." + (hi == none ? std::string() : std::to_string(hi));
+}
+
+}  // namespace
+
+const char* algo_name(CollAlgo a) noexcept {
+  switch (a) {
+    case CollAlgo::Direct: return "direct";
+    case CollAlgo::Mesh: return "mesh";
+    case CollAlgo::Ring: return "ring";
+    case CollAlgo::Bruck: return "bruck";
+    case CollAlgo::Chain: return "chain";
+  }
+  return "?";
+}
+
+const char* tuned_name(TunedColl c) noexcept {
+  switch (c) {
+    case TunedColl::Allreduce: return "allreduce";
+    case TunedColl::Allgather: return "allgather";
+    case TunedColl::ReduceScatter: return "reduce_scatter";
+    case TunedColl::Broadcast: return "broadcast";
+    case TunedColl::AllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+const char* tuned_size_meaning(TunedColl c) noexcept {
+  switch (c) {
+    case TunedColl::Allreduce: return "the vector's bytes";
+    case TunedColl::Allgather: return "a row's bytes (the stage)";
+    case TunedColl::ReduceScatter: return "team size x the data's bytes / 2 (half of what Bruck gathers)";
+    case TunedColl::Broadcast: return "the vector's bytes";
+    case TunedColl::AllToAll: return "the stage's bytes (all team-size rows)";
+  }
+  return "?";
+}
+
+bool rule_matches(const TuningRule& r, const TuningKey& k) noexcept {
+  return r.coll == k.coll && (r.path == TunedPath::Any || (r.path == TunedPath::Shm) == k.mapped) &&
+         (r.transport.empty() || r.transport == k.transport) && k.ranks >= r.ranks_lo && k.ranks <= r.ranks_hi &&
+         k.bytes >= r.bytes_lo && k.bytes <= r.bytes_hi;
+}
+
+std::string describe_rule(const TuningRule& r) {
+  std::string s = tuned_name(r.coll);
+  if (r.path != TunedPath::Any) s += r.path == TunedPath::Shm ? " shm" : " net";
+  if (!r.transport.empty()) s += " " + r.transport;
+  if (r.ranks_lo != 1 || r.ranks_hi != std::numeric_limits<int64_t>::max()) {
+    s += " ranks " + range_text(static_cast<uint64_t>(r.ranks_lo), static_cast<uint64_t>(r.ranks_hi),
+                                static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  }
+  if (r.bytes_lo != 0 || r.bytes_hi != std::numeric_limits<uint64_t>::max()) {
+    s += " bytes " + range_text(r.bytes_lo, r.bytes_hi, std::numeric_limits<uint64_t>::max());
+  }
+  return s + " -> " + algo_name(r.algo);
+}
+
+std::vector<TuningRule> TuningTable::parse(const std::string& text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(origin, std::string("not JSON: ") + e.what());
+  }
+  if (!doc.is_object()) bad(origin, "the table is an object {\"version\": 1, \"rules\": [...]}");
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "version" && it.key() != "rules" && it.key() != "comment") {
+      bad(origin, "unknown field '" + it.key() + "' (known: version, rules, comment)");
+    }
+  }
+  if (!doc.contains("version") || doc["version"] != 1) bad(origin, "'version' must be 1");
+  if (!doc.contains("rules") || !doc["rules"].is_array()) bad(origin, "'rules' must be an array of rules");
+  std::vector<TuningRule> out;
+  for (size_t i = 0; i < doc["rules"].size(); ++i) {
+    const std::string where = origin + ", rule " + std::to_string(i);
+    out.push_back(rule_of(doc["rules"][i], where));
+    out.back().from = where;
+  }
+  return out;
+}
+
+std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
+  std::vector<TuningRule> out;
+  auto add = [&out](TunedColl c, TunedPath path, int64_t ranks_lo, uint64_t bytes_lo, uint64_t bytes_hi, CollAlgo a,
+                    const char* from) {
+    TuningRule r;
+    r.coll = c;
+    r.path = path;
+    r.ranks_lo = ranks_lo;
+    r.bytes_lo = bytes_lo;
+    r.bytes_hi = bytes_hi;
+    r.algo = a;
+    r.from = from;
+    out.push_back(std::move(r));
+  };
+  constexpr uint64_t kAll = std::numeric_limits<uint64_t>::max();
+  // Off shared memory, log-depth rounds beat one round of NR - 1 messages up to bruck_max (measured,
+  // bench/RESULTS.md 2026-12-05); on shared memory a message is a few stores and one round wins.
+  const char* bruck = "built-in (RWIN_COLL_BRUCK_MAX)";
+  add(TunedColl::Allreduce, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
+  add(TunedColl::Allreduce, TunedPath::Any, 1, 0, l.mesh_max, CollAlgo::Mesh, "built-in (RWIN_ALLREDUCE_MESH_MAX)");
+  add(TunedColl::Allreduce, TunedPath::Any, 1, 0, kAll, CollAlgo::Ring, "built-in");
+  for (const TunedColl c : {TunedColl::Allgather, TunedColl::ReduceScatter, TunedColl::AllToAll}) {
+    add(c, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
+    add(c, TunedPath::Any, 1, 0, kAll, CollAlgo::Direct, "built-in");
+  }
+  // A broadcast of more than one chunk on 3+ members is pipelined along a chain (every link carries
+  // the data once); otherwise the root sends to every member (one message latency).
+  add(TunedColl::Broadcast, TunedPath::Any, 3, l.chunk_bytes + 1, kAll, CollAlgo::Chain,
+      "built-in (RWIN_COLL_CHUNK_BYTES)");
+  add(TunedColl::Broadcast, TunedPath::Any, 1, 0, kAll, CollAlgo::Direct, "built-in");
+  return out;
+}
+
+TuningTable TuningTable::load(const TuningLimits& limits) {
+  TuningTable t;
+  if (const char* path = knobs::env("RWIN_COLL_TUNING")) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream text;
+    if (f) text << f.rdbuf();
+    if (!f || f.bad()) bad(std::string("'") + path + "'", "cannot be read");
+    t.rules_ = parse(text.str(), std::string("'") + path + "'");
+  }
+  for (auto& r : built_in(limits)) t.rules_.push_back(std::move(r));
+  return t;
+}
+
+const TuningRule& TuningTable::choose(const TuningKey& k) const {
+  for (const TuningRule& r : rules_) {
+    if (rule_matches(r, k)) return r;
+  }
+  // Unreachable: every collective's built-in rules end with one that matches every call.
+  throw Error(ErrorCode::InvalidArgument, std::string("collective tuning: no rule matches ") + tuned_name(k.coll));
+}
+
+}  // namespace rwin::detail

@@ -1,0 +1,173 @@
+// The collectives' tuning table (core/src/collectives/tuning.cpp): the built-in rules reproduce the
+// measured choices at their edges, a file's rules come first and are checked field by field, and
+// every refused file says which rule and field is wrong.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "collectives/tuning.h"
+#include "env_guard.h"
+#include "rwin/rwin.h"
+
+using namespace rwin;
+using namespace rwin::detail;
+
+namespace {
+
+const TuningLimits kLimits{8 * 1024, 64 * 1024, 256 * 1024};
+
+CollAlgo pick(const TuningTable& t, TunedColl c, bool mapped, const std::string& tp, int ranks, uint64_t bytes) {
+  return t.choose(TuningKey{c, mapped, tp, ranks, bytes}).algo;
+}
+
+TuningTable built_in_only() {
+  TuningTable t;
+  t.rules_ = TuningTable::built_in(kLimits);
+  return t;
+}
+
+// What the refused text's error says (the test fails when it is accepted).
+std::string refusal(const std::string& text) {
+  try {
+    TuningTable::parse(text, "'f.json'");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return {};
+}
+
+TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
+  const TuningTable t = built_in_only();
+  const std::string tcp = "tcp";
+  // allreduce: Bruck off shared memory on 3+ members up to RWIN_COLL_BRUCK_MAX, else Mesh up to
+  // RWIN_ALLREDUCE_MESH_MAX, Ring above.
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 4, 64 * 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 4, 64 * 1024 + 1), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 2, 8), CollAlgo::Mesh);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 4, 8 * 1024), CollAlgo::Mesh);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 4, 8 * 1024 + 1), CollAlgo::Ring);
+  // data movement: Bruck under the same condition, the one-round algorithm otherwise.
+  for (const TunedColl c : {TunedColl::Allgather, TunedColl::ReduceScatter, TunedColl::AllToAll}) {
+    EXPECT_EQ(pick(t, c, false, tcp, 3, 0), CollAlgo::Bruck) << tuned_name(c);
+    EXPECT_EQ(pick(t, c, false, tcp, 3, 64 * 1024), CollAlgo::Bruck) << tuned_name(c);
+    EXPECT_EQ(pick(t, c, false, tcp, 3, 64 * 1024 + 1), CollAlgo::Direct) << tuned_name(c);
+    EXPECT_EQ(pick(t, c, true, tcp, 8, 8), CollAlgo::Direct) << tuned_name(c);
+    EXPECT_EQ(pick(t, c, false, tcp, 2, 8), CollAlgo::Direct) << tuned_name(c);
+  }
+  // broadcast: a chain above one chunk on 3+ members.
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024), CollAlgo::Direct);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024 + 1), CollAlgo::Chain);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
+}
+
+TEST(CollTuning, AFilesRulesComeFirstAndMatchOnEveryKey) {
+  TuningTable t;
+  t.rules_ = TuningTable::parse(R"({"version": 1, "comment": "x", "rules": [
+    {"collective": "allreduce", "path": "shm", "transport": "tcp", "ranks": [4, 8], "bytes": ["1K", "4K"], "algorithm": "ring"},
+    {"collective": "broadcast", "ranks": [2, null], "bytes": [0, 100], "algorithm": "chain", "comment": "y"},
+    {"collective": "all_to_all", "path": "any", "transport": "any", "algorithm": "bruck"}]})",
+                                "'f.json'");
+  ASSERT_EQ(t.rules_.size(), 3u);
+  EXPECT_EQ(t.rules_[1].from, "'f.json', rule 1");
+  for (auto& r : TuningTable::built_in(kLimits)) t.rules_.push_back(r);
+  const std::string tcp = "tcp", ucx = "ucx";
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 4, 1024), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 8, 4096), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 4, 1023), CollAlgo::Mesh);   // below bytes
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 4, 4097), CollAlgo::Mesh);   // above bytes
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 3, 2048), CollAlgo::Mesh);   // below ranks
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tcp, 9, 2048), CollAlgo::Mesh);   // above ranks
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 4, 2048), CollAlgo::Bruck); // path
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, ucx, 4, 2048), CollAlgo::Mesh);   // transport
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, ucx, 2, 100), CollAlgo::Chain);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, ucx, 2, 101), CollAlgo::Direct);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, ucx, 1000000, 0), CollAlgo::Chain);  // null: no upper end
+  EXPECT_EQ(pick(t, TunedColl::AllToAll, true, ucx, 2, uint64_t{1} << 40), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::Allgather, true, ucx, 2, 8), CollAlgo::Direct);  // other collectives untouched
+  EXPECT_EQ(describe_rule(t.rules_[0]), "allreduce shm tcp ranks 4..8 bytes 1024..4096 -> ring");
+  EXPECT_EQ(describe_rule(t.rules_[1]), "broadcast ranks 2.. bytes 0..100 -> chain");
+}
+
+TEST(CollTuning, ABadFileNamesTheRuleAndTheField) {
+  EXPECT_NE(refusal("{\"version\": 1, \"rules\": [").find("'f.json': not JSON"), std::string::npos);
+  EXPECT_NE(refusal("[]").find("the table is an object"), std::string::npos);
+  EXPECT_NE(refusal(R"({"rules": []})").find("'version' must be 1"), std::string::npos);
+  EXPECT_NE(refusal(R"({"version": 2, "rules": []})").find("'version' must be 1"), std::string::npos);
+  EXPECT_NE(refusal(R"({"version": 1, "rule": []})").find("unknown field 'rule'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"version": 1, "rules": {}})").find("'rules' must be an array"), std::string::npos);
+  const auto one = [](const std::string& rule) { return refusal(R"({"version": 1, "rules": [{"collective": "allreduce", "algorithm": "ring"}, )" + rule + "]}"); };
+  EXPECT_NE(one("3").find("rule 1: a rule is an object"), std::string::npos);
+  EXPECT_NE(one(R"({"algorithm": "ring"})").find("rule 1: no 'collective'"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce"})").find("rule 1: no 'algorithm'"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "gather", "algorithm": "ring"})").find("rule 1.collective: 'gather' is not"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "broadcast", "algorithm": "bruck"})").find("rule 1.algorithm: 'bruck' is not an algorithm of broadcast (direct, chain)"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "direct"})").find("(mesh, ring, bruck)"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "byte": [0, 1]})").find("rule 1: unknown field 'byte'"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "path": "ib"})").find("rule 1.path: 'ib' is not shm, net or any"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "transport": "rdma"})").find("rule 1.transport"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "ranks": [0, 4]})").find("rule 1.ranks[0]: 0 is not a team size"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "ranks": [5, 4]})").find("rule 1.ranks: lo 5 is above hi 4"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "ranks": 4})").find("is not a range"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "bytes": [0, 1, 2]})").find("is not a range"), std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "bytes": ["4Q", null]})").find("rule 1.bytes[0]: '4Q' is not a size"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "bytes": [-1, 4]})").find("rule 1.bytes[0]: -1 is not a size"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "bytes": ["8K", 4]})").find("lo 8192 is above hi 4"),
+            std::string::npos);
+  EXPECT_NE(one(R"({"collective": 7, "algorithm": "ring"})").find("rule 1.collective: 7 is not a string"), std::string::npos);
+}
+
+TEST(CollTuning, LoadReadsTheFileBeforeTheBuiltInRules) {
+  const std::string path = ::testing::TempDir() + "rwin_coll_tuning_test.json";
+  {
+    std::ofstream f(path);
+    f << R"({"version": 1, "rules": [{"collective": "allgather", "algorithm": "bruck"}]})";
+  }
+  {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_TUNING", path);
+    const TuningTable t = TuningTable::load(kLimits);
+    ASSERT_EQ(t.rules().size(), TuningTable::built_in(kLimits).size() + 1);
+    EXPECT_EQ(t.rules()[0].from, "'" + path + "', rule 0");
+    EXPECT_EQ(pick(t, TunedColl::Allgather, true, "ucx", 2, 8), CollAlgo::Bruck);
+  }
+  std::remove(path.c_str());
+  {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_TUNING", path);
+    try {
+      (void)TuningTable::load(kLimits);
+      ADD_FAILURE() << "a missing file was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + path + "': cannot be read"), std::string::npos) << e.what();
+    }
+  }
+  {
+    // Every rank checks the file at start-up (Options::from_env), before any team is made.
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_TUNING", path);
+    try {
+      (void)Options::from_env();
+      ADD_FAILURE() << "start-up accepted a missing tuning file";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("RWIN_COLL_TUNING: '" + path + "': cannot be read"), std::string::npos) << e.what();
+    }
+  }
+  {
+    rwin::test::EnvGuard g({"RWIN_COLL_TUNING"});
+    EXPECT_EQ(TuningTable::load(kLimits).rules().size(), TuningTable::built_in(kLimits).size());
+  }
+}
+
+}  // namespace
