@@ -199,20 +199,41 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
 }
 
 // 50 allreduces in a row on the same windows (and so the same slots and counters), data changing
-// every time, sizes and algorithms alternating; then a barrier and 20 more barriers back to back.
+// every time, sizes and algorithms alternating; 60 broadcasts in a row, the root moving from member to
+// member (a root returns once its messages are out, so members run calls apart, as far as the slots
+// let them); then a barrier and 20 more barriers back to back. With 4 slots per peer (acks shared by
+// up to 4 messages) and with 1 (every message acknowledged before the slot is written again).
 TEST_P(Collectives, BackToBackReuse) {
-  run(4, [](Context& ctx) {
-    ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
-    Team w = world(ctx);
-    Pool pool(ctx, w, "bb", 4000 * 8);
-    for (int it = 0; it < 50; ++it) {
-      const int64_t n = it % 3 == 0 ? 4000 : (it % 3 == 1 ? 3 : 700);
-      const AllreduceMode mode = it % 2 ? AllreduceMode::Ring : AllreduceMode::Auto;
-      check_allreduce(ctx, w, pool, it % 4 == 0 ? DType::F64 : DType::I32, ReduceOp::Sum, mode, n, it % 5 == 0, it);
-    }
-    for (int i = 0; i < 20; ++i) w.barrier();
-    barrier_collective(ctx);
-  });
+  for (const char* slots : {"4", "1"}) {
+    run(4, [slots](Context& ctx) {
+      ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+      ::setenv("RWIN_COLL_SLOTS", slots, 1);
+      Team w = world(ctx);
+      Pool pool(ctx, w, "bb", 4000 * 8);
+      for (int it = 0; it < 50; ++it) {
+        const int64_t n = it % 3 == 0 ? 4000 : (it % 3 == 1 ? 3 : 700);
+        const AllreduceMode mode = it % 2 ? AllreduceMode::Ring : AllreduceMode::Auto;
+        check_allreduce(ctx, w, pool, it % 4 == 0 ? DType::F64 : DType::I32, ReduceOp::Sum, mode, n, it % 5 == 0, it);
+      }
+      for (int it = 0; it < 60; ++it) {
+        const int root = it % w.size();
+        const int64_t n = it % 3 == 0 ? 4000 : (it % 3 == 1 ? 1 : 700);
+        Window x = ctx.window(pool.a, DType::F64, {1, n});
+        if (w.rank() == root) {
+          fill(DType::F64, x.data(), n, root, 1000 + it);
+        } else {
+          std::memset(x.data(), 0xee, static_cast<size_t>(n) * 8);
+        }
+        w.broadcast(x, root);
+        std::vector<char> want(static_cast<size_t>(n) * 8);
+        fill(DType::F64, want.data(), n, root, 1000 + it);
+        MP_CHECK(same_bytes(x.data(), want.data(), want.size()),
+                 "broadcast " << it << " (root " << root << ", slots " << slots << "): " << first_diff(x.data(), want.data(), n, DType::F64));
+      }
+      for (int i = 0; i < 20; ++i) w.barrier();
+      barrier_collective(ctx);
+    });
+  }
 }
 
 // broadcast from every root, allgather, reduce_scatter (in place and not) and all_to_all on the world,
@@ -601,7 +622,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
                                        {"collective": "allgather", "path": "shm", "algorithm": "bruck"},
                                        {"collective": "allgather", "path": "net", "algorithm": "direct"}]})";
     }
-    for (int kase = 0; kase < 8; ++kase) {
+    for (int kase = 0; kase < 9; ++kase) {
       if (kase >= 6 && r == 0) ::setenv("RWIN_COLL_TUNING", tuning.c_str(), 1);  // read by make_team
       Team t = make_team(ctx, {0, 1, 2});
       ::unsetenv("RWIN_COLL_TUNING");
@@ -643,6 +664,11 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
             t.allgather(row, rows);
             break;
           }
+          case 8:  // two members act as the root: both roots return at once (no acks to wait for), so
+                   // the call may end well everywhere; the next call that receives ends it
+            t.broadcast(x, r == 1 ? 1 : 0);
+            t.allreduce(x);
+            break;
         }
         t.barrier();
       } catch (const Error& e) {

@@ -7,8 +7,9 @@
 // counts and offsets in elements), allreduce / broadcast in
 // place on a view. NR is the team's size, rows are indexed by team rank. Every member calls the same
 // collective in the same order with matching arguments; a mismatch (sizes, dtype, root, op, mode)
-// ends in Error(CollectiveMismatch) on every member, never in a hang, and every call has a
-// deadline (Options::op_timeout). docs/CONTRACT.md ("Collectives") has the semantics, the
+// ends in Error(CollectiveMismatch) on every member, never in a hang (in that call, or in a member's
+// next call on the team when that member waited for nothing the mismatch touched), and every call
+// has a deadline (Options::op_timeout). docs/CONTRACT.md ("Collectives") has the semantics, the
 // algorithms, and how the internal scratch and signal windows are sized and reused.
 //
 // Thread safety: a Team belongs to its Context and is used from the thread that uses the Context.

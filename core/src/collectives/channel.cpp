@@ -181,7 +181,8 @@ uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
 // One idle round of a wait: progress, a peer's abort, failures, the deadline. With `mine` (this
 // call's header) and `expect_end[p]` (messages from p this call consumes, counted over the team's
 // life), it also looks at a landed message nobody will consume in this call: one of this very call
-// and phase means that member runs something else (e.g. it thinks it is the root), a mismatch.
+// and phase means that member runs something else (e.g. it thinks it is the root), a mismatch; so does
+// one of an earlier call (nobody consumed it).
 // A collective waits on several members at once, and members often outnumber cores (tests, one
 // node): after a short spin it yields the core at every poll (the member it waits for may need it),
 // and only after a long stall it sleeps. (The core's Backoff spins 200 us first, which under
@@ -222,7 +223,11 @@ struct Waiter {
       if (n < end || t.load(data_word(t, p)) <= static_cast<int64_t>(n)) continue;
       MsgHeader h;
       std::memcpy(&h, t.scratch->base() + scratch_off(t, p, n), kHeaderBytes);
-      if (h.team_id == mine->team_id && h.call_seq == mine->call_seq && h.phase == mine->phase) {
+      // Of this very call and phase: that member runs something else. Of an earlier call: a message
+      // no call of ours consumed (a member acted as a root or sender where we did not), which every
+      // member that agreed would have.
+      if (h.team_id == mine->team_id &&
+          (h.call_seq < mine->call_seq || (h.call_seq == mine->call_seq && h.phase == mine->phase))) {
         report_mismatch(t, p, h, *mine, what);
       }
     }

@@ -66,8 +66,11 @@ void Team::broadcast(const Window& xw, int root) {
       if (lens[0]) std::memcpy(x.base() + j * cp, parts[0], lens[0]);
       ready = j + 1;
     };
-    // Only the senders need the acks (their x is a source); a receiver's header check covers it.
-    ex.final_acks = !ex.out.empty();
+    // No wait for acks when the payload went through the outbox (run_exchange waits when it went from
+    // x, a source the caller may change after we return). The root then returns as soon as its messages
+    // are out, as a receiver does once its data landed: a mismatch another member finds reaches it at
+    // its next call on the team (the abort word, or an unconsumed message where its next one should be).
+    ex.final_acks = false;
     run_exchange(t, ex, "broadcast");
   });
 }
