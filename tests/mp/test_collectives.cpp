@@ -198,37 +198,45 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
   });
 }
 
-// 50 allreduces in a row on the same windows (and so the same slots and counters), data changing
-// every time, sizes and algorithms alternating; 60 broadcasts in a row, the root moving from member to
-// member (a root returns once its messages are out, so members run calls apart, as far as the slots
-// let them); then a barrier and 20 more barriers back to back. With 4 slots per peer (acks shared by
-// up to 4 messages) and with 1 (every message acknowledged before the slot is written again).
+// 61 tiny and 60 larger broadcasts in a row, the root moving from member to member (a root returns
+// once its messages are out, so members run calls apart, as far as the slots let them); 50 allreduces
+// in a row on the same windows (and so the same slots and counters), data changing every time, sizes
+// and algorithms alternating; then a barrier and 20 more barriers back to back. With 4 slots per peer
+// (acks shared by up to 2 messages), with 1 (every message acknowledged before the slot is written
+// again) and with the default, auto, 64 KiB chunks: 64 slots while messages are tiny, and the tiny
+// broadcasts leave ~15 acks owed per root and receiver when the first 32000-byte broadcast grows the
+// slots to 32 KiB and their number to 7 (credits must start whole again).
 TEST_P(Collectives, BackToBackReuse) {
-  for (const char* slots : {"4", "1"}) {
+  for (const char* slots : {"auto", "4", "1"}) {
     run(4, [slots](Context& ctx) {
-      ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+      const bool is_auto = std::string_view(slots) == "auto";
+      ::setenv("RWIN_COLL_CHUNK_BYTES", is_auto ? "65536" : kSmallChunk, 1);
       ::setenv("RWIN_COLL_SLOTS", slots, 1);
       Team w = world(ctx);
       Pool pool(ctx, w, "bb", 4000 * 8);
+      auto broadcasts = [&](int count, int first, bool tiny) {
+        for (int it = first; it < first + count; ++it) {
+          const int root = it % w.size();
+          const int64_t n = tiny ? 1 + it % 2 : (it % 3 == 0 ? 4000 : (it % 3 == 1 ? 1 : 700));
+          Window x = ctx.window(pool.a, DType::F64, {1, n});
+          if (w.rank() == root) {
+            fill(DType::F64, x.data(), n, root, 1000 + it);
+          } else {
+            std::memset(x.data(), 0xee, static_cast<size_t>(n) * 8);
+          }
+          w.broadcast(x, root);
+          std::vector<char> want(static_cast<size_t>(n) * 8);
+          fill(DType::F64, want.data(), n, root, 1000 + it);
+          MP_CHECK(same_bytes(x.data(), want.data(), want.size()),
+                   "broadcast " << it << " (root " << root << ", slots " << slots << "): " << first_diff(x.data(), want.data(), n, DType::F64));
+        }
+      };
+      broadcasts(61, 100, true);
+      broadcasts(60, 0, false);
       for (int it = 0; it < 50; ++it) {
         const int64_t n = it % 3 == 0 ? 4000 : (it % 3 == 1 ? 3 : 700);
         const AllreduceMode mode = it % 2 ? AllreduceMode::Ring : AllreduceMode::Auto;
         check_allreduce(ctx, w, pool, it % 4 == 0 ? DType::F64 : DType::I32, ReduceOp::Sum, mode, n, it % 5 == 0, it);
-      }
-      for (int it = 0; it < 60; ++it) {
-        const int root = it % w.size();
-        const int64_t n = it % 3 == 0 ? 4000 : (it % 3 == 1 ? 1 : 700);
-        Window x = ctx.window(pool.a, DType::F64, {1, n});
-        if (w.rank() == root) {
-          fill(DType::F64, x.data(), n, root, 1000 + it);
-        } else {
-          std::memset(x.data(), 0xee, static_cast<size_t>(n) * 8);
-        }
-        w.broadcast(x, root);
-        std::vector<char> want(static_cast<size_t>(n) * 8);
-        fill(DType::F64, want.data(), n, root, 1000 + it);
-        MP_CHECK(same_bytes(x.data(), want.data(), want.size()),
-                 "broadcast " << it << " (root " << root << ", slots " << slots << "): " << first_diff(x.data(), want.data(), n, DType::F64));
       }
       for (int i = 0; i < 20; ++i) w.barrier();
       barrier_collective(ctx);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "collectives/team_state.h"
 #include "collectives/tuning.h"
 #include "env_guard.h"
 #include "rwin/rwin.h"
@@ -167,6 +168,32 @@ TEST(CollTuning, LoadReadsTheFileBeforeTheBuiltInRules) {
   {
     rwin::test::EnvGuard g({"RWIN_COLL_TUNING"});
     EXPECT_EQ(TuningTable::load(kLimits).rules().size(), TuningTable::built_in(kLimits).size());
+  }
+}
+
+// RWIN_COLL_SLOTS: unset or "auto" leaves the count to the slot size (CollConfig::slots 0), a number
+// 1..64 fixes it, anything else is refused at start-up with the value and what is expected.
+TEST(CollTuning, SlotsAreAutoOrACountFrom1To64) {
+  {
+    rwin::test::EnvGuard g({"RWIN_COLL_SLOTS"});
+    EXPECT_EQ(CollConfig::from_env().slots, 0);
+  }
+  for (const char* v : {"auto", "1", "64", "7"}) {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_SLOTS", v);
+    EXPECT_EQ(CollConfig::from_env().slots, std::string(v) == "auto" ? 0 : std::stoi(v)) << v;
+  }
+  for (const char* v : {"0", "65", "many", "-1"}) {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_SLOTS", v);
+    try {
+      (void)Options::from_env();
+      ADD_FAILURE() << "start-up accepted RWIN_COLL_SLOTS=" << v;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(std::string("RWIN_COLL_SLOTS='") + v + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected auto or 1..64"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -81,7 +81,16 @@ uint64_t env_size(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
 CollConfig CollConfig::from_env() {
   CollConfig c;
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
-  c.slots = static_cast<int>(env_size("RWIN_COLL_SLOTS", static_cast<uint64_t>(c.slots), 1, 64));
+  if (const char* v = knobs::env("RWIN_COLL_SLOTS"); v && std::string_view(v) != "auto") {
+    uint64_t n = 0;
+    std::string why = bootstrap::parse_size(v, n);
+    if (why.empty() && (n < 1 || n > 64)) why = "outside [1, 64]";
+    if (!why.empty()) {
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string("RWIN_COLL_SLOTS='") + v + "' is not a slot count (" + why + "); expected auto or 1..64");
+    }
+    c.slots = static_cast<int>(n);
+  }
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
   c.bruck_max = env_size("RWIN_COLL_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
   if (const char* v = knobs::env("RWIN_ALLREDUCE")) {
@@ -174,8 +183,7 @@ bool same_call(const MsgHeader& a, const MsgHeader& b) {
 }
 
 uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
-  return (static_cast<uint64_t>(sender) * static_cast<uint64_t>(t.cfg.slots) + n % static_cast<uint64_t>(t.cfg.slots)) *
-         t.slot_bytes;
+  return (static_cast<uint64_t>(sender) * t.slots + n % t.slots) * t.slot_bytes;
 }
 
 // One idle round of a wait: progress, a peer's abort, failures, the deadline. With `mine` (this
@@ -234,7 +242,9 @@ struct Waiter {
   }
   void idle(const std::function<std::string()>& waiting_for) {
     ContextImpl& c = *t.c;
-    c.progress();
+    // Where every peer is mapped here nothing arrives through the transport: housekeeping now and
+    // then (as the core's signal waits do), so a poll of the counters is a few loads.
+    if (!c.all_direct || (round & 15) == 15) c.progress();
     if (t.abort_now() != 0) raise_abort(t, what);
     if ((++round & 63) == 0) {
       peek();
@@ -279,8 +289,53 @@ void fail_call(TeamState& t, const std::string& why) {
   if (t.broken.empty()) t.broken = why;
 }
 
+// Acknowledges to member q what this member consumed from it and has not acknowledged yet.
+void send_acks(TeamState& t, size_t q) {
+  if (t.unacked[q] == 0) return;
+  ContextImpl& c = *t.c;
+  const int gq = t.ranks[q];
+  if (char* m = c.caps.cpu_atomics ? t.signals->mapped(gq) : nullptr) {
+    // Mapped: the count of what we consumed, which only we write, is stored, not added (see
+    // run_exchange's sends: a store does not wait for earlier stores to leave the core).
+    std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(ack_word(t, t.me)) * 8))
+        .store(static_cast<int64_t>(t.recvd[q]), std::memory_order_release);
+    ++c.peer_stats[static_cast<size_t>(gq)].notifies;
+  } else {
+    t.ctx->notify(sig_at(t, ack_word(t, t.me)), gq, static_cast<int64_t>(t.unacked[q]));
+  }
+  t.unacked[q] = 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Workspace
+
+// Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 4 to 64. Small
+// messages get a deep window, so a member running calls ahead (a broadcast's root) stalls on credit
+// far less often (measured in bench/RESULTS.md); large ones keep 4 (256 KiB chunks: 1 MiB per peer).
+uint64_t auto_slots(uint64_t slot_bytes) {
+  return std::clamp<uint64_t>((uint64_t{256} << 10) / slot_bytes, 4, 64);
+}
+
+namespace {
+// Maps the new regions' pages now, at growth, instead of one page fault per slot in the first calls
+// that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB allreduces on shared
+// memory 3x slower on average). Reads only, in the scratch: a faster member may already be writing
+// its messages there (and into a mapped member's scratch, its own slots, which only we write, are
+// read). The outbox is ours alone and nothing is in flight from it yet.
+void prefault(TeamState& t, uint64_t bytes) {
+  constexpr uint64_t kPage = 4096;
+  auto touch = [](const char* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i += kPage) (void)*reinterpret_cast<const volatile char*>(p + i);
+  };
+  touch(t.scratch->base(), bytes);
+  std::memset(t.outbox->base(), 0, bytes);
+  const uint64_t mine = t.slots * t.slot_bytes;
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    if (const char* m = t.scratch->mapped(t.ranks[static_cast<size_t>(p)])) touch(m + static_cast<uint64_t>(t.me) * mine, mine);
+  }
+}
+}  // namespace
 
 void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
   ContextImpl& c = t.live("collective workspace");
@@ -303,12 +358,20 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     }
     g.final_acks = false;
     run_exchange(t, g, "collective workspace growth");
+    // Every message any member sent into the old slots is now consumed (the new registration below
+    // waits for every member, each past this handshake): acknowledge them all, so credits start
+    // whole however the slot count changes (a lazy ack owed from 32 messages of a 64-deep window
+    // would never come under a 4-deep one).
+    for (int p = 0; p < t.nr; ++p) {
+      if (p != t.me) send_acks(t, static_cast<size_t>(p));
+    }
   }
   // Grow geometrically (slot payloads of 64 B, 128 B, ... up to the chunk size): few regrowths.
   uint64_t p = 64;
   while (p < want) p *= 2;
   slot = kHeaderBytes + std::min(p, t.cfg.chunk_bytes);
-  const uint64_t k = static_cast<uint64_t>(t.cfg.slots), nr = static_cast<uint64_t>(t.nr);
+  const uint64_t k = t.cfg.slots > 0 ? static_cast<uint64_t>(t.cfg.slots) : auto_slots(slot);
+  const uint64_t nr = static_cast<uint64_t>(t.nr);
   try {
     if (!t.signals) {
       const int64_t words = kDataWord + 2 * t.nr;
@@ -357,6 +420,8 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     ov->bytes = bytes;
     t.outbox = ov;
     t.slot_bytes = slot;
+    t.slots = k;
+    prefault(t, bytes);
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
   } catch (const Error& e) {
@@ -389,13 +454,21 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   for (int k = 0; (1 << k) < t.nr; ++k) {
     const int to = (t.me + (1 << k)) % t.nr;
     const int job_to = t.ranks[static_cast<size_t>(to)];
-    PeerState& ps = c.peers[static_cast<size_t>(job_to)];
-    const bool unflushed = ps.unflushed;
-    t.ctx->notify(sig_at(t, kBarrierWord + k), job_to, 1);
-    // The barrier's own word needs no flush: no member reads it as data, and the next barrier's
-    // quiet would otherwise pay a round trip for it (over tcp at 4 ranks, 1 in 2 barriers blocked
-    // ~90 us on that flush). What the caller posted before is flushed above.
-    ps.unflushed = unflushed;
+    if (char* m = c.caps.cpu_atomics ? t.signals->mapped(job_to) : nullptr) {
+      // Mapped: we are the only writer of this word there (round k's partner), so the barrier's
+      // count is stored, not added (as run_exchange's counts: no locked instruction to wait on).
+      std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(kBarrierWord + k) * 8))
+          .store(seq, std::memory_order_release);
+      ++c.peer_stats[static_cast<size_t>(job_to)].notifies;
+    } else {
+      PeerState& ps = c.peers[static_cast<size_t>(job_to)];
+      const bool unflushed = ps.unflushed;
+      t.ctx->notify(sig_at(t, kBarrierWord + k), job_to, 1);
+      // The barrier's own word needs no flush: no member reads it as data, and the next barrier's
+      // quiet would otherwise pay a round trip for it (over tcp at 4 ranks, 1 in 2 barriers blocked
+      // ~90 us on that flush). What the caller posted before is flushed above.
+      ps.unflushed = unflushed;
+    }
     while (t.load(kBarrierWord + k) < seq) {
       w.idle([&] {
         const int from = (t.me - (1 << k) + t.nr * 2) % t.nr;
@@ -425,7 +498,11 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
                 " out / " + std::to_string(x.in.size()) + " in flows");
   }
   const uint64_t cp = chunk_payload(t);
-  const uint64_t k = static_cast<uint64_t>(t.cfg.slots);
+  const uint64_t k = t.slots;
+  // Lazy acks go out when half the window is consumed, not all of it: a sender that runs ahead (a
+  // broadcast's root, back-to-back calls) then finds credit again before it has used the last slot,
+  // instead of stalling on every k-th message until the receiver has caught up completely.
+  const uint64_t ack_every = (k + 1) / 2;
   uint64_t maxj = 0;
   for (auto& f : x.out) {
     f.chunks = chunk_count(t, f.bytes);
@@ -455,6 +532,10 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     bool any = false;
     const size_t p = static_cast<size_t>(f.peer);
     const int gp = t.ranks[p];
+    char* scratch_at = t.scratch->mapped(gp);
+    char* signals_at = t.signals->mapped(gp);
+    const bool direct = scratch_at && signals_at && c.caps.cpu_atomics;
+    auto* data_at = direct ? reinterpret_cast<int64_t*>(signals_at + static_cast<uint64_t>(data_word(t, t.me)) * 8) : nullptr;
     while (f.next < f.chunks && (!f.ready || f.next < *f.ready)) {
       const uint64_t n = t.sent[p];
       if (n + 1 > k && t.load(ack_word(t, f.peer)) < static_cast<int64_t>(n + 1 - k)) break;  // no credit
@@ -467,10 +548,28 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       h.flags = wait_acks ? kAckNow : 0;
       const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
       const uint64_t dst = scratch_off(t, t.me, n);
+      const char* payload = (f.raw ? f.raw : f.src->base()) + f.offset + j * cp;
+      if (char* slot = direct ? scratch_at + dst : nullptr) {
+        // The member's memory is mapped here: the message is written straight into its slot, and its
+        // count, which only we write, is stored with a release rather than added: a locked add waits
+        // for the slot's stores to leave this core first, a store follows them (x86: in order), so the
+        // message costs one cache-line handover, not two. Counted as the put and the notify it replaces.
+        std::memcpy(slot, &h, kHeaderBytes);
+        if (len) std::memcpy(slot + kHeaderBytes, payload, len);
+        std::atomic_ref<int64_t>(*data_at).store(static_cast<int64_t>(n + 1), std::memory_order_release);
+        PeerStats& st = c.peer_stats[static_cast<size_t>(gp)];
+        ++st.puts;
+        st.put_bytes += kHeaderBytes + len;
+        ++st.notifies;
+        t.sent[p] = n + 1;
+        ++f.next;
+        any = true;
+        continue;
+      }
       char* staged = t.outbox->base() + box;
       std::memcpy(staged, &h, kHeaderBytes);
       if (len <= t.cfg.inline_max || x.copy_sources || f.raw) {
-        if (len) std::memcpy(staged + kHeaderBytes, (f.raw ? f.raw : f.src->base()) + f.offset + j * cp, len);
+        if (len) std::memcpy(staged + kHeaderBytes, payload, len);
         t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes + len), gp, bytes_of(t.outbox, box, kHeaderBytes + len));
       } else {
         t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes), gp, bytes_of(t.outbox, box, kHeaderBytes));
@@ -537,10 +636,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
           t.recvd[q]++;
           f.done++;
           checked[i] = 0;
-          if (++t.unacked[q] >= k || ack_now[i] || j + 1 < f.chunks) {
-            t.ctx->notify(sig_at(t, ack_word(t, t.me)), t.ranks[q], static_cast<int64_t>(t.unacked[q]));
-            t.unacked[q] = 0;
-          }
+          if (++t.unacked[q] >= ack_every || ack_now[i] || j + 1 < f.chunks) send_acks(t, q);
         }
         ++j;
         w.backoff.reset();

@@ -54,7 +54,8 @@ std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 o
 // Tunables, read once per team from the environment (docs/CONFIG.md).
 struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
-  int slots = 4;                      // RWIN_COLL_SLOTS: messages in flight per peer
+  // RWIN_COLL_SLOTS: messages in flight per peer; 0 (unset, "auto"): by slot size, auto_slots().
+  int slots = 0;
   uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
   // RWIN_COLL_BRUCK_MAX: on 3+ members not all mapped (TeamState::mapped), Bruck's log-depth rounds up
   // to this many bytes: allreduce Auto (the vector), allgather (a row), all_to_all (a member's whole
@@ -102,6 +103,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::unique_ptr<transport::MemoryRegion> outbox_mr;  // local: staged messages to each member
   std::shared_ptr<WindowState> outbox;   // a U8 view of a local-only buffer (never a remote target)
   uint64_t slot_bytes = 0;     // header + payload capacity of one slot (0: no scratch yet)
+  uint64_t slots = 0;          // slots per peer of the current scratch (fixed between growths)
   std::vector<uint64_t> sent;  // messages sent to each team rank (team lifetime)
   std::vector<uint64_t> recvd; // messages consumed from each team rank
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
