@@ -110,7 +110,9 @@ CollAlgo TeamState::algo(TunedColl coll, uint64_t bytes) const {
     uint64_t gathered = 0;
     bytes = __builtin_mul_overflow(bytes, static_cast<uint64_t>(nr), &gathered) ? UINT64_MAX / 2 : gathered / 2;
   }
-  return cfg.tuning->choose(TuningKey{coll, mapped, c->opt.transport, nr, bytes}).algo;
+  AlgoMemo& m = algo_memo[static_cast<size_t>(coll)];
+  if (!m.valid || m.bytes != bytes) m = AlgoMemo{true, bytes, cfg.tuning->choose(TuningKey{coll, mapped, c->opt.transport, nr, bytes}).algo};
+  return m.algo;
 }
 
 uint64_t chunk_payload(const TeamState& t) { return t.slot_bytes - kHeaderBytes; }
@@ -220,14 +222,14 @@ struct Waiter {
   CollBackoff backoff;
   uint64_t round = 0;
   const MsgHeader* mine = nullptr;
-  std::vector<uint64_t> expect_end;
+  const std::vector<uint64_t>* expect_end = nullptr;
   Waiter(TeamState& ts, const char* w) : t(ts), what(w), deadline(ts.c->opt.op_timeout) {}
   void peek() {
     if (!mine || !t.scratch) return;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
       const uint64_t n = t.recvd[static_cast<size_t>(p)];
-      const uint64_t end = expect_end.empty() ? n : expect_end[static_cast<size_t>(p)];
+      const uint64_t end = expect_end ? (*expect_end)[static_cast<size_t>(p)] : n;
       if (n < end || t.load(data_word(t, p)) <= static_cast<int64_t>(n)) continue;
       MsgHeader h;
       std::memcpy(&h, t.scratch->base() + scratch_off(t, p, n), kHeaderBytes);
@@ -518,14 +520,29 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   if (!x.copy_sources && !x.sources_covered) {
     for (const auto& f : x.out) wait_acks = wait_acks || (!f.raw && std::min(cp, f.bytes) > t.cfg.inline_max);
   }
-  std::vector<const char*> parts(x.in.size());
-  std::vector<uint64_t> lens(x.in.size());
-  std::vector<uint8_t> checked(x.in.size(), 0);
-  std::vector<uint8_t> ack_now(x.in.size(), 0);
+  TeamState::ExchangeArrays& a = t.xa;
+  if (a.busy) {
+    throw Error(ErrorCode::Unsupported, c.who() + ": " + what + " on " + t.describe() +
+                                            ": a collective exchange started inside another (internal error)");
+  }
+  struct Busy {
+    bool& b;
+    explicit Busy(bool& f) : b(f) { b = true; }
+    ~Busy() { b = false; }
+  } busy(a.busy);
+  std::vector<const char*>& parts = a.parts;
+  std::vector<uint64_t>& lens = a.lens;
+  std::vector<uint8_t>& checked = a.checked;
+  std::vector<uint8_t>& ack_now = a.ack_now;
+  parts.assign(x.in.size(), nullptr);
+  lens.assign(x.in.size(), 0);
+  checked.assign(x.in.size(), 0);
+  ack_now.assign(x.in.size(), 0);
   Waiter w(t, what);
   w.mine = &x.header;
-  w.expect_end = t.recvd;
-  for (const auto& f : x.in) w.expect_end[static_cast<size_t>(f.peer)] += f.chunks;
+  a.expect_end = t.recvd;  // assign: reuses the capacity
+  for (const auto& f : x.in) a.expect_end[static_cast<size_t>(f.peer)] += f.chunks;
+  w.expect_end = &a.expect_end;
   auto len_of = [cp](uint64_t bytes, uint64_t j) { return bytes == 0 ? 0 : std::min(cp, bytes - j * cp); };
 
   auto try_send = [&](OutFlow& f) {

@@ -1,6 +1,7 @@
 // Internal state of a Team and its collective workspace (docs/CONTRACT.md, "Collectives").
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -109,9 +110,25 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
   std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
+  // run_exchange's per-call arrays, kept so a small call allocates none of them. run_exchange never
+  // nests (a workspace growth's handshake ends before the call's own exchange starts); it checks.
+  struct ExchangeArrays {
+    std::vector<const char*> parts;
+    std::vector<uint64_t> lens, expect_end;
+    std::vector<uint8_t> checked, ack_now;
+    bool busy = false;
+  } xa;
   // The tuning table's choice for a call of `bytes` (tuned_size_meaning: reduce_scatter passes its
   // data's bytes, counted here as NR x bytes / 2, saturating).
   CollAlgo algo(TunedColl coll, uint64_t bytes) const;
+  // The last choice per collective: the other keys are the team's, so back-to-back calls of one size
+  // skip the walk over the rules.
+  struct AlgoMemo {
+    bool valid = false;
+    uint64_t bytes = 0;
+    CollAlgo algo = CollAlgo::Direct;
+  };
+  mutable std::array<AlgoMemo, 5> algo_memo{};
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }
