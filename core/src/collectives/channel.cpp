@@ -141,6 +141,25 @@ int64_t ack_word(const TeamState& t, int p) { return kDataWord + t.nr + p; }
 
 SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.signals, static_cast<uint64_t>(index) * 8, 1}; }
 
+// Word `index` of team member q's signals when q's memory is mapped here (and CPU atomics may touch
+// it), else null. The team's counters written through it have one writer each (this member).
+int64_t* mapped_word(const TeamState& t, int q, int64_t index) {
+  char* m = t.c->caps.cpu_atomics ? t.signals->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
+  return m ? reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(index) * 8) : nullptr;
+}
+
+// Stores a counter that only this member writes into a mapped member's word, counted as the notify
+// it replaces. A release store, not notify_direct's locked exchange: a locked instruction waits for
+// this core's earlier stores to leave it, a store follows them (x86: in order), so a message costs
+// one cache-line handover, not two. Release is enough here because everything it must order is
+// rwin's own memcpy into mapped memory (glibc fences its non-temporal copies) or a put that quiet()
+// completed; notify_direct keeps the full barrier for the user's notify, which may follow stores of
+// unknown kind.
+void store_count(TeamState& t, int q, int64_t* word, int64_t count) {
+  std::atomic_ref<int64_t>(*word).store(count, std::memory_order_release);
+  ++t.c->peer_stats[static_cast<size_t>(t.ranks[static_cast<size_t>(q)])].notifies;
+}
+
 [[noreturn]] void raise_abort(TeamState& t, const char* what) {
   const int64_t v = t.load(kAbortWord);
   const int d = static_cast<int>(v & 0xffff) - 1;
@@ -294,14 +313,9 @@ void fail_call(TeamState& t, const std::string& why) {
 // Acknowledges to member q what this member consumed from it and has not acknowledged yet.
 void send_acks(TeamState& t, size_t q) {
   if (t.unacked[q] == 0) return;
-  ContextImpl& c = *t.c;
   const int gq = t.ranks[q];
-  if (char* m = c.caps.cpu_atomics ? t.signals->mapped(gq) : nullptr) {
-    // Mapped: the count of what we consumed, which only we write, is stored, not added (see
-    // run_exchange's sends: a store does not wait for earlier stores to leave the core).
-    std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(ack_word(t, t.me)) * 8))
-        .store(static_cast<int64_t>(t.recvd[q]), std::memory_order_release);
-    ++c.peer_stats[static_cast<size_t>(gq)].notifies;
+  if (int64_t* word = mapped_word(t, static_cast<int>(q), ack_word(t, t.me))) {
+    store_count(t, static_cast<int>(q), word, static_cast<int64_t>(t.recvd[q]));  // the count consumed, not the increment
   } else {
     t.ctx->notify(sig_at(t, ack_word(t, t.me)), gq, static_cast<int64_t>(t.unacked[q]));
   }
@@ -456,12 +470,8 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   for (int k = 0; (1 << k) < t.nr; ++k) {
     const int to = (t.me + (1 << k)) % t.nr;
     const int job_to = t.ranks[static_cast<size_t>(to)];
-    if (char* m = c.caps.cpu_atomics ? t.signals->mapped(job_to) : nullptr) {
-      // Mapped: we are the only writer of this word there (round k's partner), so the barrier's
-      // count is stored, not added (as run_exchange's counts: no locked instruction to wait on).
-      std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(kBarrierWord + k) * 8))
-          .store(seq, std::memory_order_release);
-      ++c.peer_stats[static_cast<size_t>(job_to)].notifies;
+    if (int64_t* word = mapped_word(t, to, kBarrierWord + k)) {
+      store_count(t, to, word, seq);  // round k's partner's word has one writer: us
     } else {
       PeerState& ps = c.peers[static_cast<size_t>(job_to)];
       const bool unflushed = ps.unflushed;
@@ -549,10 +559,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     bool any = false;
     const size_t p = static_cast<size_t>(f.peer);
     const int gp = t.ranks[p];
-    char* scratch_at = t.scratch->mapped(gp);
-    char* signals_at = t.signals->mapped(gp);
-    const bool direct = scratch_at && signals_at && c.caps.cpu_atomics;
-    auto* data_at = direct ? reinterpret_cast<int64_t*>(signals_at + static_cast<uint64_t>(data_word(t, t.me)) * 8) : nullptr;
+    int64_t* data_at = mapped_word(t, f.peer, data_word(t, t.me));
+    char* scratch_at = data_at ? t.scratch->mapped(gp) : nullptr;  // direct when both are mapped
     while (f.next < f.chunks && (!f.ready || f.next < *f.ready)) {
       const uint64_t n = t.sent[p];
       if (n + 1 > k && t.load(ack_word(t, f.peer)) < static_cast<int64_t>(n + 1 - k)) break;  // no credit
@@ -566,18 +574,15 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
       const uint64_t dst = scratch_off(t, t.me, n);
       const char* payload = (f.raw ? f.raw : f.src->base()) + f.offset + j * cp;
-      if (char* slot = direct ? scratch_at + dst : nullptr) {
-        // The member's memory is mapped here: the message is written straight into its slot, and its
-        // count, which only we write, is stored with a release rather than added: a locked add waits
-        // for the slot's stores to leave this core first, a store follows them (x86: in order), so the
-        // message costs one cache-line handover, not two. Counted as the put and the notify it replaces.
+      if (char* slot = scratch_at ? scratch_at + dst : nullptr) {
+        // The member's memory is mapped here: the message is written straight into its slot and its
+        // count stored (store_count), counted as the put and the notify they replace.
         std::memcpy(slot, &h, kHeaderBytes);
         if (len) std::memcpy(slot + kHeaderBytes, payload, len);
-        std::atomic_ref<int64_t>(*data_at).store(static_cast<int64_t>(n + 1), std::memory_order_release);
+        store_count(t, f.peer, data_at, static_cast<int64_t>(n + 1));
         PeerStats& st = c.peer_stats[static_cast<size_t>(gp)];
         ++st.puts;
         st.put_bytes += kHeaderBytes + len;
-        ++st.notifies;
         t.sent[p] = n + 1;
         ++f.next;
         any = true;
