@@ -328,7 +328,7 @@ void data_movement_round(Context& ctx, std::initializer_list<int64_t> sizes) {
   w.barrier();
 }
 
-// broadcast from every root (direct and chained), allgather, reduce_scatter (in place and not),
+// broadcast from every root (direct, tree and chained), allgather, reduce_scatter (in place and not),
 // all_to_all; 1, 2, 3 and 5 members; sizes 1, odd, above the chunk size. Off shared memory 3 members
 // take Bruck where the sizes allow (RWIN_COLL_BRUCK_MAX's default), 5 members the one-round algorithms.
 TEST_P(Collectives, DataMovementAndReduceScatter) {
@@ -665,7 +665,7 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
             break;
           }
           case 5: t.allreduce(x, ReduceOp::Sum, r == 0 ? AllreduceMode::Bruck : AllreduceMode::Mesh); break;  // algorithm
-          case 6: t.broadcast(x, 0); break;  // member 0 chains, 1 and 2 expect the root's direct message
+          case 6: t.broadcast(x, 0); break;  // member 0 chains, 1 and 2 expect the tree's messages
           case 7: {                          // member 0 gathers by Bruck and 1, 2 in one round, or the reverse
             Window row = ctx.window(x.buffer(), DType::F32, {1, 4});
             Window rows = ctx.window(x.buffer(), DType::F32, {3, 4}, 64);

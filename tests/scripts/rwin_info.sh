@@ -77,12 +77,13 @@ RWIN_COLL_BRUCK_MAX=1K "$info" -c --json | $py -c '
 import json, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "allreduce net ranks 3.. bytes 0..1024 -> bruck", "from": "built-in (RWIN_COLL_BRUCK_MAX)"}, t[0]
 assert t[-1] == {"rule": "broadcast -> direct", "from": "built-in"}, t[-1]
-assert len(t) == 11, t' || fail "built-in tuning rules"
+assert t[-2] == {"rule": "broadcast ranks 3.. bytes 0..262144 -> tree", "from": "built-in (RWIN_COLL_CHUNK_BYTES)"}, t[-2]
+assert len(t) == 12, t' || fail "built-in tuning rules"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "ranks": [2, 4], "bytes": [0, "2K"], "algorithm": "bruck"}]}' >"$tmp/tune.json"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c --json | TUNE="$tmp/tune.json" $py -c '
 import json, os, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "all_to_all ranks 2..4 bytes 0..2048 -> bruck", "from": "\x27%s\x27, rule 0" % os.environ["TUNE"]}, t[0]
-assert len(t) == 12, t' || fail "a tuning file's rules"
+assert len(t) == 13, t' || fail "a tuning file's rules"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c | grep -q "all_to_all ranks 2..4 bytes 0..2048 -> bruck" || fail "text form of the tuning table"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "algorithm": "chain"}]}' >"$tmp/bad-tune.json"
 RWIN_COLL_TUNING="$tmp/bad-tune.json" "$info" -c --json | $py -c '

@@ -59,8 +59,10 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
     EXPECT_EQ(pick(t, c, true, tcp, 8, 8), CollAlgo::Direct) << tuned_name(c);
     EXPECT_EQ(pick(t, c, false, tcp, 2, 8), CollAlgo::Direct) << tuned_name(c);
   }
-  // broadcast: a chain above one chunk on 3+ members.
-  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024), CollAlgo::Direct);
+  // broadcast: a binomial tree up to one chunk and a chain above it on 3+ members, direct on 2.
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024), CollAlgo::Tree);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 8, 0), CollAlgo::Tree);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 2, 8), CollAlgo::Direct);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024 + 1), CollAlgo::Chain);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
 }
@@ -105,7 +107,7 @@ TEST(CollTuning, ABadFileNamesTheRuleAndTheField) {
   EXPECT_NE(one(R"({"algorithm": "ring"})").find("rule 1: no 'collective'"), std::string::npos);
   EXPECT_NE(one(R"({"collective": "allreduce"})").find("rule 1: no 'algorithm'"), std::string::npos);
   EXPECT_NE(one(R"({"collective": "gather", "algorithm": "ring"})").find("rule 1.collective: 'gather' is not"), std::string::npos);
-  EXPECT_NE(one(R"({"collective": "broadcast", "algorithm": "bruck"})").find("rule 1.algorithm: 'bruck' is not an algorithm of broadcast (direct, chain)"),
+  EXPECT_NE(one(R"({"collective": "broadcast", "algorithm": "bruck"})").find("rule 1.algorithm: 'bruck' is not an algorithm of broadcast (direct, chain, tree)"),
             std::string::npos);
   EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "direct"})").find("(mesh, ring, bruck)"), std::string::npos);
   EXPECT_NE(one(R"({"collective": "allreduce", "algorithm": "ring", "byte": [0, 1]})").find("rule 1: unknown field 'byte'"),

@@ -57,6 +57,7 @@ std::string describe_header(const MsgHeader& h) {
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
+  if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";
   if (h.phase == 1) s += " [scratch growth handshake]";
   if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";

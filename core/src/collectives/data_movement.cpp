@@ -21,9 +21,11 @@ void Team::barrier() {
   }
 }
 
-// Small: the root puts to every member directly (one message latency). Large (more than one chunk,
-// three or more members): a pipelined chain root -> root+1 -> ... in team-rank order, each member
-// forwarding chunk j from its own x as soon as it landed, so every link carries the data once.
+// Three algorithms (the tuning table picks): direct, the root puts to every member (2 members);
+// tree, a binomial tree rooted at the root (up to one chunk on 3+ members: the root sends
+// ceil(log2 NR) messages, not NR - 1); chain (more than one chunk), a pipelined chain root -> root+1
+// -> ... in team-rank order. In a tree or chain each member forwards chunk j from its own x as soon
+// as it landed, so every link carries the data once.
 void Team::broadcast(const Window& xw, int root) {
   TeamState& t = team_of(s_, "broadcast");
   Call call{t, "broadcast"};
@@ -37,21 +39,36 @@ void Team::broadcast(const Window& xw, int root) {
     h.count = Call::elements(x);
     h.root = root;
     if (t.nr == 1) return;
-    const bool direct = t.algo(TunedColl::Broadcast, x.bytes) == CollAlgo::Direct;
-    if (!direct) h.mode = static_cast<uint8_t>(CollAlgo::Chain);
+    const CollAlgo algo = t.algo(TunedColl::Broadcast, x.bytes);
+    if (algo != CollAlgo::Direct) h.mode = static_cast<uint8_t>(algo);
     ensure_workspace(t, x.bytes, &h);
     auto xb = byte_view(x);
     Exchange ex;
     ex.header = h;
     const int pos = (t.me - root + t.nr) % t.nr;
     uint64_t ready = 0;
-    if (direct) {
+    auto abs_rank = [&](int rel) { return (rel + root) % t.nr; };
+    if (algo == CollAlgo::Direct) {
       if (t.me == root) {
         for (int p = 0; p < t.nr; ++p) {
           if (p != t.me) ex.out.push_back(OutFlow{p, xb, 0, x.bytes});
         }
       } else {
         ex.in.push_back(InFlow{root, x.bytes});
+      }
+    } else if (algo == CollAlgo::Tree) {
+      // Binomial: position pos hears from pos minus its highest bit and forwards to pos + 2^k for every
+      // 2^k above pos's highest bit, farthest (largest subtree) first.
+      int high = 0;
+      while (pos >> high > 1) ++high;
+      if (pos > 0) ex.in.push_back(InFlow{abs_rank(pos - (1 << high)), x.bytes});
+      int k = 0;
+      while ((1 << k) < t.nr) ++k;
+      for (--k; k >= 0 && (pos == 0 || k > high); --k) {
+        if (pos + (1 << k) >= t.nr) continue;
+        OutFlow f{abs_rank(pos + (1 << k)), xb, 0, x.bytes};
+        if (pos > 0) f.ready = &ready;
+        ex.out.push_back(f);
       }
     } else {
       if (pos > 0) ex.in.push_back(InFlow{(t.me - 1 + t.nr) % t.nr, x.bytes});

@@ -18,7 +18,7 @@
 namespace rwin::detail {
 
 // The algorithm, as the header's `mode` byte carries it (AllreduceMode's values for Mesh, Ring, Bruck).
-enum class CollAlgo : uint8_t { Direct = 0, Mesh = 1, Ring = 2, Bruck = 3, Chain = 4 };
+enum class CollAlgo : uint8_t { Direct = 0, Mesh = 1, Ring = 2, Bruck = 3, Chain = 4, Tree = 5 };
 // The collectives the table tunes (all_to_all_v and barrier have one algorithm each).
 enum class TunedColl : uint8_t { Allreduce, Allgather, ReduceScatter, Broadcast, AllToAll };
 
