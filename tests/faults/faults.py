@@ -110,12 +110,15 @@ class Registry:
 REG = None
 
 
-def free_port():
+def reserve_port():
+    """A port on 127.0.0.1 for a job's root, and the socket that holds it: bound with SO_REUSEADDR and
+    never listening, it keeps the kernel from handing the port to any other bind(0) or connect() while
+    the job runs, and rwin's root, which also sets SO_REUSEADDR, can still listen on it. (Closing it
+    at once, the usual free-port idiom, leaves a window in which another socket takes the port.)"""
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return s.getsockname()[1], s
 
 
 def read(path, limit=1 << 20):
@@ -181,7 +184,7 @@ class Job:
         self.bin, self.args = bin_dir, args
         self.dir = os.path.join(REG.tmp, f"job{Job.seq}")
         os.makedirs(self.dir)
-        self.port = free_port()
+        self.port, self.port_hold = reserve_port()  # held for the job's life (the object's)
         self.key = key or secrets.token_hex(32)
         env = {k: v for k, v in os.environ.items() if not LAUNCH_VARS.match(k)}
         env.update(TRANSPORTS[transport])

@@ -75,14 +75,27 @@ def small_ints(dtype, ints):
     return np.asarray(ints).astype(np.dtype(dtype.name))
 
 
+_reserved = []  # sockets holding the ports reserve_port handed out, open until the process ends
+
+
+def reserve_port():
+    """A port on 127.0.0.1 nobody else gets: a socket stays bound to it (SO_REUSEADDR, never listening),
+    so the kernel hands it to no other bind(0) or connect() of any process, while rwin's listener, which
+    also sets SO_REUSEADDR, can still bind it. Picking a free port and closing the socket (the usual way)
+    leaves a window in which another test's socket may take the port."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _reserved.append(s)
+    return s.getsockname()[1]
+
+
 def new_root(ctx):
-    """A fresh rendezvous address every rank agrees on (rank 0 picks a free port), for more Contexts."""
+    """A fresh rendezvous address every rank agrees on (rank 0 reserves a port), for more Contexts."""
     buf = ctx.alloc_window_buffer(8)
     w = ctx.window(buf, [1, 1], dtype=rwin.int64)
     if ctx.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            w.numpy()[0, 0] = s.getsockname()[1]
+        w.numpy()[0, 0] = reserve_port()
     ctx.barrier()
     if ctx.rank != 0:
         ctx.get(w, peer=0, src=w)

@@ -1,6 +1,5 @@
 """The GIL released while blocked, fork behaviour, and errors only a second Context can provoke."""
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 import rwin
-from conftest import new_root
+from conftest import new_root, reserve_port
 
 
 def test_gil_released_while_waiting(ctx, win):
@@ -147,23 +146,17 @@ def test_timeout_error(ctx):
         ctx.barrier()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_start_up_errors():
     """Each rank alone: no store to connect to (Bootstrap), a job whose rank 1 never arrives (Timeout,
     naming it), an unknown transport (Transport)."""
     with pytest.raises(rwin.BootstrapError) as e:
-        rwin.Context(rank=1, nranks=2, root=f"127.0.0.1:{free_port()}", startup_timeout=0.5)
+        rwin.Context(rank=1, nranks=2, root=f"127.0.0.1:{reserve_port()}", startup_timeout=0.5)
     assert e.value.code == "Bootstrap" and "connect" in e.value.message
     with pytest.raises(rwin.TimeoutError) as e:
-        rwin.Context(rank=0, nranks=2, root=f"127.0.0.1:{free_port()}", startup_timeout=0.5)
+        rwin.Context(rank=0, nranks=2, root=f"127.0.0.1:{reserve_port()}", startup_timeout=0.5)
     assert "rank 1" in e.value.message and "never arrived" in e.value.message
     with pytest.raises(rwin.TransportError, match="bogus"):
-        rwin.Context(rank=0, nranks=1, root=f"127.0.0.1:{free_port()}", transport="bogus")
+        rwin.Context(rank=0, nranks=1, root=f"127.0.0.1:{reserve_port()}", transport="bogus")
     with pytest.raises(rwin.InvalidArgumentError):
         rwin.Context(timeout=-1)
 
