@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 
 #include "rwin/rwin.h"
+#include "tests/unit/socket_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -98,21 +99,6 @@ inline std::string skip_reason(const TransportParam& p) {
   return {};
 }
 
-inline uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    throw std::runtime_error("free_port: cannot bind 127.0.0.1:0");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 struct RankResult {
   int status = -1;       // exit status, or 128 + signal
   std::string output;    // stdout + stderr
@@ -158,7 +144,9 @@ inline RunResult run_ranks(int n, const TransportParam& p, const RankBody& body,
   if (spawn.empty()) {
     for (int r = 0; r < n; ++r) spawn.push_back(r);
   }
-  const std::string root = "127.0.0.1:" + std::to_string(free_port());
+  const test_sock::ReservedPort port;  // held until every rank is done (tests/unit/socket_util.h)
+  if (port.port() == 0) throw std::runtime_error("run_ranks: cannot bind 127.0.0.1:0 for the root");
+  const std::string root = "127.0.0.1:" + std::to_string(port.port());
   RunResult res;
   res.ranks.resize(static_cast<size_t>(n));
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);

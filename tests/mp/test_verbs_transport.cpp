@@ -35,6 +35,7 @@
 #include "reg_cache.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_blob.h"
+#include "tests/unit/socket_util.h"
 #include "transport/verbs/verbs_transport.h"
 #include "verbs_test_util.h"
 
@@ -67,21 +68,6 @@ using Clock = std::chrono::steady_clock;
 // Generous: rxe under qemu TCG moves ~40 MB/s and boots slowly; a healthy test takes seconds.
 constexpr auto kOpDeadline = 60s;
 constexpr auto kRankDeadline = 240s;
-
-uint16_t pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot bind 127.0.0.1:0 to pick a port");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // One rank's world: its bootstrap, its connected verbs transport, and a completion tracker.
 class RankCtx {
@@ -208,7 +194,9 @@ void run_ranks(int n, const RankBody& body, std::vector<int> may_die = {}) {
 }
 
 void run_forked(int n, const RawBody& body, std::vector<int> may_die) {
-  const uint16_t port = pick_free_port();
+  const test_sock::ReservedPort hold;  // the root's port, held until every rank is done
+  if (hold.port() == 0) throw std::runtime_error("cannot bind 127.0.0.1:0 to pick a port");
+  const uint16_t port = hold.port();
   std::vector<pid_t> pids(n, -1);
   std::vector<int> fds(n, -1);
   std::vector<std::string> out(n);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 
 namespace test_sock {
 
@@ -23,15 +24,40 @@ inline sockaddr_in loopback(uint16_t port = 0) {
   return a;
 }
 
-// A port that was free a moment ago (bound, read back, closed); 0 if bind failed.
+// A loopback port reserved while this object lives: its socket stays bound (SO_REUSEADDR, never
+// listening), so the kernel hands the port to no other bind(0) or connect() meanwhile, while rwin's
+// store server, which sets SO_REUSEADDR too, can still listen on it; until it does, a connect there is
+// refused. (Bind, read back, close, the usual free-port idiom, leaves a window in which another test's
+// socket, or a UCX connection's ephemeral end, takes the port.) port() is 0 if bind failed.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    sockaddr_in a = loopback();
+    socklen_t len = sizeof a;
+    if (fd_ >= 0 && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port_ = ntohs(a.sin_port);
+    }
+  }
+  ~ReservedPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// A port reserved for the rest of the process (unit tests take a few each); 0 if bind failed.
 inline uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = loopback();
-  socklen_t len = sizeof a;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(fd);
-  return ok ? ntohs(a.sin_port) : 0;
+  static std::deque<ReservedPort> held;
+  return held.emplace_back().port();
 }
 
 // A listening socket on an ephemeral loopback port, written to *port; -1 on failure.
