@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rwinrun: a rank exiting non-zero, or killed by SIGKILL, ends the job, is named, and the other
-# (sleeping) ranks are terminated instead of being waited for.
+# (sleeping) ranks are terminated instead of being waited for. And the root port rwinrun picks stays
+# held while the job runs: another program cannot take it before rank 0 listens.
 set -u
 bin=${1:?usage: rwinrun_failure.sh BIN_DIR}
 rwinrun="$bin/rwinrun"
@@ -56,4 +57,26 @@ rc=$?
 elapsed=$(( $(date +%s) - start ))
 [ $rc -eq 1 ] || fail "TERM-ignoring job gave exit status $rc, want 1"
 [ $elapsed -lt $limit ] || fail "TERM-ignoring rank not killed: took ${elapsed}s"
+# The root port: a plain bind (no SO_REUSEADDR, as another program's socket would do it) is refused
+# while the job runs; a listener with SO_REUSEADDR, as rank 0's store server, binds it. (Released at
+# once after picking it, rwinrun let the plain bind through: the port could be gone before rank 0.)
+py=${RWIN_PYTHON:-/usr/bin/python3}
+[[ -x $py ]] || py=python3
+out=$("$rwinrun" -n 1 -- "$py" -c '
+import errno, os, socket
+host, port = os.environ["RWIN_ROOT"].rsplit(":", 1)
+plain = socket.socket()
+try:
+    plain.bind((host, int(port)))
+    print("plain bind: bound")
+except OSError as e:
+    print("plain bind: in use" if e.errno == errno.EADDRINUSE else f"plain bind: {e}")
+root = socket.socket()
+root.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+root.bind((host, int(port)))
+root.listen(1)
+print("root listens")' 2>&1)
+[[ $out == *"[0] plain bind: in use"* && $out == *"[0] root listens"* ]] ||
+  fail "the root port is not held for the job (want the plain bind refused, the root listening): $out"
+
 echo "PASS rwinrun_failure"

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,23 +85,34 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-// Bind port 0 on loopback, read the port the kernel chose, release it. Another process could take
-// it before rank 0 binds; rank 0's bind error would then say so.
-uint16_t pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
+// The job's root port on loopback, held for the job's life: the socket stays bound with SO_REUSEADDR
+// and never listens, so the kernel gives the port to no other bind(0) or connect() (a UCX connection's
+// ephemeral end included), while rank 0's store server, which sets SO_REUSEADDR too, can still listen
+// on it. Picking a port and releasing it left a window in which another socket could take it and rank
+// 0's bind failed. Close-on-exec: the ranks do not inherit it. port 0: no port (errno says why).
+struct RootPort {
+  int fd = -1;
   uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  RootPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    const int one = 1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+    }
   }
-  ::close(fd);
-  return port;
-}
+  ~RootPort() {
+    if (fd >= 0) ::close(fd);
+  }
+  RootPort(const RootPort&) = delete;
+  RootPort& operator=(const RootPort&) = delete;
+};
 
 struct Stream {
   int fd = -1;     // read end of the rank's pipe; -1 at EOF (or none: --output)
@@ -434,7 +446,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", cfg.timeout_s, "end the job after this long (default 600); exit status 124")
       ->transform(rwin::cli::Seconds(0, 1e7))
       ->type_name("SECONDS");
-  app.add_option("--root", cfg.root, "rendezvous address given to the ranks as RWIN_ROOT (default: a free port on 127.0.0.1)")
+  app.add_option("--root", cfg.root, "rendezvous address given to the ranks as RWIN_ROOT (default: a free port on 127.0.0.1, held by rwinrun until the job ends)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             try {
@@ -470,13 +482,14 @@ int main(int argc, char** argv) {
       return 127;
     }
   }
+  std::optional<RootPort> held;  // until run() returns: every rank has ended
   if (cfg.root.empty()) {
-    const uint16_t port = pick_free_port();
-    if (port == 0) {
+    held.emplace();
+    if (held->port == 0) {
       std::fprintf(stderr, "rwinrun: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
       return 127;
     }
-    cfg.root = "127.0.0.1:" + std::to_string(port);
+    cfg.root = "127.0.0.1:" + std::to_string(held->port);
   }
   std::vector<char*> args;
   for (auto& c : command) args.push_back(c.data());
