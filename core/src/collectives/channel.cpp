@@ -122,14 +122,13 @@ uint64_t chunk_count(const TeamState& t, uint64_t bytes) {
   return bytes == 0 ? 1 : (bytes + p - 1) / p;
 }
 
-std::shared_ptr<WindowState> byte_view(const WindowState& w) {
-  auto v = std::make_shared<WindowState>();
-  v->buf = w.buf;
-  v->dtype = DType::U8;
-  v->shape = {1, static_cast<int64_t>(std::max<size_t>(w.bytes, 1))};
-  v->bytes = w.bytes;
-  v->offset = w.offset;
-  return v;
+ByteView::ByteView(const WindowState& w) {
+  state_.buf = std::shared_ptr<BufferState>(std::shared_ptr<BufferState>(), w.buf.get());
+  state_.dtype = DType::U8;
+  state_.shape = {1, static_cast<int64_t>(std::max<size_t>(w.bytes, 1))};
+  state_.bytes = w.bytes;
+  state_.offset = w.offset;
+  ptr_ = std::shared_ptr<WindowState>(std::shared_ptr<WindowState>(), &state_);
 }
 
 // ---------------------------------------------------------------------------------------------

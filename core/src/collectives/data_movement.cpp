@@ -42,7 +42,7 @@ void Team::broadcast(const Window& xw, int root) {
     const CollAlgo algo = t.algo(TunedColl::Broadcast, x.bytes);
     if (algo != CollAlgo::Direct) h.mode = static_cast<uint8_t>(algo);
     ensure_workspace(t, x.bytes, &h);
-    auto xb = byte_view(x);
+    ByteView xb(x);
     Exchange ex;
     ex.header = h;
     const int pos = (t.me - root + t.nr) % t.nr;
@@ -51,7 +51,7 @@ void Team::broadcast(const Window& xw, int root) {
     if (algo == CollAlgo::Direct) {
       if (t.me == root) {
         for (int p = 0; p < t.nr; ++p) {
-          if (p != t.me) ex.out.push_back(OutFlow{p, xb, 0, x.bytes});
+          if (p != t.me) ex.out.push_back(OutFlow{p, xb.ptr(), 0, x.bytes});
         }
       } else {
         ex.in.push_back(InFlow{root, x.bytes});
@@ -66,14 +66,14 @@ void Team::broadcast(const Window& xw, int root) {
       while ((1 << k) < t.nr) ++k;
       for (--k; k >= 0 && (pos == 0 || k > high); --k) {
         if (pos + (1 << k) >= t.nr) continue;
-        OutFlow f{abs_rank(pos + (1 << k)), xb, 0, x.bytes};
+        OutFlow f{abs_rank(pos + (1 << k)), xb.ptr(), 0, x.bytes};
         if (pos > 0) f.ready = &ready;
         ex.out.push_back(f);
       }
     } else {
       if (pos > 0) ex.in.push_back(InFlow{(t.me - 1 + t.nr) % t.nr, x.bytes});
       if (pos < t.nr - 1) {
-        OutFlow f{(t.me + 1) % t.nr, xb, 0, x.bytes};
+        OutFlow f{(t.me + 1) % t.nr, xb.ptr(), 0, x.bytes};
         if (pos > 0) f.ready = &ready;
         ex.out.push_back(f);
       }
@@ -130,12 +130,12 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
       return;
     }
     ensure_workspace(t, row, &h);
-    auto sb = byte_view(st);
+    ByteView sb(st);
     Exchange ex;
     ex.header = h;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
-      ex.out.push_back(OutFlow{p, sb, 0, row});
+      ex.out.push_back(OutFlow{p, sb.ptr(), 0, row});
       ex.in.push_back(InFlow{p, row});
     }
     const uint64_t cp = chunk_payload(t);
@@ -179,12 +179,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
       return;
     }
     ensure_workspace(t, row, &h);
-    auto sb = byte_view(st);
+    ByteView sb(st);
     Exchange ex;
     ex.header = h;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
-      ex.out.push_back(OutFlow{p, sb, static_cast<uint64_t>(p) * row, row});
+      ex.out.push_back(OutFlow{p, sb.ptr(), static_cast<uint64_t>(p) * row, row});
       ex.in.push_back(InFlow{p, row});
     }
     const uint64_t cp = chunk_payload(t);
@@ -281,13 +281,13 @@ void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_c
     if (send_counts[me]) std::memcpy(d.base() + bytes(recv_offsets[me]), s.base() + bytes(send_offsets[me]), bytes(send_counts[me]));
     if (t.nr == 1) return;
     ensure_workspace(t, t.cfg.chunk_bytes, &h);
-    auto sb = byte_view(s);
+    ByteView sb(s);
     Exchange ex;
     ex.header = h;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
       const auto q = static_cast<size_t>(p);
-      ex.out.push_back(OutFlow{p, sb, bytes(send_offsets[q]), bytes(send_counts[q])});
+      ex.out.push_back(OutFlow{p, sb.ptr(), bytes(send_offsets[q]), bytes(send_counts[q])});
       ex.in.push_back(InFlow{p, bytes(recv_counts[q])});
     }
     const uint64_t cp = chunk_payload(t);

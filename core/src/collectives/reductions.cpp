@@ -18,13 +18,13 @@ namespace {
 void pairwise_reduce_scatter(TeamState& t, MsgHeader& h, ReduceOp op, DType dtype, const WindowState& src,
                              const std::vector<uint64_t>& off, char* out, bool covered, const char* what) {
   const size_t esz = dtype_size(dtype);
-  auto sb = byte_view(src);
+  ByteView sb(src);
   Exchange ex;
   ex.header = h;
   const uint64_t mine = off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)];
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
-    ex.out.push_back(OutFlow{p, sb, off[static_cast<size_t>(p)], off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
+    ex.out.push_back(OutFlow{p, sb.ptr(), off[static_cast<size_t>(p)], off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
     ex.in.push_back(InFlow{p, mine});
   }
   const uint64_t cp = chunk_payload(t);
@@ -170,12 +170,12 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     ensure_workspace(t, cp_need, &h);
     const uint64_t cp = chunk_payload(t);
     if (m == AllreduceMode::Mesh) {
-      auto sb = byte_view(src);
+      ByteView sb(src);
       Exchange ex;
       ex.header = h;
       for (int p = 0; p < t.nr; ++p) {
         if (p == t.me) continue;
-        ex.out.push_back(OutFlow{p, sb, 0, src.bytes});
+        ex.out.push_back(OutFlow{p, sb.ptr(), 0, src.bytes});
         ex.in.push_back(InFlow{p, src.bytes});
       }
       std::vector<const void*> inputs(static_cast<size_t>(t.nr));
@@ -201,14 +201,14 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     // before it is written): in place is safe. Its sources are covered by phase 2: member b sends its
     // phase 2 messages only after it consumed everything we sent it in phase 1.
     pairwise_reduce_scatter(t, h, op, src.dtype, src, off, my_block, true, "allreduce");
-    auto db = byte_view(dst);
+    ByteView db(dst);
     Exchange ex;
     ex.header = h;
     ex.header.phase = 2;  // a message of the other phase never passes for this one
     const uint64_t mine = off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)];
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
-      ex.out.push_back(OutFlow{p, db, off[static_cast<size_t>(t.me)], mine});
+      ex.out.push_back(OutFlow{p, db.ptr(), off[static_cast<size_t>(t.me)], mine});
       ex.in.push_back(InFlow{p, off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
     }
     ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
