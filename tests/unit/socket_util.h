@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <deque>
 
+#include "common/reserved_port.h"
+
 namespace test_sock {
 
 // 127.0.0.1:port (port 0: let bind pick one).
@@ -24,35 +26,8 @@ inline sockaddr_in loopback(uint16_t port = 0) {
   return a;
 }
 
-// A loopback port reserved while this object lives: its socket stays bound (SO_REUSEADDR, never
-// listening), so the kernel hands the port to no other bind(0) or connect() meanwhile, while rwin's
-// store server, which sets SO_REUSEADDR too, can still listen on it; until it does, a connect there is
-// refused. (Bind, read back, close, the usual free-port idiom, leaves a window in which another test's
-// socket, or a UCX connection's ephemeral end, takes the port.) port() is 0 if bind failed.
-class ReservedPort {
- public:
-  ReservedPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    sockaddr_in a = loopback();
-    socklen_t len = sizeof a;
-    if (fd_ >= 0 && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port_ = ntohs(a.sin_port);
-    }
-  }
-  ~ReservedPort() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ReservedPort(const ReservedPort&) = delete;
-  ReservedPort& operator=(const ReservedPort&) = delete;
-  uint16_t port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
+// A loopback port held while the object lives (see common/reserved_port.h).
+using ReservedPort = rwin::common::ReservedPort;
 
 // A port reserved for the rest of the process (unit tests take a few each); 0 if bind failed.
 inline uint16_t free_port() {

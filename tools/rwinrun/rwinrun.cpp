@@ -36,6 +36,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
+#include "common/reserved_port.h"
 #include "rwin/version.h"
 #include "tools/cli.h"
 
@@ -84,35 +85,6 @@ void write_all(int fd, const std::string& s) {
     off += static_cast<size_t>(n);
   }
 }
-
-// The job's root port on loopback, held for the job's life: the socket stays bound with SO_REUSEADDR
-// and never listens, so the kernel gives the port to no other bind(0) or connect() (a UCX connection's
-// ephemeral end included), while rank 0's store server, which sets SO_REUSEADDR too, can still listen
-// on it. Picking a port and releasing it left a window in which another socket could take it and rank
-// 0's bind failed. Close-on-exec: the ranks do not inherit it. port 0: no port (errno says why).
-struct RootPort {
-  int fd = -1;
-  uint16_t port = 0;
-  RootPort() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return;
-    const int one = 1;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin_port);
-    }
-  }
-  ~RootPort() {
-    if (fd >= 0) ::close(fd);
-  }
-  RootPort(const RootPort&) = delete;
-  RootPort& operator=(const RootPort&) = delete;
-};
 
 struct Stream {
   int fd = -1;     // read end of the rank's pipe; -1 at EOF (or none: --output)
@@ -482,14 +454,15 @@ int main(int argc, char** argv) {
       return 127;
     }
   }
-  std::optional<RootPort> held;  // until run() returns: every rank has ended
+  // rwinrun's own root: its port held until run() returns (every rank has ended), common/reserved_port.h
+  std::optional<rwin::common::ReservedPort> held;
   if (cfg.root.empty()) {
     held.emplace();
-    if (held->port == 0) {
+    if (held->port() == 0) {
       std::fprintf(stderr, "rwinrun: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
       return 127;
     }
-    cfg.root = "127.0.0.1:" + std::to_string(held->port);
+    cfg.root = "127.0.0.1:" + std::to_string(held->port());
   }
   std::vector<char*> args;
   for (auto& c : command) args.push_back(c.data());
