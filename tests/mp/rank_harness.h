@@ -72,6 +72,14 @@ struct TransportParam {
 };
 
 // GoogleTest prints parameters in test names and ctest listings: the name says it all.
+// How many rounds a stress test runs: `full` by default and in `tests/run-all.sh --full`, `ci` in the
+// CI tier (RWIN_TEST_TIER=ci, run-all.sh's default, which also reaches the soft-RoCE guest). Fewer
+// trials of the same kinds of test: the CI tier has a 30-minute budget (README.md).
+inline int trials(int full, int ci) {
+  const char* tier = std::getenv("RWIN_TEST_TIER");
+  return tier != nullptr && std::strcmp(tier, "ci") == 0 ? ci : full;
+}
+
 inline void PrintTo(const TransportParam& p, std::ostream* os) { *os << p.name; }
 
 inline std::vector<TransportParam> transports() {

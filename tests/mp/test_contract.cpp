@@ -354,7 +354,7 @@ TEST_P(Contract, OrderingStressPutThenNotify) {
   o.chunk_bytes = 16 << 10;
   o.pipeline_depth = 4;
   run(2, [](Context& ctx) {
-    constexpr int kRounds = 2000;
+    const int kRounds = rwin_test::trials(2000, 300);  // 300: still hundreds of chunk pipelines reused
     constexpr int64_t kElems = 16 * 1024;  // 128 KiB of i64 = 8 chunks
     const int r = ctx.rank();
     auto src = ctx.alloc_window("src", DType::I64, {1, kElems});
