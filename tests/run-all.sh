@@ -17,7 +17,8 @@
 # kill trials per transport in the release build and 1 in the ASan one instead of 20, a third of the
 # dtype ring shifts, in the guest 2
 # verbs kill trials instead of 20, its large ring shifts at 16 MiB, each small dtype's ring one way and the Python suites over verbs on
-# 2 ranks only; the TSan tree compiles only the unit tests it runs.
+# 2 ranks only, the multi-process stress tests at fewer rounds (rwin_test::trials in
+# tests/mp/rank_harness.h); the TSan tree compiles only the unit tests it runs.
 # RWIN_TEST_TIER (ci|full) carries the choice to the scripts; README.md has both tiers' times.
 # Prints the tier's total time, then one closing line "N passed, M failed"; non-zero exit on a failure.
 # RWIN_SKIP_RXE=1 skips phase 3 (says so).
