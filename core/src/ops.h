@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -106,6 +107,9 @@ struct Xfer {
   int64_t remote_cols = 0;
   Shape2 remote_offsets{0, 0};
 };
+// Plain pointers only: a posted transfer keeps no Slice's or WindowState's shared_ptr past the call, which
+// the collectives' ByteView (a view whose shared_ptrs own nothing, collectives/team_state.h) relies on.
+static_assert(std::is_trivially_copyable_v<Xfer>);
 // `local` is this rank's side (put: src, get: dst), `remote` the peer's.
 Xfer make_xfer(int peer, const WindowState& local, const Slice& local_slice, const WindowState& remote,
                const Slice& remote_slice);

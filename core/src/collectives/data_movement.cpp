@@ -1,6 +1,7 @@
 // barrier, broadcast, allgather, all_to_all, all_to_all_v: the collectives that move data without
 // reducing it.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <numeric>
 
@@ -59,12 +60,10 @@ void Team::broadcast(const Window& xw, int root) {
     } else if (algo == CollAlgo::Tree) {
       // Binomial: position pos hears from pos minus its highest bit and forwards to pos + 2^k for every
       // 2^k above pos's highest bit, farthest (largest subtree) first.
-      int high = 0;
-      while (pos >> high > 1) ++high;
+      const int high = pos > 0 ? static_cast<int>(std::bit_width(static_cast<unsigned>(pos))) - 1 : 0;
       if (pos > 0) ex.in.push_back(InFlow{abs_rank(pos - (1 << high)), x.bytes});
-      int k = 0;
-      while ((1 << k) < t.nr) ++k;
-      for (--k; k >= 0 && (pos == 0 || k > high); --k) {
+      // From the highest power of two below NR (k = ceil(log2 NR) - 1) down.
+      for (int k = static_cast<int>(std::bit_width(static_cast<unsigned>(t.nr - 1))) - 1; k >= 0 && (pos == 0 || k > high); --k) {
         if (pos + (1 << k) >= t.nr) continue;
         OutFlow f{abs_rank(pos + (1 << k)), xb.ptr(), 0, x.bytes};
         if (pos > 0) f.ready = &ready;

@@ -128,7 +128,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
     uint64_t bytes = 0;
     CollAlgo algo = CollAlgo::Direct;
   };
-  mutable std::array<AlgoMemo, 5> algo_memo{};
+  mutable std::array<AlgoMemo, kTunedColls> algo_memo{};
 
   std::string describe() const;  // "team 3 {1, 3}" / "world"
   int64_t* word(int64_t index) const { return reinterpret_cast<int64_t*>(signals->base()) + index; }

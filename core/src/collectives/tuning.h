@@ -10,6 +10,7 @@
 // differ name different algorithms in their headers and the call ends in CollectiveMismatch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -21,6 +22,7 @@ namespace rwin::detail {
 enum class CollAlgo : uint8_t { Direct = 0, Mesh = 1, Ring = 2, Bruck = 3, Chain = 4, Tree = 5 };
 // The collectives the table tunes (all_to_all_v and barrier have one algorithm each).
 enum class TunedColl : uint8_t { Allreduce, Allgather, ReduceScatter, Broadcast, AllToAll };
+constexpr size_t kTunedColls = static_cast<size_t>(TunedColl::AllToAll) + 1;  // keep AllToAll last
 
 const char* algo_name(CollAlgo a) noexcept;
 const char* tuned_name(TunedColl c) noexcept;
