@@ -6,6 +6,8 @@
 #   off  this build, RWIN_TRACE unset (the default)
 #   on   this build, RWIN_TRACE=<tmp dir>
 #   bench/trace_overhead.sh OLD_BUILD NEW_BUILD [ROUNDS] [OUT_DIR]
+# OLD_ON=1 adds a fourth variant, "old on": OLD_BUILD with RWIN_TRACE set (when OLD_BUILD has a tracer:
+# a change to the tracer itself, judged by on / old on).
 # Prints the median over rounds of each cell's p50 (latency) or MiB/s (bandwidth) and the ratios
 # off/old and on/off; the raw csv is kept in OUT_DIR (default bench/results/trace-overhead-<date>).
 set -eu
@@ -35,6 +37,7 @@ for r in $(seq 1 "$rounds"); do
     one "$r" "$tr" old "$old"
     one "$r" "$tr" off "$new"
     one "$r" "$tr" on "$new" RWIN_TRACE="$tmp/trace"
+    [[ ${OLD_ON:-0} == 1 ]] && one "$r" "$tr" "old on" "$old" RWIN_TRACE="$tmp/trace"
     echo "round $r/$rounds $tr done" >&2
   done
 done
@@ -48,14 +51,16 @@ for r in rows:
     cells.setdefault((r["transport"], r["test"], int(r["size"]), lat), {}).setdefault(r["variant"], []).append(val)
 print(f"median of {len({r['round'] for r in rows})} interleaved rounds; latency: p50 us (lower is better), bandwidth: MiB/s")
 print()
-print("| transport | test | size | old | off | on | off / old | on / off |")
-print("|---|---|---|---|---|---|---|---|")
+old_on = any(r["variant"] == "old on" for r in rows)
+print("| transport | test | size | old | off | on | off / old | on / off |" + (" old on | on / old on |" if old_on else ""))
+print("|---|---|---|---|---|---|---|---|" + ("---|---|" if old_on else ""))
 for (tr, test, size, lat), v in sorted(cells.items()):
     m = {k: statistics.median(x) for k, x in v.items()}
     # Ratios as cost: time(new) / time(old), so > 1 is slower for both kinds.
     cost = (lambda a, b: a / b) if lat else (lambda a, b: b / a)
     print(f"| {tr} | {test} | {size} | {m['old']:.3f} | {m['off']:.3f} | {m['on']:.3f} | "
-          f"{cost(m['off'], m['old']):.3f} | {cost(m['on'], m['off']):.3f} |")
+          f"{cost(m['off'], m['old']):.3f} | {cost(m['on'], m['off']):.3f} |"
+          + (f" {m['old on']:.3f} | {cost(m['on'], m['old on']):.3f} |" if old_on else ""))
 print()
 print("ratios are time over time (bandwidth inverted): 1.02 = 2 % slower")
 PY

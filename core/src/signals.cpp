@@ -115,13 +115,15 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 t.w->describe());
   }
   ++c.peer_stats[static_cast<size_t>(peer)].notifies;
-  TraceSpan span(c.trace.get(), "notify", "sync", peer);
+  // A notify into mapped memory is one atomic store: stamped once, after it (trace.h, StampLater).
+  TraceSpan span(c.trace.get(), "notify", "sync", peer, 0, TraceSpan::StampLater{});
   if (span.on()) {
     trace_signal(c, span.event(), t, 1);
     span.event().sig_op = op == NotifyOp::Set ? "set" : "add";
     span.event().sig_value = value;
   }
   if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
+  span.start();
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
   const transport::RemoteKey& rkey = t.w->rkey(peer);

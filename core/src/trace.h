@@ -121,6 +121,28 @@ class TraceSpan {
     unwinding_ = std::uncaught_exceptions();
     e_->t0 = Tracer::stamp();
   }
+  // A span whose work may be a few stores into a peer's mapped memory (a notify, a small put): no clock
+  // read before the work. start() stamps the start when the work turns out longer (through the
+  // transport, a large copy); a span never started is stamped once, when it ends, with no duration.
+  // On the way from a peer's signal to this rank's next store that is one clock read, not two (the
+  // read after the stores is on nobody's path), for a start a few stores late.
+  struct StampLater {};
+  TraceSpan(Tracer* t, const char* name, const char* cat, int peer, uint64_t bytes, StampLater) noexcept : t_(t) {
+    if (!t_) return;
+    e_ = t_->open();
+    e_->name = name;
+    e_->cat = cat;
+    e_->peer = peer;
+    e_->bytes = bytes;
+    unwinding_ = std::uncaught_exceptions();
+    started_ = false;
+  }
+  void start() noexcept {
+    if (t_) {
+      e_->t0 = Tracer::stamp();
+      started_ = true;
+    }
+  }
   ~TraceSpan() {
     if (t_ && !ended_) end_at(Tracer::stamp());
   }
@@ -131,6 +153,7 @@ class TraceSpan {
   // Ends the span at a stamp its owner read anyway (a wait ends when its blocked part does): one clock
   // read less on the path back to the caller. Only when on().
   void end_at(uint64_t stamp) noexcept {
+    if (!started_) e_->t0 = stamp;
     e_->dur = stamp - e_->t0;
     e_->failed = std::uncaught_exceptions() > unwinding_;
     ended_ = true;
@@ -143,6 +166,7 @@ class TraceSpan {
   Tracer* t_;
   TraceEvent* e_ = nullptr;
   int unwinding_ = 0;
+  bool started_ = true;
   bool ended_ = false;
 };
 

@@ -319,11 +319,20 @@ void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
 
 // The trace span of one put/get call (trace.h); count_transfer and run_accumulate add its bytes and
 // chunks. Null-pointer tests only when tracing is off.
+// A copy into or out of a peer's mapped memory of up to kStampAfterBytes (tens of nanoseconds) is
+// stamped once, after it (trace.h, StampLater): call start() on every other path.
+constexpr uint64_t kStampAfterBytes = 1024;
 struct XferSpan {
   const ContextImpl& c;
   TraceSpan span;
-  XferSpan(const ContextImpl& ctx, const char* name, int peer) noexcept : c(ctx), span(ctx.trace.get(), name, "rma", peer) {
+  XferSpan(const ContextImpl& ctx, const char* name, int peer) noexcept
+      : c(ctx), span(ctx.trace.get(), name, "rma", peer, 0, TraceSpan::StampLater{}) {
     if (span.on()) c.open_span = &span.event();
+  }
+  void start() noexcept { span.start(); }
+  // A copy by the CPU: a large one's span starts now, a small one's after it.
+  void start_copy(const WindowState& w, const Slice& s) noexcept {
+    if (span.on() && static_cast<uint64_t>(s.elements()) * dtype_size(w.dtype) > kStampAfterBytes) span.start();
   }
   ~XferSpan() { c.open_span = nullptr; }
   XferSpan(const XferSpan&) = delete;
@@ -338,8 +347,12 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   if (src.elements() == 0) return;
   XferSpan span(c, atomic == AtomicType::Add ? "put(Add)" : "put", peer);
   if (atomic != AtomicType::Add) {
-    if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+    if (char* m = d.mapped(peer)) {
+      span.start_copy(s, src);
+      return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+    }
   }
+  span.start();
   const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
     run_accumulate(c, x, d);
@@ -355,7 +368,11 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
   XferSpan span(c, "put_nbi", peer);
-  if (char* m = d.mapped(peer)) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+  if (char* m = d.mapped(peer)) {
+    span.start_copy(s, src);
+    return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+  }
+  span.start();
   post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
@@ -366,7 +383,11 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
   XferSpan span(c, "get_nbi", peer);
-  if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  if (char* m = s.mapped(peer)) {
+    span.start_copy(d, dst);
+    return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  }
+  span.start();
   post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
 
@@ -375,7 +396,11 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
   XferSpan span(c, "get", peer);
-  if (char* m = s.mapped(peer)) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  if (char* m = s.mapped(peer)) {
+    span.start_copy(d, dst);
+    return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  }
+  span.start();
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
 
@@ -413,7 +438,11 @@ void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer,
   const uint64_t bytes = check_local(c, what, peer, put ? "src" : "dst", local, remote, w);
   if (bytes == 0) return;
   XferSpan span(c, what, peer);
-  if (char* m = w.mapped(peer)) return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
+  if (char* m = w.mapped(peer)) {
+    if (bytes > kStampAfterBytes) span.start();
+    return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
+  }
+  span.start();
   if (nbi) {
     const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
     if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)
@@ -436,6 +465,7 @@ void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomi
   WindowState& d = check_remote(c, "put", peer, "dst", dst);
   if (check_local(c, "put", peer, "src", src, dst, d) == 0) return;
   XferSpan span(c, "put(Add)", peer);
+  span.start();
   run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d);  // reads src with the CPU
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
