@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -544,10 +545,12 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   std::vector<uint64_t>& lens = a.lens;
   std::vector<uint8_t>& checked = a.checked;
   std::vector<uint8_t>& ack_now = a.ack_now;
+  std::vector<uint8_t>& inlined = a.inlined;
   parts.assign(x.in.size(), nullptr);
   lens.assign(x.in.size(), 0);
   checked.assign(x.in.size(), 0);
   ack_now.assign(x.in.size(), 0);
+  inlined.assign(x.in.size(), 0);
   Waiter w(t, what);
   w.mine = &x.header;
   a.expect_end = t.recvd;  // assign: reuses the capacity
@@ -571,14 +574,26 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       h.payload = static_cast<uint32_t>(len);
       h.total = f.bytes;
       h.flags = wait_acks ? kAckNow : 0;
+      h.seq = 0;  // set last, in a mapped member's slot only
       const uint64_t box = scratch_off(t, f.peer, n);  // outbox slot mirrors the remote slot index
       const uint64_t dst = scratch_off(t, t.me, n);
       const char* payload = (f.raw ? f.raw : f.src->base()) + f.offset + j * cp;
       if (char* slot = scratch_at ? scratch_at + dst : nullptr) {
-        // The member's memory is mapped here: the message is written straight into its slot and its
-        // count stored (store_count), counted as the put and the notify they replace.
-        std::memcpy(slot, &h, kHeaderBytes);
-        if (len) std::memcpy(slot + kHeaderBytes, payload, len);
+        // The member's memory is mapped here: the message is written straight into its slot, its number
+        // stored last into the header (MsgHeader::seq: what the receiver polls), then its count
+        // (store_count: what waits and checks that are not on the receiver's path read), counted as the
+        // put and the notify they replace. A flow of one message of up to 8 bytes rides in the header.
+        if (len <= kInlineBytes && f.bytes == len) {
+          h.flags |= kInline;
+          h.total = 0;
+          if (len) std::memcpy(&h.total, payload, len);
+          std::memcpy(slot, &h, kHeaderBytes);
+        } else {
+          if (len) std::memcpy(slot + kHeaderBytes, payload, len);
+          std::memcpy(slot, &h, kHeaderBytes);
+        }
+        std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot + kSeqOffset))
+            .store(static_cast<uint32_t>(n + 1), std::memory_order_release);
         store_count(t, f.peer, data_at, static_cast<int64_t>(n + 1));
         PeerStats& st = c.peer_stats[static_cast<size_t>(gp)];
         ++st.puts;
@@ -620,21 +635,25 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         }
         const size_t q = static_cast<size_t>(f.peer);
         const uint64_t n = t.recvd[q];
-        if (t.load(data_word(t, f.peer)) < static_cast<int64_t>(n + 1)) {
+        const char* slot = t.scratch->base() + scratch_off(t, f.peer, n);
+        // Landed: its number in the header (a mapped sender's, MsgHeader::seq) or its count.
+        const uint32_t seq = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(slot) + kSeqOffset))
+                                 .load(std::memory_order_acquire);
+        if ((seq == 0 || seq != static_cast<uint32_t>(n + 1)) && t.load(data_word(t, f.peer)) < static_cast<int64_t>(n + 1)) {
           all = false;
           continue;
         }
-        const char* slot = t.scratch->base() + scratch_off(t, f.peer, n);
         if (!checked[i]) {
           MsgHeader h;
           std::memcpy(&h, slot, kHeaderBytes);
-          if (same_call(h, x.header) && h.chunk == j && h.total != f.bytes) {
+          inlined[i] = h.flags & kInline;
+          if (same_call(h, x.header) && h.chunk == j && flow_total(h) != f.bytes) {
             // The same call, but the two ends count this flow differently (all_to_all_v's counts).
             const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
             const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
             report_mismatch(t, f.peer, h, x.header, what,
                             "team rank " + std::to_string(f.peer) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(f.peer)]) +
-                                ") sends " + els(h.total) + " to team rank " + std::to_string(t.me) + " (job rank " +
+                                ") sends " + els(flow_total(h)) + " to team rank " + std::to_string(t.me) + " (job rank " +
                                 std::to_string(t.c->rank) + "), which expects " + els(f.bytes) + " from it");
           }
           if (!same_call(h, x.header) || h.chunk != j || h.payload != len_of(f.bytes, j)) {
@@ -643,7 +662,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
           checked[i] = 1;
           ack_now[i] = h.flags & kAckNow;
         }
-        parts[i] = slot + kHeaderBytes;
+        parts[i] = slot + (inlined[i] ? kInlineOffset : kHeaderBytes);
         lens[i] = len_of(f.bytes, j);
       }
       if (all && x.send_before_consume) {

@@ -43,13 +43,25 @@ struct MsgHeader {
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
-  uint8_t flags = 0;            // kAckNow: the sender waits for this message's acknowledgement in this call
-  uint8_t pad[6] = {};
-  uint64_t total = 0;           // payload bytes of the whole flow this message belongs to (all its chunks)
+  uint8_t flags = 0;            // kAckNow, kInline
+  uint8_t pad[2] = {};
+  // Stored into a mapped member's slot: the message's number to it (1, 2, ...; low 32 bits), stored last
+  // with release, so the receiver that polls this word sees the whole message without reading the count
+  // word. 0 (never a message's number) where the message travels through the transport.
+  uint32_t seq = 0;
+  // Payload bytes of the whole flow this message belongs to (all its chunks). kInline: the payload
+  // itself, when the flow is this one message of at most 8 bytes (total = payload), so a small message
+  // is one cache line.
+  uint64_t total = 0;
 };
 static_assert(sizeof(MsgHeader) == 64);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
-constexpr uint8_t kAckNow = 1;  // MsgHeader::flags
+constexpr uint64_t kSeqOffset = 52;     // offsetof(MsgHeader, seq)
+constexpr uint64_t kInlineOffset = 56;  // offsetof(MsgHeader, total)
+constexpr uint64_t kInlineBytes = 8;
+constexpr uint8_t kAckNow = 1;  // MsgHeader::flags: the sender waits for this message's acknowledgement in this call
+constexpr uint8_t kInline = 2;  // MsgHeader::flags: the payload is in `total`'s place
+inline uint64_t flow_total(const MsgHeader& h) { return h.flags & kInline ? h.payload : h.total; }
 std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 op sum mode ring root -1"
 
 // Tunables, read once per team from the environment (docs/CONFIG.md).
@@ -115,7 +127,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   struct ExchangeArrays {
     std::vector<const char*> parts;
     std::vector<uint64_t> lens, expect_end;
-    std::vector<uint8_t> checked, ack_now;
+    std::vector<uint8_t> checked, ack_now, inlined;
     bool busy = false;
   } xa;
   // The tuning table's choice for a call of `bytes` (tuned_size_meaning: reduce_scatter passes its
