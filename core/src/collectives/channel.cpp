@@ -587,11 +587,12 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
           h.flags |= kInline;
           h.total = 0;
           if (len) std::memcpy(&h.total, payload, len);
-          std::memcpy(slot, &h, kHeaderBytes);
-        } else {
-          if (len) std::memcpy(slot + kHeaderBytes, payload, len);
-          std::memcpy(slot, &h, kHeaderBytes);
+        } else if (len) {
+          std::memcpy(slot + kHeaderBytes, payload, len);
         }
+        // Every byte but `seq` (the receiver reads that word atomically while these stores go on), then it.
+        std::memcpy(slot, &h, kSeqOffset);
+        std::memcpy(slot + kInlineOffset, &h.total, kHeaderBytes - kInlineOffset);
         std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot + kSeqOffset))
             .store(static_cast<uint32_t>(n + 1), std::memory_order_release);
         store_count(t, f.peer, data_at, static_cast<int64_t>(n + 1));

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +56,7 @@ struct MsgHeader {
   uint64_t total = 0;
 };
 static_assert(sizeof(MsgHeader) == 64);
+static_assert(offsetof(MsgHeader, seq) == 52 && offsetof(MsgHeader, total) == 56);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
 constexpr uint64_t kSeqOffset = 52;     // offsetof(MsgHeader, seq)
 constexpr uint64_t kInlineOffset = 56;  // offsetof(MsgHeader, total)
