@@ -65,7 +65,8 @@ rm -f build-asan.bg.rc build-tsan.bg.rc build-fuzz.bg.rc
 # a new scheduler autogroup (sched(7), on in Debian's kernel): nice only ranks processes within their
 # autogroup, and autogroups share the CPU equally, so "nice -n 19" alone left the compilers half the
 # machine (measured: a busy loop beside a setsid + nice 19 burner ran 1.7x longer; with the autogroup at
-# nice 19 as long as alone); the guest's verbs tests took 158-168 s in CI against 60 s alone.
+# nice 19 as long as alone); the guest's verbs tests took 158-168 s in CI against 60 s alone, 68 s with
+# the autogroup at nice 19 (whole tier 29:51 -> 25:43, README.md).
 setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup
 for part in asan tsan fuzz; do
   nice -n 19 bash tests/sanitizers.sh --build-only "$part" >"build-$part.bg.log" 2>&1
