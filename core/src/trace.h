@@ -111,22 +111,16 @@ class Tracer {
 // place in the file. With a null tracer it reads no clock and records nothing.
 class TraceSpan {
  public:
-  TraceSpan(Tracer* t, const char* name, const char* cat, int peer = -1, uint64_t bytes = 0) noexcept : t_(t) {
-    if (!t_) return;
-    e_ = t_->open();
-    e_->name = name;
-    e_->cat = cat;
-    e_->peer = peer;
-    e_->bytes = bytes;
-    unwinding_ = std::uncaught_exceptions();
-    e_->t0 = Tracer::stamp();
-  }
   // A span whose work may be a few stores into a peer's mapped memory (a notify, a small put): no clock
   // read before the work. start() stamps the start when the work turns out longer (through the
   // transport, a large copy); a span never started is stamped once, when it ends, with no duration.
   // On the way from a peer's signal to this rank's next store that is one clock read, not two (the
   // read after the stores is on nobody's path), for a start a few stores late.
   struct StampLater {};
+  TraceSpan(Tracer* t, const char* name, const char* cat, int peer = -1, uint64_t bytes = 0) noexcept
+      : TraceSpan(t, name, cat, peer, bytes, StampLater{}) {
+    start();
+  }
   TraceSpan(Tracer* t, const char* name, const char* cat, int peer, uint64_t bytes, StampLater) noexcept : t_(t) {
     if (!t_) return;
     e_ = t_->open();
