@@ -317,11 +317,12 @@ void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   c.progress();  // hands staged work to the device before returning (transport.h)
 }
 
-// The trace span of one put/get call (trace.h); count_transfer and run_accumulate add its bytes and
-// chunks. Null-pointer tests only when tracing is off.
 // A copy into or out of a peer's mapped memory of up to kStampAfterBytes (tens of nanoseconds) is
-// stamped once, after it (trace.h, StampLater): call start() on every other path.
+// stamped once, after it (trace.h, StampLater).
 constexpr uint64_t kStampAfterBytes = 1024;
+
+// The trace span of one put/get call (trace.h); count_transfer and run_accumulate add its bytes and
+// chunks. Null-pointer tests only when tracing is off. Every path but a small CPU copy calls start().
 struct XferSpan {
   const ContextImpl& c;
   TraceSpan span;

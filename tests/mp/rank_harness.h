@@ -71,15 +71,17 @@ struct TransportParam {
   bool detects_dead_peer = true;
 };
 
-// GoogleTest prints parameters in test names and ctest listings: the name says it all.
-// How many rounds a stress test runs: `full` by default and in `tests/run-all.sh --full`, `ci` in the
-// CI tier (RWIN_TEST_TIER=ci, run-all.sh's default, which also reaches the soft-RoCE guest). Fewer
-// trials of the same kinds of test: the CI tier has a 30-minute budget (README.md).
-inline int trials(int full, int ci) {
+// The CI tier (RWIN_TEST_TIER=ci, tests/run-all.sh's default, which also reaches the soft-RoCE guest)
+// runs fewer trials of the same kinds of test: it has a 30-minute budget (README.md). Unset (a test
+// binary run by hand) or `full` (`tests/run-all.sh --full`): every trial.
+inline bool ci_tier() {
   const char* tier = std::getenv("RWIN_TEST_TIER");
-  return tier != nullptr && std::strcmp(tier, "ci") == 0 ? ci : full;
+  return tier != nullptr && std::strcmp(tier, "ci") == 0;
 }
+// How many rounds a stress test runs: `full`, or `ci` in the CI tier.
+inline int trials(int full, int ci) { return ci_tier() ? ci : full; }
 
+// GoogleTest prints parameters in test names and ctest listings: the name says it all.
 inline void PrintTo(const TransportParam& p, std::ostream* os) { *os << p.name; }
 
 inline std::vector<TransportParam> transports() {

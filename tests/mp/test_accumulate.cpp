@@ -127,7 +127,7 @@ TEST_P(Accumulate, FiveRanksAddIntoEveryRank) {
   Options o;
   o.accumulate_staging_bytes = kStaging;
   run(5, [](Context& ctx) {
-    all_add_into_all(ctx, 1, rwin_test::trials(1, 0) ? std::span<const DType>(kTypes) : std::span<const DType>(kCiTypes));
+    all_add_into_all(ctx, 1, rwin_test::ci_tier() ? std::span<const DType>(kCiTypes) : std::span<const DType>(kTypes));
   }, o);
 }
 
