@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# What the timeline costs (issue 28 goals): rwin-perf 8 B put_lat / notify_lat and put_bw at 64 KiB and
-# 1 MiB, 2 ranks, over shared memory and tcp, for three variants in the same run, interleaved round by
-# round so drift hits all three alike:
+# What the timeline costs (issue 28 goals): rwin-perf 8 B put_lat / notify_lat, put_bw at 64 KiB and
+# 1 MiB, and streams of 8 B calls (put_bw and notify_rate at 8 B: 16 calls and a quiet, 20000 times),
+# 2 ranks, over shared memory and tcp, for three variants in the same run, interleaved round by round so
+# drift hits all three alike:
 #   old  the build before the tracer and the wait_until loop (OLD_BUILD)
 #   off  this build, RWIN_TRACE unset (the default)
 #   on   this build, RWIN_TRACE=<tmp dir>
@@ -28,7 +29,9 @@ one() {  # round transport variant bin_dir [env...]
     "$b/bin/rwin-perf" -t put_lat,notify_lat -s 8 -n 20000 -w 2000 --csv 2>/dev/null >"$tmp/lat.csv"
   env UCX_TLS=$tls UCX_NET_DEVICES=lo "$@" "$b/bin/rwinrun" -n 2 --timeout 300 -- \
     "$b/bin/rwin-perf" -t put_bw -s 64K,1M -n 2000 --csv 2>/dev/null >"$tmp/bw.csv"
-  cat "$tmp/lat.csv" "$tmp/bw.csv" | sed 's/^\[0\] //' | grep -v '^test,' |
+  env UCX_TLS=$tls UCX_NET_DEVICES=lo "$@" "$b/bin/rwinrun" -n 2 --timeout 300 -- \
+    "$b/bin/rwin-perf" -t put_bw,notify_rate -s 8 -n 20000 -w 1000 --csv 2>/dev/null >"$tmp/rate.csv"
+  cat "$tmp/lat.csv" "$tmp/bw.csv" "$tmp/rate.csv" | sed 's/^\[0\] //' | grep -v '^test,' |
     awk -F, -v r="$r" -v tr="$tr" -v v="$v" '{ print r "," tr "," v "," $1 "," $2 "," $(NF-13) "," $(NF-11) "," $(NF-10) }' >>"$csv"
 }
 for r in $(seq 1 "$rounds"); do

@@ -117,6 +117,26 @@ TraceEvent* Tracer::open_slow() noexcept {
   return &scratch_;
 }
 
+void Tracer::end_later(TraceEvent* e, uint64_t stamp) noexcept {
+  e->t0 = stamp;
+  e->dur = 0;
+  e->later = true;
+  if (e == &scratch_ || count_ < 2 || e != &blocks_[(count_ - 1) / kBlock][(count_ - 1) % kBlock]) return;
+  TraceEvent& p = blocks_[(count_ - 2) / kBlock][(count_ - 2) % kBlock];
+  const bool same = p.later && !p.failed && !e->failed && p.name == e->name && p.cat == e->cat && p.peer == e->peer &&
+                    p.sig_name == e->sig_name && p.sig_word == e->sig_word && p.sig_op == e->sig_op &&
+                    p.sig_value == e->sig_value && p.sig_i == e->sig_i && p.sig_j == e->sig_j && p.sig_n == e->sig_n &&
+                    p.detail == 0 && e->detail == 0 && p.calls < UINT16_MAX && stamp >= p.t0 + p.dur &&
+                    stamp - (p.t0 + p.dur) <= kFoldGap;
+  if (!same) return;
+  p.dur = stamp - p.t0;
+  p.bytes += e->bytes;
+  p.chunks += e->chunks;
+  ++p.calls;
+  *e = TraceEvent{};  // the next open() hands this slot out again, as a fresh one
+  --count_;
+}
+
 void Tracer::instant(const char* name, const char* cat, int peer, std::string detail) {
   TraceEvent e;
   e.t0 = stamp();
@@ -215,6 +235,10 @@ void Tracer::write() noexcept {
       } else if (e.detail && e.detail <= texts_.size()) {
         key("detail");
         escape(out, texts_[e.detail - 1]);
+      }
+      if (e.calls > 1) {
+        key("calls");
+        out += std::to_string(e.calls);
       }
       if (e.failed) {
         key("failed");

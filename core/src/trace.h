@@ -35,7 +35,12 @@ struct TraceEvent {
   // A signal element (notify, wait, test), kept as numbers and formatted when the file is written:
   // "add 1 on 'sig' word 3", "'sig' element [0, 2] (slice of 4)". sig_name 0: none.
   uint32_t sig_name = 0;       // Tracer::intern id of the window's name
+  // Calls this event stands for: a run of identical calls stamped after their stores, back to back
+  // (Tracer::end_later), is one event from the first one's stamp to the last one's, bytes and chunks
+  // summed; a run of 65535 calls ends the event.
+  uint16_t calls = 1;
   bool sig_word = false;       // a signal window ("word N") rather than a data window ("element [i, j]")
+  bool later = false;          // stamped once, after the call's stores (TraceSpan::StampLater, never started)
   const char* sig_op = nullptr;  // notify: "add" / "set" (then sig_value)
   int64_t sig_value = 0, sig_i = 0, sig_j = 0, sig_n = 1;
   uint32_t detail = 0;         // Tracer::text id: a collective's team, a failure's text (0: none)
@@ -46,6 +51,7 @@ struct TraceEvent {
 
 // Copied into the tracer's blocks as plain bytes: no string or allocation per event.
 static_assert(std::is_trivially_copyable_v<TraceEvent>);
+static_assert(sizeof(TraceEvent) == 128, "two cache lines: keep new fields in the padding");
 
 class Tracer {
  public:
@@ -72,6 +78,15 @@ class Tracer {
     }
     return open_slow();
   }
+  // Ends `e`, the slot open() gave last, a span stamped once at `stamp` after its stores: folded into the
+  // event before it when that is a run of the same call (name, peer, signal word and value, nothing
+  // failed) whose last stamp is at most kFoldGap ticks old; `e` is then cleared and handed out again by
+  // the next open(). A stream of small puts or notifies then writes one event, in a slot that stays in
+  // the cache, instead of 128 fresh bytes per call; a call after a pause starts a new event.
+  void end_later(TraceEvent* e, uint64_t stamp) noexcept;
+  // ~1 us at 2 GHz (2 us where ticks are ns): longer than a gap between calls of one loop, shorter than
+  // anything worth its own place in the timeline.
+  static constexpr uint64_t kFoldGap = 2000;
   void instant(const char* name, const char* cat, int peer, std::string detail);
   // A text's id for TraceEvent::sig_name / detail (from 1). A buffer interns its name once and keeps
   // the id; other details (a collective's team, a failure) are stored once per event.
@@ -147,10 +162,10 @@ class TraceSpan {
   // Ends the span at a stamp its owner read anyway (a wait ends when its blocked part does): one clock
   // read less on the path back to the caller. Only when on().
   void end_at(uint64_t stamp) noexcept {
-    if (!started_) e_->t0 = stamp;
-    e_->dur = stamp - e_->t0;
-    e_->failed = std::uncaught_exceptions() > unwinding_;
     ended_ = true;
+    e_->failed = std::uncaught_exceptions() > unwinding_;
+    if (!started_) return t_->end_later(e_, stamp);
+    e_->dur = stamp - e_->t0;
   }
   void detail(std::string s) {  // a text shown as args.detail (stored once, by id)
     if (t_) e_->detail = t_->text(std::move(s));

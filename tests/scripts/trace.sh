@@ -58,6 +58,16 @@ PY
 /usr/bin/python3 -c "$check" "$dir/job.json" $n $iters || fail "the merged trace does not show the ring"
 sum=$("$bin/rwin-trace" summary "$dir/job.json" 2>&1) || fail "rwin-trace summary failed: $sum"
 grep -Eq '^  put +40 ' <<<"$sum" || fail "the summary does not count the ring's 40 puts: $sum"
+# A run of calls folded into one event (args.calls) counts as its calls: 1 + 5 notifies, 6 us in all,
+# the longest 1 us per call (the run's 5 us over its 5 calls does not beat the single one's 1 us).
+cat >"$dir/folded.json" <<'JSON'
+{"traceEvents":[
+{"name":"notify","cat":"sync","ph":"X","ts":10.0,"dur":1.0,"pid":0,"tid":0,"args":{"peer":1}},
+{"name":"notify","cat":"sync","ph":"X","ts":20.0,"dur":5.0,"pid":0,"tid":0,"args":{"peer":1,"calls":5}}
+],"otherData":{}}
+JSON
+sum=$("$bin/rwin-trace" summary "$dir/folded.json" 2>&1) || fail "rwin-trace summary of a folded run failed: $sum"
+grep -Eq '^  notify +6 +0\.006 +1\.00 +1\.00 ' <<<"$sum" || fail "the summary does not count a folded run's calls: $sum"
 # Two files claiming rank 0 (two jobs in one directory) are refused, naming both.
 f0=$(ls "$dir/t"/rwin-trace-rank0-pid*.json)
 cp "$f0" "$dir/t/rwin-trace-rank0-pid1.json"

@@ -159,10 +159,12 @@ json merged_events(std::vector<RankFile>& files) {
 struct Agg {
   uint64_t count = 0, bytes = 0;
   int64_t ns = 0, max_ns = 0;
-  void add(int64_t d, uint64_t b) {
-    ++count;
+  // A run of calls folded into one event (args.calls) counts as its calls; its per-call average stands
+  // for each of them in max_ns.
+  void add(int64_t d, uint64_t b, uint64_t calls) {
+    count += calls;
     ns += d;
-    max_ns = std::max(max_ns, d);
+    max_ns = std::max(max_ns, d / static_cast<int64_t>(calls));
     bytes += b;
   }
 };
@@ -208,8 +210,9 @@ void print_summary(const json& events, std::ostream& os, size_t top) {
     const int64_t d = ts_ns(e, "dur");
     const uint64_t bytes = args.value("bytes", uint64_t{0});
     const std::string cat = e.value("cat", "");
-    by_kind[cat == "wait" ? "blocked: " + args.value("on", std::string("?")) : name].add(d, bytes);
-    if (args.contains("peer") && cat != "wait") by_peer[{rank, args["peer"].get<int>()}].add(d, bytes);
+    const uint64_t calls = std::max<uint64_t>(1, args.value("calls", uint64_t{1}));
+    by_kind[cat == "wait" ? "blocked: " + args.value("on", std::string("?")) : name].add(d, bytes, calls);
+    if (args.contains("peer") && cat != "wait") by_peer[{rank, args["peer"].get<int>()}].add(d, bytes, calls);
     if (cat == "wait" || name == "wait") {
       std::string text = name == "wait" ? "wait " + args.value("detail", std::string()) + " " +
                                               args.value("cmp", std::string()) + " " +
