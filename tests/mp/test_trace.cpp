@@ -202,17 +202,17 @@ TEST_P(TraceSuite, EverySpanOfAKnownSequence) {
   for (const auto& n : spans(d0, "notify")) {
     if (n.at("args").value("detail", "") == "add 1 on 'sig' word 0" && n.at("args").value("peer", -1) == 1) notified.push_back(n);
   }
-  // Into mapped memory the two back-to-back notifies are one event of 2 calls (trace.h end_later), from
-  // the first one's stamp to the second's; through the transport each is its own. The third, after a
-  // pause, is its own event everywhere.
+  // Three notifies in all. Into mapped memory the two back-to-back ones may be one event of 2 calls
+  // (trace.h end_later: whether they came within the fold's gap depends on this machine's speed, so
+  // tests/unit/test_trace_fold.cpp checks the rule with stamps of its own); through the transport each
+  // is its own. The third, 2 ms after the second, is its own event everywhere.
   const auto calls = [](const json& e) { return e.at("args").value("calls", 1); };
-  ASSERT_EQ(notified.size(), direct ? 2u : 3u);
-  if (direct) {
-    EXPECT_EQ(calls(notified[0]), 2) << notified[0].dump();
-    EXPECT_GT(ns(notified[0], "dur"), 0) << notified[0].dump();
-  } else {
-    EXPECT_EQ(calls(notified[0]), 1) << notified[0].dump();
-    EXPECT_EQ(calls(notified[1]), 1) << notified[1].dump();
+  int all_calls = 0;
+  for (const auto& n : notified) all_calls += calls(n);
+  EXPECT_EQ(all_calls, 3);
+  ASSERT_GE(notified.size(), direct ? 2u : 3u);
+  if (!direct) {
+    EXPECT_EQ(notified.size(), 3u);
   }
   EXPECT_EQ(calls(notified.back()), 1) << notified.back().dump();
   EXPECT_GE(ns(notified.back(), "ts"), ns(notified[notified.size() - 2], "ts") + 2 * 1000 * 1000);

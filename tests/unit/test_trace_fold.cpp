@@ -1,0 +1,110 @@
+// The tracer's runs of calls (core/src/trace.h, Tracer::end_later): back-to-back identical calls stamped
+// after their stores become one event with their count. Driven with stamps of the test's own, so what
+// folds depends only on the rule, not on how fast this machine runs the calls.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "trace.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using rwin::detail::TraceSpan;
+using rwin::detail::Tracer;
+
+struct FoldDir {  // a fresh directory for one tracer's file
+  fs::path path = fs::temp_directory_path() / ("rwin-trace-fold-" + std::to_string(::getpid()));
+  FoldDir() { fs::create_directories(path); }
+  ~FoldDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// One call stamped after its stores at `stamp`: a notify of `value` to word `word` of peer 1, or a put
+// of `bytes` to `peer`.
+void notify_at(Tracer& t, uint64_t stamp, int64_t value, int64_t word = 0) {
+  TraceSpan s(&t, "notify", "sync", 1, 0, TraceSpan::StampLater{});
+  s.event().sig_name = 1;
+  s.event().sig_word = true;
+  s.event().sig_j = word;
+  s.event().sig_op = "add";
+  s.event().sig_value = value;
+  s.end_at(stamp);
+}
+void put_at(Tracer& t, uint64_t stamp, int peer, uint64_t bytes) {
+  TraceSpan s(&t, "put", "rma", peer, bytes, TraceSpan::StampLater{});
+  s.end_at(stamp);
+}
+
+std::vector<json> events_of(Tracer& t) {
+  t.write();
+  std::ifstream in(t.path());
+  const json d = json::parse(in);
+  std::vector<json> v;
+  for (const auto& e : d.at("traceEvents")) {
+    if (e.value("ph", "") == "X") v.push_back(e);
+  }
+  return v;
+}
+
+int calls(const json& e) { return e.at("args").value("calls", 1); }
+
+TEST(TraceFold, RunsOfIdenticalCallsBecomeOneEvent) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  (void)t.text("sig");  // id 1: the signal window's name
+  const uint64_t gap = Tracer::kFoldGap;
+  const uint64_t b = Tracer::stamp();
+  notify_at(t, b, 1);
+  notify_at(t, b + 10, 1);
+  notify_at(t, b + 10 + gap, 1);             // exactly the gap: still the run
+  notify_at(t, b + 10 + 2 * gap + 1, 1);     // one tick past it: a new event
+  notify_at(t, b + 10 + 2 * gap + 2, 2);     // another value: a new event
+  notify_at(t, b + 10 + 2 * gap + 3, 2, 5);  // another word: a new event
+  put_at(t, b + 10 + 2 * gap + 4, 1, 8);     // another call: a new event
+  put_at(t, b + 10 + 2 * gap + 5, 1, 24);    // the same call: folded, bytes summed
+  put_at(t, b + 10 + 2 * gap + 6, 0, 8);     // another peer: a new event
+  {
+    TraceSpan started(&t, "put", "rma", 0, 8);  // a span with a start: never folded, and ends any run
+  }
+  put_at(t, b + 10 + 2 * gap + 7, 0, 8);
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 8u);
+  const std::vector<std::string> names{"notify", "notify", "notify", "notify", "put", "put", "put", "put"};
+  const std::vector<int> want_calls{3, 1, 1, 1, 2, 1, 1, 1};
+  for (size_t i = 0; i < ev.size(); ++i) {
+    SCOPED_TRACE(ev[i].dump());
+    EXPECT_EQ(ev[i].at("name"), names[i]);
+    EXPECT_EQ(calls(ev[i]), want_calls[i]);
+  }
+  EXPECT_GT(ev[0].at("dur").get<double>(), 0.0);  // from the first call's stamp to the third's
+  EXPECT_EQ(ev[1].at("dur").get<double>(), 0.0);
+  EXPECT_EQ(ev[3].at("args").at("detail"), "add 2 on 'sig' word 5");
+  EXPECT_EQ(ev[4].at("args").at("bytes"), 32);
+  EXPECT_EQ(ev[5].at("args").at("peer"), 0);
+  EXPECT_EQ(ev[7].at("args").at("peer"), 0);  // after the started span: its own event
+}
+
+// A run stops at 65535 calls (the count's width); the next call starts a new event.
+TEST(TraceFold, RunEndsAtItsCountsWidth) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  const uint64_t b = Tracer::stamp();
+  for (uint64_t i = 0; i < 65536; ++i) put_at(t, b + i, 1, 1);
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(calls(ev[0]), 65535);
+  EXPECT_EQ(ev[0].at("args").at("bytes"), 65535);
+  EXPECT_EQ(calls(ev[1]), 1);
+}
+
+}  // namespace
