@@ -262,7 +262,10 @@ struct Waiter {
       }
     }
   }
-  void idle(const std::function<std::string()>& waiting_for) {
+  // `waiting_for` names what is awaited, built only for an error (a template: a std::function made
+  // from the caller's lambda allocated once per poll round).
+  template <class WaitingFor>
+  void idle(const WaitingFor& waiting_for) {
     ContextImpl& c = *t.c;
     // Where every peer is mapped here nothing arrives through the transport: housekeeping now and
     // then (as the core's signal waits do), so a poll of the counters is a few loads.
@@ -745,9 +748,10 @@ void bruck_round(TeamState& t, const MsgHeader& h, int round, int to, const char
   ex.out.push_back(o);
   ex.in.push_back(InFlow{from, bytes});
   const uint64_t cp = chunk_payload(t);
-  ex.consume = [in, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+  auto consume = [in, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     if (lens[0]) std::memcpy(in + j * cp, parts[0], lens[0]);
   };
+  ex.consume = consume;
   ex.final_acks = false;
   run_exchange(t, ex, what);
 }

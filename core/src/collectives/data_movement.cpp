@@ -78,10 +78,11 @@ void Team::broadcast(const Window& xw, int root) {
       }
     }
     const uint64_t cp = chunk_payload(t);
-    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       if (lens[0]) std::memcpy(x.base() + j * cp, parts[0], lens[0]);
       ready = j + 1;
     };
+    ex.consume = consume;
     // No wait for acks when the payload went through the outbox (run_exchange waits when it went from
     // x, a source the caller may change after we return). The root then returns as soon as its messages
     // are out, as a receiver does once its data landed: a mismatch another member finds reaches it at
@@ -138,11 +139,12 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
       ex.in.push_back(InFlow{p, row});
     }
     const uint64_t cp = chunk_payload(t);
-    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       for (size_t i = 0; i < parts.size(); ++i) {
         if (lens[i]) std::memcpy(d.base() + static_cast<uint64_t>(ex.in[i].peer) * row + j * cp, parts[i], lens[i]);
       }
     };
+    ex.consume = consume;
     ex.final_acks = false;  // every pair checks the other's header; sources: see run_exchange
     run_exchange(t, ex, "allgather");
   });
@@ -187,11 +189,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
       ex.in.push_back(InFlow{p, row});
     }
     const uint64_t cp = chunk_payload(t);
-    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       for (size_t i = 0; i < parts.size(); ++i) {
         if (lens[i]) std::memcpy(d.base() + static_cast<uint64_t>(ex.in[i].peer) * row + j * cp, parts[i], lens[i]);
       }
     };
+    ex.consume = consume;
     ex.final_acks = false;
     run_exchange(t, ex, "all_to_all");
   });
@@ -290,11 +293,12 @@ void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_c
       ex.in.push_back(InFlow{p, bytes(recv_counts[q])});
     }
     const uint64_t cp = chunk_payload(t);
-    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       for (size_t i = 0; i < parts.size(); ++i) {
         if (lens[i]) std::memcpy(d.base() + bytes(recv_offsets[static_cast<size_t>(ex.in[i].peer)]) + j * cp, parts[i], lens[i]);
       }
     };
+    ex.consume = consume;
     ex.final_acks = false;
     run_exchange(t, ex, "all_to_all_v");
   });

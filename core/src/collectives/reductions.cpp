@@ -28,8 +28,9 @@ void pairwise_reduce_scatter(TeamState& t, MsgHeader& h, ReduceOp op, DType dtyp
     ex.in.push_back(InFlow{p, mine});
   }
   const uint64_t cp = chunk_payload(t);
-  std::vector<const void*> inputs(static_cast<size_t>(t.nr));
-  ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+  std::vector<const void*>& inputs = t.inputs;
+  inputs.assign(static_cast<size_t>(t.nr), nullptr);
+  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     const uint64_t len = lens.empty() ? 0 : lens[0];
     if (len == 0) return;
     size_t i = 0;
@@ -38,6 +39,7 @@ void pairwise_reduce_scatter(TeamState& t, MsgHeader& h, ReduceOp op, DType dtyp
     }
     reduce_arrays(dtype, op, out + j * cp, inputs.data(), t.nr, len / esz);
   };
+  ex.consume = consume;
   ex.final_acks = false;
   ex.sources_covered = covered;
   run_exchange(t, ex, what);
@@ -92,13 +94,15 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       h.mode = 3;
       ensure_workspace(t, bruck_largest_message(t.nr, d.bytes), &h);
       bruck_allgather(t, h, d.base(), d.bytes, "reduce_scatter");
-      std::vector<const void*> inputs(static_cast<size_t>(t.nr));
+      std::vector<const void*>& inputs = t.inputs;
+      inputs.assign(static_cast<size_t>(t.nr), nullptr);
       for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = gathered(t, q, d.bytes) + my_off;
       reduce_arrays(d.dtype, op, out, inputs.data(), t.nr, row / dtype_size(d.dtype));
       return;
     }
     ensure_workspace(t, row, &h);
-    std::vector<uint64_t> off(static_cast<size_t>(t.nr) + 1);
+    std::vector<uint64_t>& off = t.offsets;
+    off.assign(static_cast<size_t>(t.nr) + 1, 0);
     for (int p = 0; p <= t.nr; ++p) off[static_cast<size_t>(p)] = static_cast<uint64_t>(p) * row;
     pairwise_reduce_scatter(t, h, op, d.dtype, d, off, out, false, "reduce_scatter");
   });
@@ -161,7 +165,8 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       // order: the same bits as Mesh, on every member.
       ensure_workspace(t, bruck_largest_message(t.nr, src.bytes), &h);
       bruck_allgather(t, h, src.base(), src.bytes, "allreduce");
-      std::vector<const void*> inputs(static_cast<size_t>(t.nr));
+      std::vector<const void*>& inputs = t.inputs;
+      inputs.assign(static_cast<size_t>(t.nr), nullptr);
       for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = gathered(t, q, src.bytes);
       reduce_arrays(src.dtype, op, dst.base(), inputs.data(), t.nr, src.bytes / esz);
       return;
@@ -178,13 +183,15 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
         ex.out.push_back(OutFlow{p, sb.ptr(), 0, src.bytes});
         ex.in.push_back(InFlow{p, src.bytes});
       }
-      std::vector<const void*> inputs(static_cast<size_t>(t.nr));
-      ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      std::vector<const void*>& inputs = t.inputs;
+      inputs.assign(static_cast<size_t>(t.nr), nullptr);
+      auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
         if (lens[0] == 0) return;
         size_t i = 0;
         for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = q == t.me ? src.base() + j * cp : parts[i++];
         reduce_arrays(src.dtype, op, dst.base() + j * cp, inputs.data(), t.nr, lens[0] / esz);
       };
+      ex.consume = consume;
       ex.final_acks = false;
       // In place the input is overwritten chunk by chunk: send each chunk (from a copy) before.
       ex.copy_sources = same;
@@ -194,7 +201,8 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     }
     // Ring: blocks of whole elements, block b = elements [b n / NR, (b + 1) n / NR).
     const uint64_t n = static_cast<uint64_t>(Call::elements(src));
-    std::vector<uint64_t> off(static_cast<size_t>(t.nr) + 1);
+    std::vector<uint64_t>& off = t.offsets;
+    off.assign(static_cast<size_t>(t.nr) + 1, 0);
     for (int b = 0; b <= t.nr; ++b) off[static_cast<size_t>(b)] = (static_cast<uint64_t>(b) * n / static_cast<uint64_t>(t.nr)) * esz;
     char* my_block = dst.base() + off[static_cast<size_t>(t.me)];
     // Phase 1 writes only dst's own block and reads only the other blocks of src (or the own block
@@ -211,11 +219,12 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       ex.out.push_back(OutFlow{p, db.ptr(), off[static_cast<size_t>(t.me)], mine});
       ex.in.push_back(InFlow{p, off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]});
     }
-    ex.consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       for (size_t i = 0; i < parts.size(); ++i) {
         if (lens[i]) std::memcpy(dst.base() + off[static_cast<size_t>(ex.in[i].peer)] + j * cp, parts[i], lens[i]);
       }
     };
+    ex.consume = consume;
     ex.final_acks = false;
     run_exchange(t, ex, "allreduce");
   });

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -124,6 +127,10 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
   std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
+  // reduce_arrays' input pointers and a reduction's block offsets (kept: no allocation per call; a
+  // call uses them only inside its own exchanges, which never nest).
+  std::vector<const void*> inputs;
+  std::vector<uint64_t> offsets;
   // run_exchange's per-call arrays, kept so a small call allocates none of them. run_exchange never
   // nests (a workspace growth's handshake ends before the call's own exchange starts); it checks.
   struct ExchangeArrays {
@@ -201,16 +208,47 @@ struct InFlow {
   uint64_t bytes = 0;
   uint64_t chunks = 0, done = 0;
 };
+// A callable borrowed for one run_exchange: two words, no allocation (a std::function allocated for
+// every lambda of more than two captures, once per call). It binds only to a named callable, which
+// outlives the exchange; a temporary does not compile.
+template <class Sig>
+class BorrowedFn;
+template <class R, class... A>
+class BorrowedFn<R(A...)> {
+ public:
+  BorrowedFn() = default;
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::remove_cv_t<F>, BorrowedFn>>>
+  BorrowedFn(F& f) noexcept  // NOLINT(google-explicit-constructor): assigned from a named lambda
+      : obj_(&f), call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(std::forward<A>(a)...); }) {}
+  explicit operator bool() const noexcept { return call_ != nullptr; }
+  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
+
+ private:
+  void* obj_ = nullptr;
+  R (*call_)(void*, A...) = nullptr;
+};
+
 // One call's messages: sends every OutFlow in chunks (as credits allow) and receives every InFlow;
 // `consume(j, parts)` runs once chunk j of every InFlow that has one has landed (parts[i]: payload of
 // inflow i's chunk j, or null when that inflow has fewer chunks; bytes in `lens`). Then acks them.
 // `final_acks`: wait until every member we sent to consumed everything (sources reusable,
 // and a mismatch any receiver found reaches us).
 struct Exchange {
+  Exchange() = default;
+  Exchange(const Exchange&) = delete;  // the flows point into `arena_`
+  Exchange& operator=(const Exchange&) = delete;
   MsgHeader header;
-  std::vector<OutFlow> out;
-  std::vector<InFlow> in;
-  std::function<void(uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens)> consume;
+
+ private:
+  // The flows of up to ~8 members live in the call's frame (a small call allocates nothing for them),
+  // more come from the heap.
+  alignas(std::max_align_t) std::byte arena_[2048];
+  std::pmr::monotonic_buffer_resource mem_{arena_, sizeof arena_};
+
+ public:
+  std::pmr::vector<OutFlow> out{&mem_};
+  std::pmr::vector<InFlow> in{&mem_};
+  BorrowedFn<void(uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens)> consume;
   bool final_acks = true;
   // Copy every payload into the outbox (the source may change while the call runs: in place).
   bool copy_sources = false;
