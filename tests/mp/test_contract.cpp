@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <numeric>
@@ -1065,6 +1066,37 @@ TEST_P(Contract, WindowMemoryOutlivesItsHandles) {
       ctx.quiet();  // completes at rank 0: its copy of 't' is still registered
     }
     ctx.barrier();
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+}
+
+// A window and a signal array start zeroed (docs/CONTRACT.md, "Windows"), also where the memory of a
+// dirtied window whose handles are gone could be reused, and as a peer reads it: the collectives' message
+// numbers in their scratch windows rely on it (a stale number could pass for a landed message).
+TEST_P(Contract, NewWindowsAndSignalsAreZeroed) {
+  const TransportParam p = GetParam();
+  auto res = run_ranks(2, p, [&](int rank, int nranks, const std::string& root) {
+    Context ctx(rank_options(rank, nranks, root, p));
+    constexpr int64_t kBytes = (3 << 20) + 5;  // several pages and a partial one
+    std::vector<uint8_t> seen(static_cast<size_t>(kBytes), 0xee);
+    for (int round = 0; round < 3; ++round) {
+      const std::string n = std::to_string(round);
+      Window w = ctx.alloc_window("zeroed" + n, DType::U8, {1, kBytes});
+      SignalArray sig = ctx.alloc_signals("zeroed_sig" + n, 257);
+      const uint8_t* b = w.data_as<uint8_t>();
+      for (int64_t i = 0; i < kBytes; ++i) MP_CHECK(b[i] == 0, "round " << round << ": byte " << i << " of a new window is " << int{b[i]});
+      for (int64_t i = 0; i < 257; ++i) MP_CHECK(sig.load(i) == 0, "round " << round << ": signal word " << i << " is " << sig.load(i));
+      ctx.barrier();
+      const int peer = 1 - rank;
+      ctx.get(rwin::local(seen.data(), {1, kBytes}), peer, w.all());
+      for (int64_t i = 0; i < kBytes; ++i) MP_CHECK(seen[static_cast<size_t>(i)] == 0, "round " << round << ": byte " << i << " of the peer's new window reads " << int{seen[static_cast<size_t>(i)]});
+      std::fill(seen.begin(), seen.end(), uint8_t{0xee});
+      ctx.barrier();
+      std::memset(w.data_as<uint8_t>(), 0xab, static_cast<size_t>(kBytes));  // dirty it, then drop the handle
+      for (int64_t i = 0; i < 257; ++i) ctx.notify(sig.at(i), rank, 7, NotifyOp::Set);
+      ctx.quiet();
+      ctx.barrier();
+    }
   });
   ASSERT_TRUE(res.all_ok()) << res.report();
 }
