@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -127,7 +128,7 @@ void Tracer::end_later(TraceEvent* e, uint64_t stamp) noexcept {
                     p.sig_name == e->sig_name && p.sig_word == e->sig_word && p.sig_op == e->sig_op &&
                     p.sig_value == e->sig_value && p.sig_i == e->sig_i && p.sig_j == e->sig_j && p.sig_n == e->sig_n &&
                     p.detail == 0 && e->detail == 0 && p.calls < UINT16_MAX && stamp >= p.t0 + p.dur &&
-                    stamp - (p.t0 + p.dur) <= kFoldGap;
+                    stamp - (p.t0 + p.dur) <= fold_gap_;
   if (!same) return;
   p.dur = stamp - p.t0;
   p.bytes += e->bytes;
@@ -156,6 +157,11 @@ uint32_t Tracer::text(std::string s) {
 void Tracer::sync_point(uint64_t t, std::string clock_id) {
   sync_ns_ = t;
   clock_id_ = std::move(clock_id);
+  set_fold_gap(anchor_.ns_per_tick());  // the rate over start-up: milliseconds at least
+}
+
+void Tracer::set_fold_gap(long double ns_per_tick) noexcept {
+  if (ns_per_tick > 0) fold_gap_ = std::max<uint64_t>(1, static_cast<uint64_t>(kFoldGapNs / ns_per_tick + 0.5L));
 }
 
 void Tracer::write() noexcept {

@@ -80,13 +80,16 @@ class Tracer {
   }
   // Ends `e`, the slot open() gave last, a span stamped once at `stamp` after its stores: folded into the
   // event before it when that is a run of the same call (name, peer, signal word and value, nothing
-  // failed) whose last stamp is at most kFoldGap ticks old; `e` is then cleared and handed out again by
+  // failed) whose last stamp is at most fold_gap() ticks old; `e` is then cleared and handed out again by
   // the next open(). A stream of small puts or notifies then writes one event, in a slot that stays in
   // the cache, instead of 128 fresh bytes per call; a call after a pause starts a new event.
   void end_later(TraceEvent* e, uint64_t stamp) noexcept;
-  // ~1 us at 2 GHz (2 us where ticks are ns): longer than a gap between calls of one loop, shorter than
-  // anything worth its own place in the timeline.
-  static constexpr uint64_t kFoldGap = 2000;
+  // 1 us: longer than a gap between calls of one loop, shorter than anything worth its own place in the
+  // timeline. In ticks at the counter's rate, measured at the start-up sync point (set_fold_gap); before
+  // it (start-up itself, an agent's tracer) 2000 ticks, 1 us at 2 GHz.
+  static constexpr uint64_t kFoldGapNs = 1000;
+  void set_fold_gap(long double ns_per_tick) noexcept;
+  uint64_t fold_gap() const noexcept { return fold_gap_; }
   void instant(const char* name, const char* cat, int peer, std::string detail);
   // A text's id for TraceEvent::sig_name / detail (from 1). A buffer interns its name once and keeps
   // the id; other details (a collective's team, a failure) are stored once per event.
@@ -114,6 +117,7 @@ class Tracer {
   std::vector<std::string> texts_;  // text()'s, id - 1
   size_t max_events_ = 0;
   uint64_t dropped_ = 0;
+  uint64_t fold_gap_ = 2000;  // ticks (set_fold_gap)
   uint64_t sync_ns_ = 0;
   std::string clock_id_, host_;
   std::string path_;

@@ -62,7 +62,8 @@ TEST(TraceFold, RunsOfIdenticalCallsBecomeOneEvent) {
   FoldDir dir;
   Tracer t(dir.path.string(), 0, 1);
   (void)t.text("sig");  // id 1: the signal window's name
-  const uint64_t gap = Tracer::kFoldGap;
+  const uint64_t gap = t.fold_gap();
+  ASSERT_EQ(gap, 2000u);  // before the start-up sync point
   const uint64_t b = Tracer::stamp();
   notify_at(t, b, 1);
   notify_at(t, b + 10, 1);
@@ -105,6 +106,27 @@ TEST(TraceFold, RunEndsAtItsCountsWidth) {
   EXPECT_EQ(calls(ev[0]), 65535);
   EXPECT_EQ(ev[0].at("args").at("bytes"), 65535);
   EXPECT_EQ(calls(ev[1]), 1);
+}
+
+// The gap is 1 us in ticks at the counter's rate: 4000 ticks at 4 GHz, 1000 where ticks are ns.
+TEST(TraceFold, GapIsOneMicrosecondAtTheCountersRate) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  t.set_fold_gap(0.25L);  // 4 GHz
+  EXPECT_EQ(t.fold_gap(), 4000u);
+  const uint64_t b = Tracer::stamp();
+  put_at(t, b, 1, 8);
+  put_at(t, b + 3000, 1, 8);  // 0.75 us later: the run
+  put_at(t, b + 7001, 1, 8);  // 1.00025 us after the run's last stamp: a new event
+  t.set_fold_gap(1.0L);       // ticks that are ns
+  EXPECT_EQ(t.fold_gap(), 1000u);
+  put_at(t, b + 8001, 1, 8);  // exactly 1 us: the run
+  t.set_fold_gap(0.0L);       // no rate measured: unchanged
+  EXPECT_EQ(t.fold_gap(), 1000u);
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(calls(ev[0]), 2);
+  EXPECT_EQ(calls(ev[1]), 2);
 }
 
 }  // namespace
