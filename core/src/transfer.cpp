@@ -320,20 +320,20 @@ void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
 // A copy into or out of a peer's mapped memory of up to kStampAfterBytes (tens of nanoseconds) is
 // stamped once, after it (trace.h, StampLater).
 constexpr uint64_t kStampAfterBytes = 1024;
+uint64_t slice_bytes(const WindowState& w, const Slice& s) { return static_cast<uint64_t>(s.elements()) * dtype_size(w.dtype); }
 
 // The trace span of one put/get call (trace.h); count_transfer and run_accumulate add its bytes and
-// chunks. Null-pointer tests only when tracing is off. Every path but a small CPU copy calls start().
+// chunks. Null-pointer tests only when tracing is off. It starts now, unless the call is a CPU copy of
+// at most kStampAfterBytes into or out of mapped memory (`mapped`: the peer's memory is mapped here,
+// `bytes` the copy's size): then it is stamped once, when it ends.
 struct XferSpan {
   const ContextImpl& c;
   TraceSpan span;
-  XferSpan(const ContextImpl& ctx, const char* name, int peer) noexcept
+  XferSpan(const ContextImpl& ctx, const char* name, int peer, bool mapped, uint64_t bytes) noexcept
       : c(ctx), span(ctx.trace.get(), name, "rma", peer, 0, TraceSpan::StampLater{}) {
-    if (span.on()) c.open_span = &span.event();
-  }
-  void start() noexcept { span.start(); }
-  // A copy by the CPU: a large one's span starts now, a small one's after it.
-  void start_copy(const WindowState& w, const Slice& s) noexcept {
-    if (span.on() && static_cast<uint64_t>(s.elements()) * dtype_size(w.dtype) > kStampAfterBytes) span.start();
+    if (!span.on()) return;
+    c.open_span = &span.event();
+    if (!mapped || bytes > kStampAfterBytes) span.start();
   }
   ~XferSpan() { c.open_span = nullptr; }
   XferSpan(const XferSpan&) = delete;
@@ -346,14 +346,9 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put", peer, dst, src);
   if (src.elements() == 0) return;
-  XferSpan span(c, atomic == AtomicType::Add ? "put(Add)" : "put", peer);
-  if (atomic != AtomicType::Add) {
-    if (char* m = d.mapped(peer)) {
-      span.start_copy(s, src);
-      return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
-    }
-  }
-  span.start();
+  char* m = atomic == AtomicType::Add ? nullptr : d.mapped(peer);  // put(Add) is applied by the target's owner
+  XferSpan span(c, atomic == AtomicType::Add ? "put(Add)" : "put", peer, m, slice_bytes(s, src));
+  if (m) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
   const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
     run_accumulate(c, x, d);
@@ -368,12 +363,9 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "put_nbi", peer, dst, src);
   if (src.elements() == 0) return;
-  XferSpan span(c, "put_nbi", peer);
-  if (char* m = d.mapped(peer)) {
-    span.start_copy(s, src);
-    return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
-  }
-  span.start();
+  char* m = d.mapped(peer);
+  XferSpan span(c, "put_nbi", peer, m, slice_bytes(s, src));
+  if (m) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
   post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
@@ -383,12 +375,9 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get_nbi", peer, dst, src);
   if (src.elements() == 0) return;
-  XferSpan span(c, "get_nbi", peer);
-  if (char* m = s.mapped(peer)) {
-    span.start_copy(d, dst);
-    return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
-  }
-  span.start();
+  char* m = s.mapped(peer);
+  XferSpan span(c, "get_nbi", peer, m, slice_bytes(d, dst));
+  if (m) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
 
@@ -396,12 +385,9 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   ContextImpl& c = *impl_;
   auto [d, s] = check_transfer(c, "get", peer, dst, src);
   if (src.elements() == 0) return;
-  XferSpan span(c, "get", peer);
-  if (char* m = s.mapped(peer)) {
-    span.start_copy(d, dst);
-    return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
-  }
-  span.start();
+  char* m = s.mapped(peer);
+  XferSpan span(c, "get", peer, m, slice_bytes(d, dst));
+  if (m) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
 
@@ -438,12 +424,9 @@ void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer,
   WindowState& w = check_remote(c, what, peer, put ? "dst" : "src", remote);
   const uint64_t bytes = check_local(c, what, peer, put ? "src" : "dst", local, remote, w);
   if (bytes == 0) return;
-  XferSpan span(c, what, peer);
-  if (char* m = w.mapped(peer)) {
-    if (bytes > kStampAfterBytes) span.start();
-    return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
-  }
-  span.start();
+  char* m = w.mapped(peer);
+  XferSpan span(c, what, peer, m, bytes);
+  if (m) return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
   if (nbi) {
     const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
     if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)
@@ -465,8 +448,7 @@ void Context::put(const Slice& dst, int peer, const Local& src, AtomicType atomi
   if (atomic != AtomicType::Add) return local_transfer(c, Op::Write, false, "put", peer, dst, src);
   WindowState& d = check_remote(c, "put", peer, "dst", dst);
   if (check_local(c, "put", peer, "src", src, dst, d) == 0) return;
-  XferSpan span(c, "put(Add)", peer);
-  span.start();
+  XferSpan span(c, "put(Add)", peer, false, 0);  // applied by the target's owner, never a CPU copy here
   run_accumulate(c, make_xfer(peer, src, nullptr, d, dst), d);  // reads src with the CPU
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
