@@ -3,12 +3,14 @@
 // end in an error on every member instead of a hang; over every transport.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -690,6 +692,82 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
       MP_CHECK(took < std::chrono::milliseconds(2000), "case " << kase << " took too long");
     }
     if (r == 0) std::remove(tuning.c_str());
+  }, o);
+}
+
+// broadcast's latency path (one message per link: send_one / recv_one) and what it hands to an
+// exchange: a member without a free slot (one slot per peer, a receiver that sleeps while the root
+// runs ahead), payloads above inline_max (one message, sent from x with an ack) and above a chunk
+// (the pipelined path), roots that change. 2 members run Direct, 4 the binomial tree (member 1
+// forwards to 3). Every receiver checks every call's bytes.
+TEST_P(Collectives, BroadcastLatencyPathAndItsFallbacks) {
+  for (int nr : {2, 4}) {
+    for (const char* slots : {"1", "auto"}) {
+      run(nr, [slots](Context& ctx) {
+        ::setenv("RWIN_COLL_SLOTS", slots, 1);
+        Team w = world(ctx);
+        ::unsetenv("RWIN_COLL_SLOTS");
+        Pool pool(ctx, w, "blp", 300 * 1024);
+        auto one = [&](int it, int root, int64_t n) {
+          Window x = ctx.window(pool.a, DType::F64, {1, n});
+          if (w.rank() == root) {
+            fill(DType::F64, x.data(), n, root, it);
+          } else {
+            std::memset(x.data(), 0xee, static_cast<size_t>(n) * 8);
+          }
+          w.broadcast(x, root);
+          std::vector<char> want(static_cast<size_t>(n) * 8);
+          fill(DType::F64, want.data(), n, root, it);
+          MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "broadcast " << it << " (root " << root << ", " << n
+                                                                                 << " f64, slots " << slots << "): "
+                                                                                 << first_diff(x.data(), want.data(), n, DType::F64));
+        };
+        // The root runs ahead of members that sleep now and then: it finds no free slot and its
+        // exchange waits for one.
+        for (int it = 0; it < 200; ++it) {
+          if (w.rank() != 0 && it % 50 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          one(it, 0, 1 + it % 2);
+        }
+        // Every root, sizes on each path: inline (<= 8 bytes), 1 KiB, 20 KiB (> inline_max), 300 KiB (chunks).
+        const int64_t sizes[] = {1, 128, 2560, 38400};
+        for (int it = 0; it < 48; ++it) one(1000 + it, it % w.size(), sizes[it % 4]);
+        w.barrier();
+      });
+    }
+  }
+}
+
+// The latency path's mismatches, 2 members (Direct): another count (recv_one's check of the header) and two
+// members acting as the root (both return; the next call that receives finds the message nobody
+// consumed). Both members end in CollectiveMismatch.
+TEST_P(Collectives, BroadcastLatencyPathMismatch) {
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(3000);
+  run(2, [](Context& ctx) {
+    const int r = ctx.rank();
+    for (int kase = 0; kase < 2; ++kase) {
+      Team t = make_team(ctx, {0, 1});
+      Window x = ctx.window(t.alloc_window_buffer("lpm" + std::to_string(kase), 4096), DType::F32, {1, 64});
+      // 63 elements: the workspace the allreduce sized serves both (no growth handshake to notice first).
+      Window x63 = ctx.window(x.buffer(), DType::F32, {1, 63});
+      t.allreduce(x);
+      bool threw = false;
+      try {
+        if (kase == 0) t.broadcast(r == 1 ? x63 : x, 0);
+        if (kase == 1) t.broadcast(x, r);
+        t.allreduce(x);
+        t.barrier();
+      } catch (const Error& e) {
+        threw = true;
+        MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, "case " << kase << ": " << to_string(e.code()) << ": " << e.what());
+        if (kase == 0 && r == 1) {
+          MP_CHECK(std::string(e.what()).find("count 64 root 0") != std::string::npos &&
+                       std::string(e.what()).find("count 63 root 0") != std::string::npos,
+                   e.what());
+        }
+      }
+      MP_CHECK(threw, "case " << kase << ": no error on rank " << r);
+    }
   }, o);
 }
 

@@ -5,8 +5,10 @@
 // counts s's messages to r over the team's life (`sent` on s, `recvd` on r: both sides count alike
 // because every member makes the same calls in the same order). s then adds 1 to r's data[s] word
 // (ordered after the puts, rwin.h), r waits for data[s] >= n + 1, reads the slot and adds 1 to s's
-// ack[r]. s writes slot n mod K again only for message n + K, after ack[r] >= n + 1: a slot is never
-// overwritten before its reader is done with it. Counters only grow: nothing is reset between calls.
+// ack[r]. Where r's memory is mapped at s, s writes the slot itself and stores n + 1 last into the
+// header's `seq`, which is all r polls: data[s] stays 0 (landed(), below). s writes slot n mod K
+// again only for message n + K, after ack[r] >= n + 1: a slot is never overwritten before its reader
+// is done with it. Counters only grow: nothing is reset between calls.
 //
 // Acks are lazy: r acknowledges at once a chunk that more of its flow follows (the sender's pipeline)
 // and a message whose header says its sender waits for it (kAckNow), and otherwise adds up to K
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "backoff.h"
 #include "bootstrap/parse_number.h"
@@ -208,9 +211,22 @@ uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
   return (static_cast<uint64_t>(sender) * t.slots + n % t.slots) * t.slot_bytes;
 }
 
+// Message n (counted from 0) from team rank p has landed in our slot for it: its number in the
+// header (a mapped sender's, MsgHeader::seq, stored last) or p's count in data[p] (a sender through
+// the transport: its notify follows the slot's put). A mapped sender stores only the header: a
+// second store into another of our lines cost each message one more cross-core handover, the
+// sender's critical path (perf of a 2-rank 8-byte broadcast: the root stalled on it).
+bool landed(const TeamState& t, int p, uint64_t n) {
+  const char* slot = t.scratch->base() + scratch_off(t, p, n);
+  const uint32_t seq = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(slot) + kSeqOffset))
+                           .load(std::memory_order_acquire);
+  if (seq != 0) return seq == static_cast<uint32_t>(n + 1);
+  return t.load(data_word(t, p)) >= static_cast<int64_t>(n + 1);
+}
+
 // One idle round of a wait: progress, a peer's abort, failures, the deadline. With `mine` (this
-// call's header) and `expect_end[p]` (messages from p this call consumes, counted over the team's
-// life), it also looks at a landed message nobody will consume in this call: one of this very call
+// call's header) and `in` (the call's inflows: what it still consumes from each member), it also
+// looks at a landed message nobody will consume in this call: one of this very call
 // and phase means that member runs something else (e.g. it thinks it is the root), a mismatch; so does
 // one of an earlier call (nobody consumed it).
 // A collective waits on several members at once, and members often outnumber cores (tests, one
@@ -242,15 +258,16 @@ struct Waiter {
   CollBackoff backoff;
   uint64_t round = 0;
   const MsgHeader* mine = nullptr;
-  const std::vector<uint64_t>* expect_end = nullptr;
+  std::span<const InFlow> in;  // what this call still consumes (empty: nothing, a barrier)
   Waiter(TeamState& ts, const char* w) : t(ts), what(w), deadline(ts.c->opt.op_timeout) {}
   void peek() {
     if (!mine || !t.scratch) return;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
       const uint64_t n = t.recvd[static_cast<size_t>(p)];
-      const uint64_t end = expect_end ? (*expect_end)[static_cast<size_t>(p)] : n;
-      if (n < end || t.load(data_word(t, p)) <= static_cast<int64_t>(n)) continue;
+      bool pending = false;  // this call still consumes message n from p
+      for (const auto& f : in) pending = pending || (f.peer == p && f.done < f.chunks);
+      if (pending || !landed(t, p, n)) continue;
       MsgHeader h;
       std::memcpy(&h, t.scratch->base() + scratch_off(t, p, n), kHeaderBytes);
       // Of this very call and phase: that member runs something else. Of an earlier call: a message
@@ -288,6 +305,49 @@ struct Waiter {
     backoff.idle();
   }
 };
+
+// Message number n = t.sent[q] of header h (chunk, payload, total and flags set) into mapped member
+// q's slot for it: the payload (or, for a flow of one message of up to 8 bytes, into the header),
+// every header byte but `seq`, then `seq` = n + 1 with release (what the receiver polls, landed()).
+// Counted as the put and the notify it replaces.
+void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payload) {
+  const uint64_t len = h.payload, n = t.sent[static_cast<size_t>(q)];
+  if (len <= kInlineBytes && h.total == len) {
+    h.flags |= kInline;
+    h.total = 0;
+    if (len) std::memcpy(&h.total, payload, len);
+  } else if (len) {
+    std::memcpy(slot + kHeaderBytes, payload, len);
+  }
+  // Every byte but `seq` (the receiver reads that word atomically while these stores go on), then it.
+  std::memcpy(slot, &h, kSeqOffset);
+  std::memcpy(slot + kInlineOffset, &h.total, kHeaderBytes - kInlineOffset);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot + kSeqOffset)).store(static_cast<uint32_t>(n + 1), std::memory_order_release);
+  PeerStats& st = t.c->peer_stats[static_cast<size_t>(t.ranks[static_cast<size_t>(q)])];
+  ++st.notifies;
+  ++st.puts;
+  st.put_bytes += kHeaderBytes + len;
+  t.sent[static_cast<size_t>(q)] = n + 1;
+}
+
+// Member q's message `slot` (chunk j of a flow of `bytes` from it) belongs to the call `mine`:
+// otherwise both sides' calls are reported (report_mismatch). Returns its header's flags.
+uint8_t check_message(TeamState& t, int q, const char* slot, const MsgHeader& mine, uint64_t j, uint64_t bytes,
+                      uint64_t len, const char* what) {
+  MsgHeader h;
+  std::memcpy(&h, slot, kHeaderBytes);
+  if (same_call(h, mine) && h.chunk == j && flow_total(h) != bytes) {
+    // The same call, but the two ends count this flow differently (all_to_all_v's counts).
+    const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
+    const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
+    report_mismatch(t, q, h, mine, what,
+                    "team rank " + std::to_string(q) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(q)]) +
+                        ") sends " + els(flow_total(h)) + " to team rank " + std::to_string(t.me) + " (job rank " +
+                        std::to_string(t.c->rank) + "), which expects " + els(bytes) + " from it");
+  }
+  if (!same_call(h, mine) || h.chunk != j || h.payload != len) report_mismatch(t, q, h, mine, what);
+  return h.flags;
+}
 
 std::string peer_name(const TeamState& t, int p) {
   return "team rank " + std::to_string(p) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(p)]) + ")";
@@ -527,6 +587,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
   for (auto& f : x.in) {
     f.chunks = chunk_count(t, f.bytes);
     f.done = 0;
+    f.checked = false;
     maxj = std::max(maxj, f.chunks);
   }
   // The senders wait for this call's acknowledgements (below): every message asks for its ack at once.
@@ -544,29 +605,24 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     explicit Busy(bool& f) : b(f) { b = true; }
     ~Busy() { b = false; }
   } busy(a.busy);
+  // Every entry is written in each round before consume() reads it: sized, not filled.
   std::vector<const char*>& parts = a.parts;
   std::vector<uint64_t>& lens = a.lens;
-  std::vector<uint8_t>& checked = a.checked;
-  std::vector<uint8_t>& ack_now = a.ack_now;
-  std::vector<uint8_t>& inlined = a.inlined;
-  parts.assign(x.in.size(), nullptr);
-  lens.assign(x.in.size(), 0);
-  checked.assign(x.in.size(), 0);
-  ack_now.assign(x.in.size(), 0);
-  inlined.assign(x.in.size(), 0);
+  if (parts.size() != x.in.size()) {
+    parts.resize(x.in.size());
+    lens.resize(x.in.size());
+  }
   Waiter w(t, what);
   w.mine = &x.header;
-  a.expect_end = t.recvd;  // assign: reuses the capacity
-  for (const auto& f : x.in) a.expect_end[static_cast<size_t>(f.peer)] += f.chunks;
-  w.expect_end = &a.expect_end;
+  w.in = x.in;
   auto len_of = [cp](uint64_t bytes, uint64_t j) { return bytes == 0 ? 0 : std::min(cp, bytes - j * cp); };
 
   auto try_send = [&](OutFlow& f) {
     bool any = false;
     const size_t p = static_cast<size_t>(f.peer);
     const int gp = t.ranks[p];
-    int64_t* data_at = mapped_word(t, f.peer, data_word(t, t.me));
-    char* scratch_at = data_at ? t.scratch->mapped(gp) : nullptr;  // direct when both are mapped
+    // Direct when the member's scratch and counters are mapped here (its acks come through them).
+    char* scratch_at = mapped_word(t, f.peer, data_word(t, t.me)) ? t.scratch->mapped(gp) : nullptr;
     while (f.next < f.chunks && (!f.ready || f.next < *f.ready)) {
       const uint64_t n = t.sent[p];
       if (n + 1 > k && t.load(ack_word(t, f.peer)) < static_cast<int64_t>(n + 1 - k)) break;  // no credit
@@ -583,26 +639,9 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       const char* payload = (f.raw ? f.raw : f.src->base()) + f.offset + j * cp;
       if (char* slot = scratch_at ? scratch_at + dst : nullptr) {
         // The member's memory is mapped here: the message is written straight into its slot, its number
-        // stored last into the header (MsgHeader::seq: what the receiver polls), then its count
-        // (store_count: what waits and checks that are not on the receiver's path read), counted as the
-        // put and the notify they replace. A flow of one message of up to 8 bytes rides in the header.
-        if (len <= kInlineBytes && f.bytes == len) {
-          h.flags |= kInline;
-          h.total = 0;
-          if (len) std::memcpy(&h.total, payload, len);
-        } else if (len) {
-          std::memcpy(slot + kHeaderBytes, payload, len);
-        }
-        // Every byte but `seq` (the receiver reads that word atomically while these stores go on), then it.
-        std::memcpy(slot, &h, kSeqOffset);
-        std::memcpy(slot + kInlineOffset, &h.total, kHeaderBytes - kInlineOffset);
-        std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot + kSeqOffset))
-            .store(static_cast<uint32_t>(n + 1), std::memory_order_release);
-        store_count(t, f.peer, data_at, static_cast<int64_t>(n + 1));
-        PeerStats& st = c.peer_stats[static_cast<size_t>(gp)];
-        ++st.puts;
-        st.put_bytes += kHeaderBytes + len;
-        t.sent[p] = n + 1;
+        // stored last into the header (MsgHeader::seq: what the receiver polls, landed()), counted as
+        // the put and the notify they replace. A flow of one message of up to 8 bytes rides in the header.
+        write_slot(t, f.peer, slot, h, payload);
         ++f.next;
         any = true;
         continue;
@@ -640,33 +679,17 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         const size_t q = static_cast<size_t>(f.peer);
         const uint64_t n = t.recvd[q];
         const char* slot = t.scratch->base() + scratch_off(t, f.peer, n);
-        // Landed: its number in the header (a mapped sender's, MsgHeader::seq) or its count.
-        const uint32_t seq = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(slot) + kSeqOffset))
-                                 .load(std::memory_order_acquire);
-        if ((seq == 0 || seq != static_cast<uint32_t>(n + 1)) && t.load(data_word(t, f.peer)) < static_cast<int64_t>(n + 1)) {
+        if (!landed(t, f.peer, n)) {
           all = false;
           continue;
         }
-        if (!checked[i]) {
-          MsgHeader h;
-          std::memcpy(&h, slot, kHeaderBytes);
-          inlined[i] = h.flags & kInline;
-          if (same_call(h, x.header) && h.chunk == j && flow_total(h) != f.bytes) {
-            // The same call, but the two ends count this flow differently (all_to_all_v's counts).
-            const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
-            const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
-            report_mismatch(t, f.peer, h, x.header, what,
-                            "team rank " + std::to_string(f.peer) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(f.peer)]) +
-                                ") sends " + els(flow_total(h)) + " to team rank " + std::to_string(t.me) + " (job rank " +
-                                std::to_string(t.c->rank) + "), which expects " + els(f.bytes) + " from it");
-          }
-          if (!same_call(h, x.header) || h.chunk != j || h.payload != len_of(f.bytes, j)) {
-            report_mismatch(t, f.peer, h, x.header, what);
-          }
-          checked[i] = 1;
-          ack_now[i] = h.flags & kAckNow;
+        if (!f.checked) {
+          const uint8_t flags = check_message(t, f.peer, slot, x.header, j, f.bytes, len_of(f.bytes, j), what);
+          f.inlined = flags & kInline;
+          f.ack_now = flags & kAckNow;
+          f.checked = true;
         }
-        parts[i] = slot + (inlined[i] ? kInlineOffset : kHeaderBytes);
+        parts[i] = slot + (f.inlined ? kInlineOffset : kHeaderBytes);
         lens[i] = len_of(f.bytes, j);
       }
       if (all && x.send_before_consume) {
@@ -680,8 +703,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
           const size_t q = static_cast<size_t>(f.peer);
           t.recvd[q]++;
           f.done++;
-          checked[i] = 0;
-          if (++t.unacked[q] >= ack_every || ack_now[i] || j + 1 < f.chunks) send_acks(t, q);
+          f.checked = false;
+          if (++t.unacked[q] >= ack_every || f.ack_now || j + 1 < f.chunks) send_acks(t, q);
         }
         ++j;
         w.backoff.reset();
@@ -697,9 +720,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       w.idle([&] {
         for (auto& f : x.in) {
           if (f.done == j && j < f.chunks) {
-            return "chunk " + std::to_string(j) + " from " + peer_name(t, f.peer) + " (messages from it landed: " +
-                   std::to_string(t.load(data_word(t, f.peer))) + ", want " +
-                   std::to_string(t.recvd[static_cast<size_t>(f.peer)] + 1) + ")";
+            return "chunk " + std::to_string(j) + " from " + peer_name(t, f.peer) + " (messages from it consumed: " +
+                   std::to_string(t.recvd[static_cast<size_t>(f.peer)]) + ", the next not landed)";
           }
         }
         for (auto& f : x.out) {
@@ -721,6 +743,49 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
       });
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The latency path: a flow of one message without run_exchange's per-call set-up
+
+bool send_one(TeamState& t, const MsgHeader& base, int q, const char* payload, uint64_t bytes) {
+  if (bytes > std::min(chunk_payload(t), t.cfg.inline_max)) return false;
+  char* scratch = mapped_word(t, q, data_word(t, t.me)) ? t.scratch->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
+  if (!scratch) return false;
+  const uint64_t n = t.sent[static_cast<size_t>(q)], k = t.slots;
+  if (n + 1 > k && t.load(ack_word(t, q)) < static_cast<int64_t>(n + 1 - k)) return false;  // no credit
+  MsgHeader h = base;
+  h.chunk = 0;
+  h.payload = static_cast<uint32_t>(bytes);
+  h.total = bytes;
+  h.flags = 0;  // the payload is in the slot: nobody waits for its acknowledgement
+  h.seq = 0;
+  write_slot(t, q, scratch + scratch_off(t, t.me, n), h, payload);
+  return true;
+}
+
+bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what) {
+  if (bytes > chunk_payload(t)) return false;
+  const size_t qi = static_cast<size_t>(q);
+  const uint64_t n = t.recvd[qi];
+  if (!landed(t, q, n)) {
+    InFlow f{q, bytes};
+    f.chunks = 1;
+    Waiter w(t, what);
+    w.mine = &mine;
+    w.in = std::span<const InFlow>(&f, 1);
+    while (!landed(t, q, n)) {
+      w.idle([&] {
+        return "chunk 0 from " + peer_name(t, q) + " (messages from it consumed: " + std::to_string(n) + ", the next not landed)";
+      });
+    }
+  }
+  const char* slot = t.scratch->base() + scratch_off(t, q, n);
+  const uint8_t flags = check_message(t, q, slot, mine, 0, bytes, bytes, what);
+  if (bytes) std::memcpy(dst, slot + (flags & kInline ? kInlineOffset : kHeaderBytes), bytes);
+  t.recvd[qi] = n + 1;
+  if (++t.unacked[qi] >= (t.slots + 1) / 2 || (flags & kAckNow)) send_acks(t, qi);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -43,52 +43,80 @@ void Team::broadcast(const Window& xw, int root) {
     const CollAlgo algo = t.algo(TunedColl::Broadcast, x.bytes);
     if (algo != CollAlgo::Direct) h.mode = static_cast<uint8_t>(algo);
     ensure_workspace(t, x.bytes, &h);
-    ByteView xb(x);
-    Exchange ex;
-    ex.header = h;
     const int pos = (t.me - root + t.nr) % t.nr;
-    uint64_t ready = 0;
     auto abs_rank = [&](int rel) { return (rel + root) % t.nr; };
-    if (algo == CollAlgo::Direct) {
-      if (t.me == root) {
-        for (int p = 0; p < t.nr; ++p) {
-          if (p != t.me) ex.out.push_back(OutFlow{p, xb.ptr(), 0, x.bytes});
+    // Binomial: position pos hears from pos minus its highest bit and forwards to pos + 2^k for every
+    // 2^k above pos's highest bit, farthest (largest subtree) first.
+    const int high = pos > 0 ? static_cast<int>(std::bit_width(static_cast<unsigned>(pos))) - 1 : 0;
+    int parent = -1;  // the member this one receives from (-1: the root)
+    if (pos > 0) parent = algo == CollAlgo::Direct ? root : algo == CollAlgo::Tree ? abs_rank(pos - (1 << high)) : (t.me - 1 + t.nr) % t.nr;
+    // Calls fn(member) for each member this one sends to, in order, until fn returns false.
+    auto each_child = [&](auto&& fn) {
+      if (algo == CollAlgo::Direct) {
+        for (int p = 0; p < t.nr && pos == 0; ++p) {
+          if (p != t.me && !fn(p)) return;
         }
-      } else {
-        ex.in.push_back(InFlow{root, x.bytes});
+      } else if (algo == CollAlgo::Tree) {
+        // From the highest power of two below NR (k = ceil(log2 NR) - 1) down.
+        for (int k = static_cast<int>(std::bit_width(static_cast<unsigned>(t.nr - 1))) - 1; k >= 0 && (pos == 0 || k > high); --k) {
+          if (pos + (1 << k) < t.nr && !fn(abs_rank(pos + (1 << k)))) return;
+        }
+      } else if (pos < t.nr - 1) {
+        fn((t.me + 1) % t.nr);
       }
-    } else if (algo == CollAlgo::Tree) {
-      // Binomial: position pos hears from pos minus its highest bit and forwards to pos + 2^k for every
-      // 2^k above pos's highest bit, farthest (largest subtree) first.
-      const int high = pos > 0 ? static_cast<int>(std::bit_width(static_cast<unsigned>(pos))) - 1 : 0;
-      if (pos > 0) ex.in.push_back(InFlow{abs_rank(pos - (1 << high)), x.bytes});
-      // From the highest power of two below NR (k = ceil(log2 NR) - 1) down.
-      for (int k = static_cast<int>(std::bit_width(static_cast<unsigned>(t.nr - 1))) - 1; k >= 0 && (pos == 0 || k > high); --k) {
-        if (pos + (1 << k) >= t.nr) continue;
-        OutFlow f{abs_rank(pos + (1 << k)), xb.ptr(), 0, x.bytes};
-        if (pos > 0) f.ready = &ready;
-        ex.out.push_back(f);
+    };
+    // The exchange; its flows are the caller's. No wait for acks when the payload went through the
+    // outbox (run_exchange waits when it went from x, a source the caller may change after we return).
+    // The root then returns as soon as its messages are out, as a receiver does once its data landed:
+    // a mismatch another member finds reaches it at its next call on the team (the abort word, or an
+    // unconsumed message where its next one should be).
+    auto exchange = [&](auto&& flows) {
+      ByteView xb(x);
+      Exchange ex;
+      ex.header = h;
+      ex.final_acks = false;
+      flows(ex, xb);
+      run_exchange(t, ex, "broadcast");
+    };
+    // One message per link (Direct, Tree): the latency path first, receive (recv_one) then forward
+    // (send_one); an exchange carries what it could not (a member not mapped here or without a free
+    // slot, and every member after it).
+    if (algo != CollAlgo::Chain && (parent < 0 || recv_one(t, h, parent, x.base(), x.bytes, "broadcast"))) {
+      int sent = 0;
+      bool stuck = false;
+      each_child([&](int p) {
+        stuck = !send_one(t, h, p, x.base(), x.bytes);
+        sent += stuck ? 0 : 1;
+        return !stuck;
+      });
+      if (stuck) {
+        exchange([&](Exchange& ex, const ByteView& xb) {
+          int i = 0;
+          each_child([&](int p) {
+            if (i++ >= sent) ex.out.push_back(OutFlow{p, xb.ptr(), 0, x.bytes});
+            return true;
+          });
+        });
       }
-    } else {
-      if (pos > 0) ex.in.push_back(InFlow{(t.me - 1 + t.nr) % t.nr, x.bytes});
-      if (pos < t.nr - 1) {
-        OutFlow f{(t.me + 1) % t.nr, xb.ptr(), 0, x.bytes};
-        if (pos > 0) f.ready = &ready;
-        ex.out.push_back(f);
-      }
+      return;
     }
+    // More than one message: chunk j is forwarded from x as soon as it landed there.
+    uint64_t ready = 0;
     const uint64_t cp = chunk_payload(t);
     auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
       if (lens[0]) std::memcpy(x.base() + j * cp, parts[0], lens[0]);
       ready = j + 1;
     };
-    ex.consume = consume;
-    // No wait for acks when the payload went through the outbox (run_exchange waits when it went from
-    // x, a source the caller may change after we return). The root then returns as soon as its messages
-    // are out, as a receiver does once its data landed: a mismatch another member finds reaches it at
-    // its next call on the team (the abort word, or an unconsumed message where its next one should be).
-    ex.final_acks = false;
-    run_exchange(t, ex, "broadcast");
+    exchange([&](Exchange& ex, const ByteView& xb) {
+      if (parent >= 0) ex.in.push_back(InFlow{parent, x.bytes});
+      each_child([&](int p) {
+        OutFlow f{p, xb.ptr(), 0, x.bytes};
+        if (parent >= 0) f.ready = &ready;
+        ex.out.push_back(f);
+        return true;
+      });
+      ex.consume = consume;
+    });
   });
 }
 

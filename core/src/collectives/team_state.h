@@ -135,8 +135,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   // nests (a workspace growth's handshake ends before the call's own exchange starts); it checks.
   struct ExchangeArrays {
     std::vector<const char*> parts;
-    std::vector<uint64_t> lens, expect_end;
-    std::vector<uint8_t> checked, ack_now, inlined;
+    std::vector<uint64_t> lens;
     bool busy = false;
   } xa;
   // The tuning table's choice for a call of `bytes` (tuned_size_meaning: reduce_scatter passes its
@@ -206,7 +205,10 @@ struct OutFlow {
 struct InFlow {
   int peer = -1;  // team rank
   uint64_t bytes = 0;
+  // filled by the engine: chunks, those consumed; of the current chunk's message: header checked,
+  // its sender waits for the ack (kAckNow), its payload rides in the header (kInline)
   uint64_t chunks = 0, done = 0;
+  bool checked = false, ack_now = false, inlined = false;
 };
 // A callable borrowed for one run_exchange: two words, no allocation (a std::function allocated for
 // every lambda of more than two captures, once per call). It binds only to a named callable, which
@@ -259,6 +261,15 @@ struct Exchange {
   bool sources_covered = false;
 };
 void run_exchange(TeamState& t, Exchange& x, const char* what);
+// The latency path of a flow of one message (what run_exchange does for it, without its per-call
+// set-up: a 2-rank 8-byte broadcast's root spent most of its time there). send_one writes message
+// `bytes` <= min(chunk payload, inline_max) straight into member q's slot and returns true, or sends
+// nothing and returns false when q is not mapped here or has no free slot (the caller then runs an
+// exchange with that flow). recv_one consumes the next message from q (any transport) into `dst`,
+// checked against `mine` like run_exchange's, waiting under the call's deadline; false (nothing
+// consumed) when `bytes` is more than one message.
+bool send_one(TeamState& t, const MsgHeader& mine, int q, const char* payload, uint64_t bytes);
+bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what);
 // Bruck's allgather: ceil(log2 NR) rounds of one message each; in round k (distance d = 2^k) a member
 // sends the min(d, NR - d) rows it holds to team rank me - d and receives as many from me + d. `row`
 // bytes of `mine` in, t.gather out: NR rows, row i from team rank (me + i) mod NR. Every round is an
