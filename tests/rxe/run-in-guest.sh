@@ -32,6 +32,10 @@ NODES=${RWIN_RXE_NODES:-1}
 NICS=${RWIN_RXE_NICS:-1}
 case $NICS in 1|2) ;; *) die "RWIN_RXE_NICS must be 1 or 2" ;; esac
 GRACE=${RWIN_RXE_GRACE:-30}     # s the other node may still run after one failed
+# s a guest may take to reach its command (about 5 s alone, 20-40 s beside another guest and a build);
+# one that has not is killed and booted again, once. Two CI runs lost a two-guest step to a node 1
+# that printed nothing at all, not even its init's first line, while node 0 ran alone.
+BOOT_LIMIT=${RWIN_RXE_BOOT_LIMIT:-90}
 VERBOSE=${RWIN_RXE_VERBOSE:-0}
 case $NODES in 1|2) ;; *) die "RWIN_RXE_NODES must be 1 or 2" ;; esac
 # >= 2 vCPUs for one guest (with 1, two busy-polling processes only take turns
@@ -269,6 +273,13 @@ out=(/dev/vport*p1) err=(/dev/vport*p2)   # the only virtio-serial device
 mkfifo /run/rwin.out /run/rwin.err
 cat < /run/rwin.out > "${out[0]}" & c1=$!
 cat < /run/rwin.err > "${err[0]}" & c2=$!
+# Two nodes start their commands together: a node whose guest had to boot again (BOOT_LIMIT) would
+# otherwise find its peer's job already timed out. The host writes $C/go once every node is here.
+: > $C/booted
+if [ "$RWIN_RXE_NODES" != 1 ]; then
+  for i in $(seq 6000); do [ -e $C/go ] && break; sleep 0.1; done
+  [ -e $C/go ] || { echo "the other node never booted (600 s)" > $C/setup-error; off; }
+fi
 log "running command"; : > $C/started
 "$@" < /dev/null > /run/rwin.out 2> /run/rwin.err
 rc=$?
@@ -293,11 +304,13 @@ follow() {  # stream a file until its qemu exits; two nodes: prefix lines with [
   if [ "$NODES" = 1 ]; then tail -q -c +1 -s 0.1 -f --pid="${QPID[n]}" "$1"
   else tail -q -c +1 -s 0.1 -f --pid="${QPID[n]}" "$1" | sed -u "s/^/[n$n] /"; fi
 }
-T0=$EPOCHREALTIME SECONDS=0
-for ((n = 0; n < NODES; n++)); do
-  d=$RUN/n$n; mkdir "$d"
+CMD=("$@")
+launch() {  # launch N: boot node N's guest (again: its files start afresh)
+  local n=$1 d=$RUN/n$1 i
+  rm -rf "$d" "$RUN/s$n" "$RUN/t$n"; mkdir "$d"   # (qemu binds its socket path anew)
+  LAUNCHED[n]=$SECONDS
   cp "$RUN/env.sh" "$RUN/stage2.sh" "$d/"
-  { printf 'cd -- %q || return 1\nset --' "$CWD"; printf ' %q' "$@"; echo; } > "$d/cmd.sh"
+  { printf 'cd -- %q || return 1\nset --' "$CWD"; printf ' %q' "${CMD[@]}"; echo; } > "$d/cmd.sh"
   ip=10.0.2.$((15 + n)); peer=$ip; [ "$NODES" = 2 ] && peer=10.0.2.$((16 - n))
   echo "$n $ip $peer $NODES" > "$d/node"
   for i in "${!MOUNTS[@]}"; do echo "share$i ${MOUNTS[i]}"; done > "$d/shares"
@@ -329,11 +342,26 @@ for ((n = 0; n < NODES; n++)); do
   follow "$d/stdout" & TPID+=($!)
   follow "$d/stderr" >&2 & TPID+=($!)
   [ "$VERBOSE" = 1 ] && { follow "$d/console.log" >&2 & TPID+=($!); }
-done
+}
+T0=$EPOCHREALTIME SECONDS=0 LAUNCHED=() RELAUNCHED=()
+for ((n = 0; n < NODES; n++)); do launch $n; done
 
 # ---- wait: timeout, or a failed node ends the run after GRACE seconds -------
-RC=(); fail_at=
+RC=(); fail_at= go=0
 while :; do
+  for ((n = 0; n < NODES; n++)); do  # a guest stuck in its boot is booted again, once
+    d=$RUN/n$n
+    if [ -z "${RC[n]:-}" ] && [ ! -e "$d/booted" ] && [ $((SECONDS - LAUNCHED[n])) -ge "$BOOT_LIMIT" ] && [ -z "${RELAUNCHED[n]:-}" ]; then
+      say "node $n: not booted after ${BOOT_LIMIT}s (RWIN_RXE_BOOT_LIMIT), booting it again; its console said:"
+      tail -n 5 "$d/console.log" >&2
+      kill "${QPID[n]}" 2>/dev/null; wait "${QPID[n]}" 2>/dev/null; RELAUNCHED[n]=1
+      launch "$n"
+    fi
+  done
+  if [ $go = 0 ]; then  # every node at its command: they start it together
+    go=1; for ((n = 0; n < NODES; n++)); do [ -e "$RUN/n$n/booted" ] || go=0; done
+    [ $go = 1 ] && for ((n = 0; n < NODES; n++)); do : > "$RUN/n$n/go"; done
+  fi
   alive=0
   for ((n = 0; n < NODES; n++)); do
     [ -n "${RC[n]:-}" ] && continue

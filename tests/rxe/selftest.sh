@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # selftest.sh - CI check of the Soft-RoCE guest runner: boots one guest and
 # checks that rxe0 is PORT_ACTIVE and that an RDMA write loopback over it works
-# (ib_write_bw server + client on rxe0, client -> the guest's own IP).
+# (ib_write_bw server + client on rxe0, client -> the guest's own IP); then two
+# guests that each miss RWIN_RXE_BOOT_LIMIT: each is booted again once, and the
+# two commands start together and reach each other.
 # Exit 0 on success; otherwise a one-line "rxe selftest: FAIL: ..." and non-zero.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,6 +37,31 @@ EOF
 
 RWIN_RXE_NODES=1 "$here/run-in-guest.sh" bash -c "$guest"
 rc=$?
+
+# Two nodes, each "stuck in its boot" past RWIN_RXE_BOOT_LIMIT=1 s: the runner boots each again once,
+# and both commands start together (node 0 listens once, node 1 connects over the link between them).
+read -r -d '' pair <<'EOF'
+if [ "$RWIN_RXE_NODE" = 0 ]; then
+  timeout 60 /usr/bin/python3 -c 'import socket; s = socket.create_server(("0.0.0.0", 5555)); s.settimeout(50); c, _ = s.accept(); print("rxe selftest: node 0 got", c.recv(64).decode())'
+else
+  timeout 60 /usr/bin/python3 -c 'import socket, sys, time
+for i in range(200):
+    try:
+        socket.create_connection((sys.argv[1], 5555), timeout=2).sendall(b"hello over the link"); break
+    except OSError: time.sleep(0.1)
+else: sys.exit("rxe selftest: node 1 never reached node 0")' "$RWIN_RXE_PEER_IP"
+fi
+EOF
+if [ $rc = 0 ]; then
+  out=$(RWIN_RXE_NODES=2 RWIN_RXE_BOOT_LIMIT=1 "$here/run-in-guest.sh" bash -c "$pair" 2>&1); prc=$?
+  n=$(grep -c "not booted after 1s (RWIN_RXE_BOOT_LIMIT), booting it again" <<< "$out")
+  if [ $prc != 0 ] || [ "$n" != 2 ] || ! grep -q "node 0 got hello over the link" <<< "$out"; then
+    echo "rxe selftest: FAIL: two nodes booted again after RWIN_RXE_BOOT_LIMIT: exit $prc, $n relaunches (want 2):" >&2
+    tail -n 15 <<< "$out" >&2; rc=1
+  else
+    echo "rxe selftest: two nodes booted again after RWIN_RXE_BOOT_LIMIT=1 s each, then started together and talked"
+  fi
+fi
 case $rc in
   0) echo "rxe selftest: PASS ($((SECONDS - start)) s)" ;;
   1) ;;   # the guest already said what failed
