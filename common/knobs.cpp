@@ -92,6 +92,8 @@ constexpr Knob kTable[] = {
      "allreduce Auto: Mesh up to this many bytes, Ring above"},
     {"RWIN_COLL_BRUCK_MAX", K::Size, "64 KiB", "0..4611686018427387904", "core",
      "collectives on 3+ members not all in shared memory: Bruck's log-depth rounds up to this many bytes"},
+    {"RWIN_COLL_COPY_MAX", K::Size, "64 KiB (verbs: 16 KiB)", "0..1073741824", "core",
+     "collectives: a message's payload up to this many bytes is copied into the outbox (the call then waits for no ack)"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
     {"RWIN_COLL_TUNING", K::String, "unset: the built-in rules", "a JSON file (docs/CONFIG.md, \"Collective tuning\")", "core",
      "collectives: rules tried before the built-in ones that pick each call's algorithm"},

@@ -230,7 +230,7 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bo
   }
   // The collectives' knobs and tuning file (RWIN_COLL_*, RWIN_ALLREDUCE*): checked here too, so a bad
   // value or file fails every rank at start-up, not one rank when it makes its first team.
-  (void)detail::CollConfig::from_env();
+  (void)detail::CollConfig::from_env(o.transport);
   if (o.ucx_rma.empty()) {
     const char* v = env("RWIN_UCX_RMA");
     o.ucx_rma = v ? v : "auto";

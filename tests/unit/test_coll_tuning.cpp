@@ -173,17 +173,45 @@ TEST(CollTuning, LoadReadsTheFileBeforeTheBuiltInRules) {
   }
 }
 
+// RWIN_COLL_COPY_MAX: 64 KiB by default, 16 KiB over verbs, a size wins on every transport (never more
+// than a chunk's payload), and a bad value is refused at start-up naming it.
+TEST(CollTuning, CopyMaxDefaultsByTransportAndIsASize) {
+  {
+    rwin::test::EnvGuard g({"RWIN_COLL_COPY_MAX", "RWIN_COLL_CHUNK_BYTES"});
+    EXPECT_EQ(CollConfig::from_env("ucx").inline_max, 64u * 1024);
+    EXPECT_EQ(CollConfig::from_env("tcp").inline_max, 64u * 1024);
+    EXPECT_EQ(CollConfig::from_env("verbs").inline_max, 16u * 1024);
+  }
+  {
+    rwin::test::EnvGuard g({"RWIN_COLL_CHUNK_BYTES"});
+    g.set("RWIN_COLL_COPY_MAX", "128K");
+    EXPECT_EQ(CollConfig::from_env("verbs").inline_max, 128u * 1024);
+    EXPECT_EQ(CollConfig::from_env("tcp").inline_max, 128u * 1024);
+    g.set("RWIN_COLL_CHUNK_BYTES", "64K");
+    EXPECT_EQ(CollConfig::from_env("tcp").inline_max, 64u * 1024);  // at most a chunk
+  }
+  rwin::test::EnvGuard g;
+  g.set("RWIN_COLL_COPY_MAX", "lots");
+  try {
+    (void)Options::from_env();
+    ADD_FAILURE() << "start-up accepted RWIN_COLL_COPY_MAX=lots";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("RWIN_COLL_COPY_MAX='lots'"), std::string::npos) << e.what();
+  }
+}
+
 // RWIN_COLL_SLOTS: unset or "auto" leaves the count to the slot size (CollConfig::slots 0), a number
 // 1..64 fixes it, anything else is refused at start-up with the value and what is expected.
 TEST(CollTuning, SlotsAreAutoOrACountFrom1To64) {
   {
     rwin::test::EnvGuard g({"RWIN_COLL_SLOTS"});
-    EXPECT_EQ(CollConfig::from_env().slots, 0);
+    EXPECT_EQ(CollConfig::from_env("ucx").slots, 0);
   }
   for (const char* v : {"auto", "1", "64", "7"}) {
     rwin::test::EnvGuard g;
     g.set("RWIN_COLL_SLOTS", v);
-    EXPECT_EQ(CollConfig::from_env().slots, std::string(v) == "auto" ? 0 : std::stoi(v)) << v;
+    EXPECT_EQ(CollConfig::from_env("ucx").slots, std::string(v) == "auto" ? 0 : std::stoi(v)) << v;
   }
   for (const char* v : {"0", "65", "many", "-1"}) {
     rwin::test::EnvGuard g;

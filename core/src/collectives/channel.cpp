@@ -83,8 +83,9 @@ uint64_t env_size(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
 }
 }  // namespace
 
-CollConfig CollConfig::from_env() {
+CollConfig CollConfig::from_env(const std::string& transport) {
   CollConfig c;
+  if (transport == "verbs") c.inline_max = 16 * 1024;
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
   if (const char* v = knobs::env("RWIN_COLL_SLOTS"); v && std::string_view(v) != "auto") {
     uint64_t n = 0;
@@ -105,7 +106,7 @@ CollConfig CollConfig::from_env() {
       throw Error(ErrorCode::InvalidArgument, std::string("RWIN_ALLREDUCE='") + v + "': expected auto, mesh, ring or bruck");
     }
   }
-  c.inline_max = std::min(c.inline_max, c.chunk_bytes);
+  c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes}));
   return c;
 }
@@ -150,6 +151,12 @@ SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.sig
 int64_t* mapped_word(const TeamState& t, int q, int64_t index) {
   char* m = t.c->caps.cpu_atomics ? t.signals->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
   return m ? reinterpret_cast<int64_t*>(m + static_cast<uint64_t>(index) * 8) : nullptr;
+}
+
+// Member q's scratch mapped here when its counters are too (its acks come through them): messages to
+// q are then written straight into its slots. Else null: they go through the transport.
+char* direct_to(const TeamState& t, int q) {
+  return mapped_word(t, q, data_word(t, t.me)) ? t.scratch->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
 }
 
 // Stores a counter that only this member writes into a mapped member's word, counted as the notify
@@ -591,9 +598,14 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     maxj = std::max(maxj, f.chunks);
   }
   // The senders wait for this call's acknowledgements (below): every message asks for its ack at once.
+  // So does a payload that goes to a member through the transport straight from the caller's memory
+  // (above inline_max), which the caller may change once we return; one to a mapped member is copied
+  // into its slot as it is sent.
   bool wait_acks = x.final_acks && !x.out.empty();
   if (!x.copy_sources && !x.sources_covered) {
-    for (const auto& f : x.out) wait_acks = wait_acks || (!f.raw && std::min(cp, f.bytes) > t.cfg.inline_max);
+    for (const auto& f : x.out) {
+      wait_acks = wait_acks || (!f.raw && std::min(cp, f.bytes) > t.cfg.inline_max && !direct_to(t, f.peer));
+    }
   }
   TeamState::ExchangeArrays& a = t.xa;
   if (a.busy) {
@@ -621,8 +633,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
     bool any = false;
     const size_t p = static_cast<size_t>(f.peer);
     const int gp = t.ranks[p];
-    // Direct when the member's scratch and counters are mapped here (its acks come through them).
-    char* scratch_at = mapped_word(t, f.peer, data_word(t, t.me)) ? t.scratch->mapped(gp) : nullptr;
+    char* scratch_at = direct_to(t, f.peer);
     while (f.next < f.chunks && (!f.ready || f.next < *f.ready)) {
       const uint64_t n = t.sent[p];
       if (n + 1 > k && t.load(ack_word(t, f.peer)) < static_cast<int64_t>(n + 1 - k)) break;  // no credit
@@ -749,8 +760,8 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
 // The latency path: a flow of one message without run_exchange's per-call set-up
 
 bool send_one(TeamState& t, const MsgHeader& base, int q, const char* payload, uint64_t bytes) {
-  if (bytes > std::min(chunk_payload(t), t.cfg.inline_max)) return false;
-  char* scratch = mapped_word(t, q, data_word(t, t.me)) ? t.scratch->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
+  if (bytes > chunk_payload(t)) return false;
+  char* scratch = direct_to(t, q);
   if (!scratch) return false;
   const uint64_t n = t.sent[static_cast<size_t>(q)], k = t.slots;
   if (n + 1 > k && t.load(ack_word(t, q)) < static_cast<int64_t>(n + 1 - k)) return false;  // no credit

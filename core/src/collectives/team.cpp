@@ -92,7 +92,7 @@ std::shared_ptr<TeamState> new_team(Context& ctx, uint64_t id, const std::vector
   t->team_rank_of.assign(static_cast<size_t>(c.nranks), -1);
   for (int i = 0; i < t->nr; ++i) t->team_rank_of[static_cast<size_t>(ranks[static_cast<size_t>(i)])] = i;
   t->me = t->team_rank_of[static_cast<size_t>(c.rank)];
-  t->cfg = CollConfig::from_env();
+  t->cfg = CollConfig::from_env(c.opt.transport);
   t->sent.assign(static_cast<size_t>(t->nr), 0);
   t->recvd.assign(static_cast<size_t>(t->nr), 0);
   t->unacked.assign(static_cast<size_t>(t->nr), 0);

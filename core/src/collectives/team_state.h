@@ -80,10 +80,15 @@ struct CollConfig {
   // stage), reduce_scatter (NR x a member's data / 2: it gathers everything).
   uint64_t bruck_max = 64 * 1024;  // measured, bench/RESULTS.md (2026-12-05)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
-  uint64_t inline_max = 16 * 1024;    // payloads up to this are copied into the outbox (no final ack wait)
+  // RWIN_COLL_COPY_MAX: a payload up to this to a member through the transport is copied into the
+  // outbox (no final ack wait); larger ones go from the caller's memory and the call waits for their
+  // acks. 64 KiB: measured over both tcp paths, bench/RESULTS.md (2026-12-05); verbs keeps 16 KiB
+  // (its sends from the registered window copy nothing and an ack is a NIC round trip).
+  uint64_t inline_max = 64 * 1024;
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
-  static CollConfig from_env();
+  // `transport`: the job's ("ucx", "tcp", "verbs"), for defaults that depend on it.
+  static CollConfig from_env(const std::string& transport);
 };
 
 // Counter words of a member's signal region. Every word only grows.
@@ -263,7 +268,7 @@ struct Exchange {
 void run_exchange(TeamState& t, Exchange& x, const char* what);
 // The latency path of a flow of one message (what run_exchange does for it, without its per-call
 // set-up: a 2-rank 8-byte broadcast's root spent most of its time there). send_one writes message
-// `bytes` <= min(chunk payload, inline_max) straight into member q's slot and returns true, or sends
+// `bytes` <= the chunk payload straight into member q's slot and returns true, or sends
 // nothing and returns false when q is not mapped here or has no free slot (the caller then runs an
 // exchange with that flow). recv_one consumes the next message from q (any transport) into `dst`,
 // checked against `mine` like run_exchange's, waiting under the call's deadline; false (nothing
