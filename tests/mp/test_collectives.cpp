@@ -697,12 +697,13 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
 
 // broadcast's latency path (one message per link: send_one / recv_one) and what it hands to an
 // exchange: a member without a free slot (one slot per peer, a receiver that sleeps while the root
-// runs ahead), payloads above inline_max (one message, sent from x with an ack) and above a chunk
-// (the pipelined path), roots that change. 2 members run Direct, 4 the binomial tree (member 1
+// runs ahead; three slots, a count that is not a power of two), payloads above RWIN_COLL_COPY_MAX
+// (one message, sent from x with an ack where it goes through the transport) and above a chunk (the
+// pipelined path), roots that change. 2 members run Direct, 4 the binomial tree (member 1
 // forwards to 3). Every receiver checks every call's bytes.
 TEST_P(Collectives, BroadcastLatencyPathAndItsFallbacks) {
   for (int nr : {2, 4}) {
-    for (const char* slots : {"1", "auto"}) {
+    for (const char* slots : {"1", "3", "auto"}) {  // 3: not a power of two (scratch_off divides)
       run(nr, [slots](Context& ctx) {
         ::setenv("RWIN_COLL_SLOTS", slots, 1);
         Team w = world(ctx);
@@ -728,8 +729,9 @@ TEST_P(Collectives, BroadcastLatencyPathAndItsFallbacks) {
           if (w.rank() != 0 && it % 50 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(2));
           one(it, 0, 1 + it % 2);
         }
-        // Every root, sizes on each path: inline (<= 8 bytes), 1 KiB, 20 KiB (> inline_max), 300 KiB (chunks).
-        const int64_t sizes[] = {1, 128, 2560, 38400};
+        // Every root, sizes on each path: in the header (<= 8 bytes), 1 KiB, 100 KiB (> the copy limit,
+        // one message), 300 KiB (chunks).
+        const int64_t sizes[] = {1, 128, 12800, 38400};
         for (int it = 0; it < 48; ++it) one(1000 + it, it % w.size(), sizes[it % 4]);
         w.barrier();
       });
