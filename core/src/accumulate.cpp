@@ -224,7 +224,7 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& ds
   PeerStats& st = c.peer_stats[static_cast<size_t>(peer)];
   ++st.put_adds;
   st.put_add_bytes += static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
-  if (c.open_span) c.open_span->bytes += static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
+  if (c.open_span) c.open_span->add_work(static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz, 0);
   const std::string what = "put(Add) to peer " + std::to_string(peer) + " into " + dst.describe();
   const BufferState& b = *dst.buf;
   const transport::RemoteKey& rkey = *x.rkey;

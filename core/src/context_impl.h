@@ -233,7 +233,7 @@ struct ContextImpl {
   std::unique_ptr<Tracer> trace;
   uint64_t born_ns = 0;  // when the Context's constructor started (the start-up span)
   // The span of the put/get call in progress, whose bytes and chunks the data path adds (transfer.cpp).
-  mutable TraceEvent* open_span = nullptr;
+  mutable TraceSpan* open_span = nullptr;
   std::vector<Slot> slots;
   std::vector<uint32_t> free_slots;
   std::vector<FetchOp> fetch_ops;       // index: Slot::index of a Fetch slot

@@ -115,14 +115,21 @@ void notify_target(ContextImpl& c, const SignalTarget& t, int peer, int64_t valu
                                                 t.w->describe());
   }
   ++c.peer_stats[static_cast<size_t>(peer)].notifies;
-  // A notify into mapped memory is one atomic store: stamped once, after it (trace.h, StampLater).
+  // A notify into mapped memory is one atomic store: the span takes its slot and its stamp after it
+  // (trace.h, StampLater).
   TraceSpan span(c.trace.get(), "notify", "sync", peer, 0, TraceSpan::StampLater{});
-  if (span.on()) {
+  auto describe = [&] {
+    if (!span.on()) return;
     trace_signal(c, span.event(), t, 1);
     span.event().sig_op = op == NotifyOp::Set ? "set" : "add";
     span.event().sig_value = value;
+  };
+  if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) {
+    notify_direct(m + t.byte_at(0, 0), t.width, value, op);
+    describe();
+    return span.ok();
   }
-  if (char* m = t.w->mapped(peer); m && c.caps.cpu_atomics) return notify_direct(m + t.byte_at(0, 0), t.width, value, op);
+  describe();
   span.start();
   Deadline deadline(c.opt.op_timeout);
   PeerState& ps = c.peers[static_cast<size_t>(peer)];
@@ -228,6 +235,7 @@ void wait_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
                         "): expected value " + to_string(cmp) + " " + std::to_string(expected) + ", last value seen " +
                         std::to_string(load_element(t, t.byte_at(i, j))) + "; " + c.outstanding_summary());
       });
+  span.ok();
 }
 
 bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCmp cmp) {
@@ -251,10 +259,12 @@ bool test_target(ContextImpl& c, const SignalTarget& t, int64_t expected, WaitCm
         c.raise_new_failure(" while testing signal '" + t.w->name() + "' " + element_name(t, i, j) + " for " +
                             to_string(cmp) + " " + std::to_string(expected));
       }
+      span.ok();
       return false;
     }
   }
   ++c.own_stats.tests_satisfied;
+  span.ok();
   return true;
 }
 

@@ -130,28 +130,22 @@ class Tracer {
 // place in the file. With a null tracer it reads no clock and records nothing.
 class TraceSpan {
  public:
-  // A span whose work may be a few stores into a peer's mapped memory (a notify, a small put): no clock
-  // read before the work. start() stamps the start when the work turns out longer (through the
-  // transport, a large copy); a span never started is stamped once, when it ends, with no duration.
-  // On the way from a peer's signal to this rank's next store that is one clock read, not two (the
-  // read after the stores is on nobody's path), for a start a few stores late.
+  // A span whose work may be a few stores into a peer's mapped memory (a notify, a small put): nothing
+  // of the tracer's before the work. start() stamps the start when the work turns out longer (through
+  // the transport, a large copy); a span never started takes its slot and is stamped once, when it
+  // ends, with no duration. On the way from a peer's signal to this rank's next store that is one
+  // clock read and no slot (the read and the slot's writes after the stores are on nobody's path:
+  // stores leave in order, so slot writes before them delayed them), for a start a few stores late.
   struct StampLater {};
   TraceSpan(Tracer* t, const char* name, const char* cat, int peer = -1, uint64_t bytes = 0) noexcept
       : TraceSpan(t, name, cat, peer, bytes, StampLater{}) {
     start();
   }
-  TraceSpan(Tracer* t, const char* name, const char* cat, int peer, uint64_t bytes, StampLater) noexcept : t_(t) {
-    if (!t_) return;
-    e_ = t_->open();
-    e_->name = name;
-    e_->cat = cat;
-    e_->peer = peer;
-    e_->bytes = bytes;
-    unwinding_ = std::uncaught_exceptions();
-    started_ = false;
-  }
+  TraceSpan(Tracer* t, const char* name, const char* cat, int peer, uint64_t bytes, StampLater) noexcept
+      : t_(t), name_(name), cat_(cat), peer_(peer), bytes_(bytes) {}
   void start() noexcept {
     if (t_) {
+      open();
       e_->t0 = Tracer::stamp();
       started_ = true;
     }
@@ -162,25 +156,59 @@ class TraceSpan {
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
   bool on() const noexcept { return t_ != nullptr; }
-  TraceEvent& event() noexcept { return *e_; }  // only when on(): fields known later (chunks, cmp)
+  // Only when on(): fields known later (chunks, cmp). Takes the span's slot if it has none yet.
+  TraceEvent& event() noexcept {
+    open();
+    return *e_;
+  }
+  // Work the span stands for, known as it is done (count_transfer): kept here, not in the slot, so a
+  // span stamped later touches its slot only after its stores. Only when on().
+  void add_work(uint64_t bytes, uint64_t chunks) noexcept {
+    bytes_ += bytes;
+    chunks_ += static_cast<uint32_t>(chunks);
+  }
+  // The call succeeded: its end needs no std::uncaught_exceptions() (a call into the C++ runtime) to
+  // tell. A span never marked asks it at its end.
+  void ok() noexcept { ok_ = true; }
   // Ends the span at a stamp its owner read anyway (a wait ends when its blocked part does): one clock
   // read less on the path back to the caller. Only when on().
   void end_at(uint64_t stamp) noexcept {
     ended_ = true;
-    e_->failed = std::uncaught_exceptions() > unwinding_;
+    open();
+    e_->bytes += bytes_;
+    e_->chunks += chunks_;
+    e_->failed = !ok_ && std::uncaught_exceptions() > unwinding_;
     if (!started_) return t_->end_later(e_, stamp);
     e_->dur = stamp - e_->t0;
   }
   void detail(std::string s) {  // a text shown as args.detail (stored once, by id)
-    if (t_) e_->detail = t_->text(std::move(s));
+    if (t_) event().detail = t_->text(std::move(s));
   }
 
  private:
+  // The slot, taken at the first need. A span taken earlier than its end notes the exceptions in
+  // flight, so that its end tells one that ended it from one it began inside (a call made by a
+  // destructor during unwinding). A span taken at its end was never asked: its end counts any
+  // exception in flight as its own, so its owner marks success with ok() (a stamped-later call).
+  void open() noexcept {
+    if (e_) return;
+    e_ = t_->open();
+    e_->name = name_;
+    e_->cat = cat_;
+    e_->peer = peer_;
+    if (!ended_) unwinding_ = std::uncaught_exceptions();
+  }
   Tracer* t_;
   TraceEvent* e_ = nullptr;
+  const char* name_;
+  const char* cat_;
+  int peer_;
+  uint64_t bytes_;
+  uint32_t chunks_ = 0;
   int unwinding_ = 0;
-  bool started_ = true;
+  bool started_ = false;
   bool ended_ = false;
+  bool ok_ = false;
 };
 
 }  // namespace rwin::detail

@@ -88,10 +88,7 @@ void count_transfer(const ContextImpl& c, Op op, int peer, uint64_t bytes, uint6
     p.get_bytes += bytes;
   }
   p.chunks += chunks;
-  if (c.open_span) {
-    c.open_span->bytes += bytes;
-    c.open_span->chunks += static_cast<uint32_t>(chunks);
-  }
+  if (c.open_span) c.open_span->add_work(bytes, chunks);
 }
 uint64_t xfer_bytes(const Xfer& x) {
   return static_cast<uint64_t>(x.shape[0]) * static_cast<uint64_t>(x.shape[1]) * x.esz;
@@ -332,10 +329,11 @@ struct XferSpan {
   XferSpan(const ContextImpl& ctx, const char* name, int peer, bool mapped, uint64_t bytes) noexcept
       : c(ctx), span(ctx.trace.get(), name, "rma", peer, 0, TraceSpan::StampLater{}) {
     if (!span.on()) return;
-    c.open_span = &span.event();
+    c.open_span = &span;
     if (!mapped || bytes > kStampAfterBytes) span.start();
   }
   ~XferSpan() { c.open_span = nullptr; }
+  void ok() noexcept { span.ok(); }  // every return but an exception's (TraceSpan::ok)
   XferSpan(const XferSpan&) = delete;
   XferSpan& operator=(const XferSpan&) = delete;
 };
@@ -348,7 +346,10 @@ void Context::put(const Slice& dst, int peer, const Slice& src, AtomicType atomi
   if (src.elements() == 0) return;
   char* m = atomic == AtomicType::Add ? nullptr : d.mapped(peer);  // put(Add) is applied by the target's owner
   XferSpan span(c, atomic == AtomicType::Add ? "put(Add)" : "put", peer, m, slice_bytes(s, src));
-  if (m) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+  if (m) {
+    direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+    return span.ok();
+  }
   const Xfer x = make_xfer(peer, s, src, d, dst);
   if (atomic == AtomicType::Add) {
     run_accumulate(c, x, d);
@@ -365,7 +366,10 @@ void Context::put_nbi(const Slice& dst, int peer, const Slice& src) {
   if (src.elements() == 0) return;
   char* m = d.mapped(peer);
   XferSpan span(c, "put_nbi", peer, m, slice_bytes(s, src));
-  if (m) return direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+  if (m) {
+    direct_slices(c, Op::Write, peer, s, src, d, dst, m);
+    return span.ok();
+  }
   post_transfer(c, Op::Write, make_xfer(peer, s, src, d, dst), "put_nbi");
   c.peers[static_cast<size_t>(peer)].dirty = true;
   c.peers[static_cast<size_t>(peer)].unflushed = true;
@@ -377,7 +381,10 @@ void Context::get_nbi(const Slice& dst, int peer, const Slice& src) {
   if (src.elements() == 0) return;
   char* m = s.mapped(peer);
   XferSpan span(c, "get_nbi", peer, m, slice_bytes(d, dst));
-  if (m) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  if (m) {
+    direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+    return span.ok();
+  }
   post_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get_nbi");
 }
 
@@ -387,7 +394,10 @@ void Context::get(const Slice& dst, int peer, const Slice& src) {
   if (src.elements() == 0) return;
   char* m = s.mapped(peer);
   XferSpan span(c, "get", peer, m, slice_bytes(d, dst));
-  if (m) return direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+  if (m) {
+    direct_slices(c, Op::Read, peer, d, dst, s, src, m);
+    return span.ok();
+  }
   run_transfer(c, Op::Read, make_xfer(peer, d, dst, s, src), "get");
 }
 
@@ -426,7 +436,10 @@ void local_transfer(ContextImpl& c, Op op, bool nbi, const char* what, int peer,
   if (bytes == 0) return;
   char* m = w.mapped(peer);
   XferSpan span(c, what, peer, m, bytes);
-  if (m) return direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
+  if (m) {
+    direct_transfer(c, op, make_xfer(peer, local, nullptr, w, remote), m);
+    return span.ok();
+  }
   if (nbi) {
     const transport::MemoryRegion* mr = c.acquire_local(local.data, bytes);
     if (mr) c.nbi_pins.push_back(mr);  // released once nothing is outstanding (ContextImpl::release_nbi_pins)

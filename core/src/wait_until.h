@@ -43,9 +43,14 @@ void wait_until(ContextImpl& c, const WaitFor& w, Deadline& deadline, Round&& ro
       if (span.on()) span.event().on = wf.on;
       if (w.blocked_count) ++*w.blocked_count;
     }
+    bool ok = false;  // satisfied (not ended by an exception): the spans need not ask (TraceSpan::ok)
     ~Blocked() {  // one clock read ends the blocked span, the outer span and the counter's time
       const uint64_t t1 = ticks::read();
       if (span.on()) {
+        if (ok) {
+          span.ok();
+          if (w.outer) w.outer->ok();
+        }
         span.end_at(t1);
         if (w.outer && w.outer->on()) w.outer->end_at(t1);
       }
@@ -56,7 +61,10 @@ void wait_until(ContextImpl& c, const WaitFor& w, Deadline& deadline, Round&& ro
   uint64_t arrivals = c.tp ? c.tp->arrivals() : 0;
   for (uint64_t r = 1;; ++r) {
     backoff.idle([&c](std::chrono::microseconds max) { return c.tp && c.tp->idle_wait(max); });
-    if (round(r)) return;
+    if (round(r)) {
+      blocked.ok = true;
+      return;
+    }
     if (c.tp) {
       const uint64_t now = c.tp->arrivals();
       if (now != arrivals) backoff.active();

@@ -1,12 +1,15 @@
-// The tracer's runs of calls (core/src/trace.h, Tracer::end_later): back-to-back identical calls stamped
-// after their stores become one event with their count. Driven with stamps of the test's own, so what
-// folds depends only on the rule, not on how fast this machine runs the calls.
+// The tracer's spans (core/src/trace.h): how a span stamped after its stores ends (its work, its failure
+// or success, told without asking the C++ runtime when its owner marks success), and runs of calls
+// (Tracer::end_later): back-to-back identical calls stamped after their stores become one event with
+// their count. Driven with stamps of the test's own, so what folds depends only on the rule, not on how
+// fast this machine runs the calls.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -127,6 +130,88 @@ TEST(TraceFold, GapIsOneMicrosecondAtTheCountersRate) {
   ASSERT_EQ(ev.size(), 2u);
   EXPECT_EQ(calls(ev[0]), 2);
   EXPECT_EQ(calls(ev[1]), 2);
+}
+
+bool failed(const json& e) { return e.at("args").value("failed", false); }
+
+// A span stamped later holds the work it is told of (count_transfer's bytes and chunks) until its end,
+// and its slot then: events opened inside it come first in the file, and nothing of it is lost.
+TEST(TraceSpanEnd, StampedLaterKeepsItsWorkUntilItsEnd) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  {
+    TraceSpan put(&t, "put", "rma", 2, 8, TraceSpan::StampLater{});
+    put.add_work(16, 2);
+    { TraceSpan inner(&t, "fence", "sync", 2); }
+    put.add_work(4, 1);
+    put.ok();
+  }
+  TraceSpan started(&t, "get", "rma", 3, 0, TraceSpan::StampLater{});
+  started.start();
+  started.add_work(1024, 3);
+  started.ok();
+  started.end_at(Tracer::stamp());
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].at("name"), "fence");
+  EXPECT_EQ(ev[1].at("name"), "put");
+  EXPECT_EQ(ev[1].at("args").at("bytes"), 28);
+  EXPECT_EQ(ev[1].at("args").at("chunks"), 3);
+  EXPECT_EQ(ev[1].at("args").at("peer"), 2);
+  EXPECT_EQ(ev[1].at("dur"), 0);
+  EXPECT_EQ(ev[2].at("name"), "get");
+  EXPECT_EQ(ev[2].at("args").at("bytes"), 1024);
+  EXPECT_EQ(ev[2].at("args").at("chunks"), 3);
+  for (const auto& e : ev) EXPECT_FALSE(failed(e)) << e.dump();
+}
+
+// An exception that ends a span marks it failed, whether the span took its slot at its start or at
+// its end; ok() was never reached.
+TEST(TraceSpanEnd, AnExceptionThatEndsASpanFailsIt) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  EXPECT_THROW(
+      {
+        TraceSpan s(&t, "notify", "sync", 1, 0, TraceSpan::StampLater{});
+        throw std::runtime_error("peer 1 failed");
+      },
+      std::runtime_error);
+  EXPECT_THROW(
+      {
+        TraceSpan s(&t, "wait", "sync", 1);
+        throw std::runtime_error("timed out");
+      },
+      std::runtime_error);
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_TRUE(failed(ev[0])) << ev[0].dump();
+  EXPECT_TRUE(failed(ev[1])) << ev[1].dump();
+}
+
+// A call made by a destructor while an exception unwinds, that itself succeeds, is not failed: a span
+// started then counted the exception already in flight; one stamped later was marked ok().
+TEST(TraceSpanEnd, ACallInsideUnwindingThatSucceedsIsNotFailed) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  struct Cleanup {
+    Tracer& t;
+    ~Cleanup() {
+      { TraceSpan s(&t, "quiet", "sync"); }
+      TraceSpan later(&t, "notify", "sync", 1, 0, TraceSpan::StampLater{});
+      later.ok();
+    }
+  };
+  try {
+    Cleanup c{t};
+    throw std::runtime_error("the caller's own failure");
+  } catch (const std::runtime_error&) {
+  }
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].at("name"), "quiet");
+  EXPECT_FALSE(failed(ev[0])) << ev[0].dump();
+  EXPECT_EQ(ev[1].at("name"), "notify");
+  EXPECT_FALSE(failed(ev[1])) << ev[1].dump();
 }
 
 }  // namespace
