@@ -54,6 +54,7 @@ for s in 4194304; do  # the agent's sizes not in SIZES
   [[ ,$SIZES, == *,$s,* ]] || "$BIN/rwin_tcp_ref" stream "$s" 2 >>"$OUT/tcp_ref.csv"
 done
 "$BIN/rwin_tcp_ref" pingpong "$SIZES" 500 >>"$OUT/tcp_ref.csv"
+"$BIN/rwin_tcp_ref" pingpong 8,4096 2000 --sockets 2 >>"$OUT/tcp_ref.csv"
 "$BIN/rwin_tcp_ref" frames 4096,65536,1048576,16777216,268435456 >>"$OUT/tcp_ref.csv"
 /usr/bin/python3 "$HERE/tcp_combine.py" "$OUT" | tee "$OUT/combined.txt"
 log "results in $OUT"

@@ -1,6 +1,7 @@
 // rwin_tcp_ref: loopback TCP references for the tcp targets of issue 4.
 //   stream:   one TCP stream over 127.0.0.1, WRITE-byte send() calls for SECONDS; MiB/s at the receiver
 //   pingpong: SIZE-byte messages bounced with busy-polling recv(MSG_DONTWAIT); one way = RTT / 2
+//             (--sockets 2: the echo on a second connection, each direction on its own)
 //   frames:   the runtime's multi-host way of moving a tensor (a length-prefixed header, then the
 //             payload, on one socket, received into a preallocated buffer), COUNT frames of SIZE
 //             back to back and one 8-byte ack at the end; MiB/s from the first send to the ack
@@ -9,6 +10,7 @@
 //
 //   rwin_tcp_ref stream 1048576 2
 //   rwin_tcp_ref pingpong 8,4096,65536 2000
+//   rwin_tcp_ref pingpong 8 20000 --sockets 2
 //   rwin_tcp_ref frames 4096,1M,256M
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -135,32 +137,40 @@ void stream(size_t write_bytes, double seconds) {
   std::printf("tcp_stream,%zu,,,%.1f\n", write_bytes, static_cast<double>(total) / secs / 1048576.0);
 }
 
-void pingpong(const std::vector<size_t>& sizes, int iters) {
+// `sockets` 2: each direction on a connection of its own, as rwin's tcp transport sends its requests
+// (every TCP segment then carries data one way only, and its ACK is a segment of its own instead of
+// riding on the answer: what that costs a message is the difference to one socket).
+void pingpong(const std::vector<size_t>& sizes, int iters, int sockets) {
   for (size_t size : sizes) {
     int s, c;
     make_pair(&s, &c);
+    int s_in = s, c_out = c;  // where the echo comes back: the same connection, or a second one
+    if (sockets == 2) make_pair(&c_out, &s_in);
     pid_t pid = fork();
     if (pid < 0) die("fork");
     std::vector<char> buf(size, 'p');
     const int warm = std::max(10, iters / 10);
     if (pid == 0) {  // echo side on CPU 1
       close(s);
+      if (s_in != s) close(s_in);
       pin(1);
       for (int i = 0; i < warm + iters; ++i) {
         recv_spin(c, buf.data(), size);
-        send_all(c, buf.data(), size);
+        send_all(c_out, buf.data(), size);
       }
       close(c);
+      if (c_out != c) close(c_out);
       _exit(0);
     }
     close(c);
+    if (c_out != c) close(c_out);
     pin(0);
     std::vector<double> one_way;
     double total = 0;
     for (int i = 0; i < warm + iters; ++i) {
       const auto t0 = Clock::now();
       send_all(s, buf.data(), size);
-      recv_spin(s, buf.data(), size);
+      recv_spin(s_in, buf.data(), size);
       const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2;
       if (i >= warm) {
         one_way.push_back(us);
@@ -168,10 +178,12 @@ void pingpong(const std::vector<size_t>& sizes, int iters) {
       }
     }
     close(s);
+    if (s_in != s) close(s_in);
     waitpid(pid, nullptr, 0);
     std::sort(one_way.begin(), one_way.end());
     const double avg = total / iters;
-    std::printf("tcp_pingpong_spin,%zu,%.3f,%.3f,%.1f\n", size, one_way[one_way.size() / 2], avg,
+    std::printf("%s,%zu,%.3f,%.3f,%.1f\n", sockets == 2 ? "tcp_pingpong_spin_2sock" : "tcp_pingpong_spin", size,
+                one_way[one_way.size() / 2], avg,
                 static_cast<double>(size) / avg / 1.048576);
   }
 }
@@ -291,6 +303,11 @@ int main(int argc, char** argv) {
           "");
   pp->add_option("SIZES", list, "comma-separated message sizes, K/M suffixes (default 8)")->check(size_list)->type_name("LIST");
   pp->add_option("ITERS", iters, "round trips per size (default 2000)")->transform(rwin::cli::Count(1, INT32_MAX))->type_name("N");
+  int sockets = 1;
+  pp->add_option("--sockets", sockets,
+                 "1: the echo comes back on the same connection; 2: on a second one, each direction on its own "
+                 "(as rwin's tcp transport sends requests); CSV kind tcp_pingpong_spin_2sock")
+      ->check(CLI::IsMember({1, 2}));
   std::string frame_list = "4096,1M";
   auto* fr = app.add_subcommand("frames", "the runtime's length-prefixed frames on one socket, COUNT per size, one ack");
   fr->add_option("SIZES", frame_list, "comma-separated frame payload sizes, K/M suffixes (default 4096,1M)")
@@ -305,6 +322,6 @@ int main(int argc, char** argv) {
     frames(parse_list(frame_list));
     return 0;
   }
-  pingpong(parse_list(list), static_cast<int>(iters));
+  pingpong(parse_list(list), static_cast<int>(iters), sockets);
   return 0;
 }
