@@ -22,6 +22,15 @@ inline std::atomic<uint32_t> g_spin_us{200};
 // guest) and 16 ranks on 2 cores still all progress.
 class Backoff {
  public:
+  // How long the yield stage lasts: 2 ms of waiting by default, or a number of polls (counted from the
+  // wait's first), for waits on several peers where ranks often outnumber cores: there one yield may
+  // take a whole scheduler slice, so a time limit would end the stage after a few yields (the
+  // collectives, core/src/collectives/channel.cpp).
+  struct YieldPolls {
+    uint32_t n;
+  };
+  Backoff() = default;
+  explicit Backoff(YieldPolls p) noexcept : yield_polls_(p.n) {}
   void idle() noexcept {
     idle([](std::chrono::microseconds) { return false; });
   }
@@ -49,7 +58,7 @@ class Backoff {
     }
     const auto waited = now - start_;
     if (waited < std::chrono::microseconds(g_spin_us.load(std::memory_order_relaxed))) return;
-    if (waited < std::chrono::milliseconds(2)) {
+    if (yield_polls_ != 0 ? polls_ < yield_polls_ : waited < std::chrono::milliseconds(2)) {
       sched_yield();
       return;
     }
@@ -64,6 +73,7 @@ class Backoff {
 
  private:
   uint32_t polls_ = 0;
+  uint32_t yield_polls_ = 0;  // 0: the yield stage is 2 ms
   bool started_ = false;
   std::chrono::steady_clock::time_point start_{};
 };

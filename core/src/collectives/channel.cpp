@@ -16,8 +16,6 @@
 // sent message consumed, at most K - 1 are unacknowledged, and message n needs only ack >= n + 1 - K.
 // A small collective's one message per peer then costs no ack in 3 calls of 4 (an 8-byte allreduce
 // on 4 ranks sent 6 notifies per member, now 3.75).
-#include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -231,54 +229,25 @@ bool landed(const TeamState& t, int p, uint64_t n) {
   return t.load(data_word(t, p)) >= static_cast<int64_t>(n + 1);
 }
 
+// A collective waits on several members at once, and members often outnumber cores (tests, one
+// node): then (the core's spin window is 0, g_spin_us) it yields the core at every poll, and only
+// after 20000 polls it sleeps (Backoff::YieldPolls: a yield may take a whole slice there). Where the
+// ranks fit the CPUs it first spins the core's window (200 us) by time: a yield beside a CPU-bound
+// process (a runtime computing beside its communication) hands that process the rest of a scheduler
+// slice, milliseconds, and 2-rank 8-byte allreduces averaged 750 us against Open MPI's 0.36
+// (bench/RESULTS.md).
+constexpr Backoff::YieldPolls kCollYieldPolls{20000};
+
 // One idle round of a wait: progress, a peer's abort, failures, the deadline. With `mine` (this
 // call's header) and `in` (the call's inflows: what it still consumes from each member), it also
 // looks at a landed message nobody will consume in this call: one of this very call
 // and phase means that member runs something else (e.g. it thinks it is the root), a mismatch; so does
 // one of an earlier call (nobody consumed it).
-// A collective waits on several members at once, and members often outnumber cores (tests, one
-// node): then (the core's spin window is 0, g_spin_us) it yields the core at every poll after a short
-// spin (the member it waits for may need it), and only after a long stall it sleeps. Where the ranks
-// fit the CPUs it first spins the core's window (200 us) by time: a yield beside a CPU-bound process
-// (a runtime computing beside its communication) hands that process the rest of a scheduler slice,
-// milliseconds, and 2-rank 8-byte allreduces averaged 750 us against Open MPI's 0.36 (bench/RESULTS.md).
-class CollBackoff {
- public:
-  void idle() noexcept {
-    const uint32_t spin_us = g_spin_us.load(std::memory_order_relaxed);
-    if (++polls_ < 64 && spin_us != 0) return;
-    if (spin_us != 0 && !yielding_) {
-      const auto now = std::chrono::steady_clock::now();
-      if (!started_) {
-        started_ = true;
-        start_ = now;
-      }
-      if (now - start_ < std::chrono::microseconds(spin_us)) return;
-      yielding_ = true;
-    }
-    if (polls_ < 20000) {
-      sched_yield();
-      return;
-    }
-    timespec ts{0, 50 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-  void reset() noexcept {
-    polls_ = 0;
-    started_ = yielding_ = false;
-  }
-
- private:
-  uint32_t polls_ = 0;
-  bool started_ = false, yielding_ = false;
-  std::chrono::steady_clock::time_point start_{};
-};
-
 struct Waiter {
   TeamState& t;
   const char* what;
   Deadline deadline;
-  CollBackoff backoff;
+  Backoff backoff{kCollYieldPolls};
   uint64_t round = 0;
   const MsgHeader* mine = nullptr;
   std::span<const InFlow> in;  // what this call still consumes (empty: nothing, a barrier)
