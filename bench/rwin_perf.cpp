@@ -577,9 +577,11 @@ class Runner {
     }
     ctx_.barrier();
     const int64_t ops = per_batch * nb;
-    r.rwin = figures(samples[0], total[0], ops, bytes);
+    // A ping-pong's batch time is its round trips; its samples and figures are one way.
+    const double legs = test == "put_lat" || test == "notify_lat" ? 2.0 : 1.0;
+    r.rwin = figures(samples[0], total[0] / legs, ops, bytes);
     if (modes.size() == 2) {
-      r.raw = figures(samples[1], total[1], ops, bytes);
+      r.raw = figures(samples[1], total[1] / legs, ops, bytes);
       r.ratio = percentile(ratios, 50);
       r.ratio_p25 = percentile(ratios, 25);
       r.ratio_p75 = percentile(ratios, 75);
