@@ -126,8 +126,9 @@ class Tracer {
 };
 
 // A span over the rest of a scope: one event from construction to destruction (or to end_at), marked
-// failed when an exception ends it. It fills its slot in the tracer in place, so its start is its
-// place in the file. With a null tracer it reads no clock and records nothing.
+// failed when an exception ends it. It fills its slot in the tracer in place, so its place in the
+// file is where it took the slot: its start, or its end for a span stamped later (below). With a
+// null tracer it reads no clock and records nothing.
 class TraceSpan {
  public:
   // A span whose work may be a few stores into a peer's mapped memory (a notify, a small put): nothing
