@@ -623,6 +623,102 @@ TEST(TcpTransport, OnAnOversubscribedHostTheOwnerServesAndItsThreadWaitsLonger) 
   EXPECT_EQ(t1.owner_window(), 200us);
 }
 
+// A waiting owner peeks the small requests that ask for no answer and reads them for good at its next
+// look at the socket (pump/unpeek: the ACK leaves after the owner's answer). Whoever reads next --
+// the owner again, or its receiver thread once the owner left -- reads the peeked bytes exactly once:
+// the stream stays in step (a byte read twice or skipped would be a protocol error and fail the
+// peer) through small writes, atomics, a large write landing straight into the window after a
+// peek, a read and a flush.
+TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
+  Pair p;
+  auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  uint64_t* counter = reinterpret_cast<uint64_t*>(p.mem(1) + 8192);
+  std::vector<tp::Completion> done;
+  // Rank 0 sends an 8-byte write then an add to the counter (one sendmsg); rank 1's owner (this
+  // thread) polls until the add landed, and rank 0 until its sends completed.
+  uint64_t adds = 0, value = 0;
+  auto small_round = [&] {
+    ++value;
+    tp::Work wr = work(tp::Op::Write, &value, p.at1(16 * (value % 64)), 8);
+    tp::Work add = work(tp::Op::AtomicAdd, nullptr, p.at1(8192), 8, 1);
+    ASSERT_EQ(p.post(wr), tp::PostResult::Ok);
+    ASSERT_EQ(p.post(add), tp::PostResult::Ok);
+    ++adds;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    bool add_done = false;
+    while ((!add_done || __atomic_load_n(counter, __ATOMIC_ACQUIRE) != adds) && std::chrono::steady_clock::now() < until) {
+      p.r[1].t->poll(done);
+      done.clear();
+      p.r[0].t->poll(done);
+      for (const auto& c : done) {
+        if (c.cookie == add.cookie) {
+          ASSERT_TRUE(c.ok) << c.error;
+          add_done = true;
+        }
+      }
+      done.clear();
+    }
+    ASSERT_TRUE(add_done);
+    ASSERT_EQ(__atomic_load_n(counter, __ATOMIC_ACQUIRE), adds);
+    uint64_t got;
+    std::memcpy(&got, p.mem(1) + 16 * (value % 64), 8);
+    ASSERT_EQ(got, value) << "the write before the add";
+  };
+  // Until the owner has peeked (its receiver thread serves instead when this thread is away for
+  // longer than the owner window, which a loaded machine may do now and then).
+  for (int i = 0; i < 1000 && t1.peeks() == 0; ++i) small_round();
+  ASSERT_GT(t1.peeks(), 0u) << "rank 1's owner never peeked a request";
+  for (int i = 0; i < 20; ++i) small_round();  // the owner reads what it peeked as it reads on
+
+  // Its owner gone (this thread polls rank 0 only), the receiver thread reads what the owner last
+  // peeked, then a large write, a read, a fetching add and a flush.
+  std::vector<char> big(300001);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13 + 5);
+  ASSERT_TRUE(p.run(work(tp::Op::Write, big.data(), p.at1(65536), big.size())).ok);
+  std::vector<char> back(big.size());
+  ASSERT_TRUE(p.run(work(tp::Op::Read, back.data(), p.at1(65536), back.size())).ok);
+  EXPECT_EQ(back, big);
+  uint64_t old = 0;
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(8192), 8, 1)).ok);
+  EXPECT_EQ(old, adds);
+  ++adds;
+
+  // The owner back: small rounds (peeked), then a large write it reads while polling, after a peek
+  // of its first bytes where the socket was quiet.
+  for (int i = 0; i < 5; ++i) small_round();
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 1);
+  tp::Work wr = work(tp::Op::Write, big.data(), p.at1(65536), big.size());
+  ASSERT_EQ(p.post(wr), tp::PostResult::Ok);
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  bool sent = false;
+  while (!sent && std::chrono::steady_clock::now() < until) {
+    p.r[1].t->poll(done);
+    done.clear();
+    p.r[0].t->poll(done);
+    for (const auto& c : done) {
+      if (c.cookie == wr.cookie) {
+        ASSERT_TRUE(c.ok) << c.error;
+        sent = true;
+      }
+    }
+  }
+  ASSERT_TRUE(sent);
+  tp::Work fl = work(tp::Op::Flush, nullptr, 0, 0);
+  ASSERT_EQ(p.post(fl), tp::PostResult::Ok);
+  bool flushed = false;
+  while (!flushed && std::chrono::steady_clock::now() < until) {
+    p.r[1].t->poll(done);
+    done.clear();
+    p.r[0].t->poll(done);
+    for (const auto& c : done) flushed = flushed || (c.cookie == fl.cookie && c.ok);
+  }
+  ASSERT_TRUE(flushed);
+  EXPECT_EQ(std::memcmp(p.mem(1) + 65536, big.data(), big.size()), 0);
+  EXPECT_EQ(__atomic_load_n(counter, __ATOMIC_ACQUIRE), adds);
+  EXPECT_EQ(p.r[0].t->peer_error(1), "");
+  EXPECT_EQ(p.r[1].t->peer_error(0), "");
+}
+
 TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {
   Pair p;
   uint64_t old = 0;

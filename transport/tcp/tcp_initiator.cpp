@@ -182,7 +182,9 @@ void TcpTransport::poll(std::vector<Completion>& out) {
   // done in post()) then costs no syscall on its way to the notify after it.
   const bool have = !done_.empty() || cq_count_.load(std::memory_order_acquire) > 0;
   if (owner_serves_ && !(have && served_last_) && rx_mu_.try_lock()) {
+    owner_serving_ = true;  // pump() may peek (tcp_target.cpp)
     serve_owner();
+    owner_serving_ = false;
     rx_mu_.unlock();
     served_last_ = true;
   } else {

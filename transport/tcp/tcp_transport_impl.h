@@ -194,6 +194,11 @@ struct Peer {
     std::string text;
   };
   Landing in_land, out_land;
+  // Bytes of in_fd read with MSG_PEEK into in_rx and still in the kernel's buffer (TcpTransport::pump):
+  // read for good (unpeek) before anything else is read from in_fd.
+  size_t in_peeked = 0;
+  bool in_streaming = false;  // in_fd's last read filled what it asked for (more is likely waiting)
+  bool in_answered = false;   // the requests it read last asked for replies (they carry the ACK)
   std::deque<ReplyItem> replies;
   bool want_out = false;     // EPOLLOUT armed on in_fd
 };
@@ -258,6 +263,8 @@ class TcpTransport final : public Transport {
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
   // Rounds in which the receiver thread served something (tests: who serves while the owner polls).
   uint64_t receiver_served() const noexcept { return served_.load(std::memory_order_relaxed); }
+  // Reads of requests that peeked (pump): tests check that the peek path ran.
+  uint64_t peeks() const noexcept { return peeks_.load(std::memory_order_relaxed); }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`.
@@ -281,6 +288,8 @@ class TcpTransport final : public Transport {
   void on_in_writable(int p);
   void on_out(int p);
   bool pump(int p, bool requests);  // reads a socket of p's: its requests, or its replies
+  // Reads for good what an earlier pump() peeked from p's in_fd (false: the peer failed).
+  bool unpeek(int p);
   bool take_requests(int p);   // parses in_rx; false: the peer failed
   bool land_write(int p);      // recv()s payload straight into the window
   bool take_replies(int p);
@@ -342,6 +351,7 @@ class TcpTransport final : public Transport {
   std::mutex rx_mu_;
   std::atomic<bool> owner_serves_{true};  // read by the receiver thread
   std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
+  bool owner_serving_ = false;  // under rx_mu_: the owner's poll() serves now, not the receiver thread
   // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
   // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
   // of asking epoll first; every kEpollEvery-th round serve() looks at the whole set.
@@ -361,10 +371,13 @@ class TcpTransport final : public Transport {
   }
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> receiver_wakes_{0};
+  std::atomic<uint64_t> peeks_{0};
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
   // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
   static constexpr size_t kDiscardBytes = 64 * 1024;
+  // At most this much of a socket is peeked (pump): a 4 KiB inline write, the notify after it, headers.
+  static constexpr size_t kPeekBytes = 8 * 1024;
   std::unique_ptr<char[]> discard_{new char[kDiscardBytes]};
   size_t strangers_ = 0;          // connections dropped before authentication
 
