@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -633,9 +634,25 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
   Pair p;
   auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
   uint64_t* counter = reinterpret_cast<uint64_t*>(p.mem(1) + 8192);
-  std::vector<tp::Completion> done;
-  // Rank 0 sends an 8-byte write then an add to the counter (one sendmsg); rank 1's owner (this
-  // thread) polls until the add landed, and rank 0 until its sends completed.
+  // Rank 1's owner (this thread) and rank 0 poll by turns until rank 0's completion of `cookie`
+  // came and `landed()` holds (bounded: 20 s); the completion, or a failed one.
+  auto both_until = [&](uint64_t cookie, auto landed) {
+    std::vector<tp::Completion> done;
+    std::optional<tp::Completion> mine;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while ((!mine || !landed()) && std::chrono::steady_clock::now() < until) {
+      p.r[1].t->poll(done);
+      done.clear();
+      p.r[0].t->poll(done);
+      for (const auto& c : done) {
+        if (c.cookie == cookie) mine = c;
+      }
+      done.clear();
+    }
+    return mine && landed() ? *mine : tp::Completion{cookie, false, "not complete within 20 s"};
+  };
+  // Rank 0 sends an 8-byte write then an add to the counter (one sendmsg), and both poll until the
+  // add landed and rank 0's sends completed.
   uint64_t adds = 0, value = 0;
   auto small_round = [&] {
     ++value;
@@ -644,22 +661,9 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
     ASSERT_EQ(p.post(wr), tp::PostResult::Ok);
     ASSERT_EQ(p.post(add), tp::PostResult::Ok);
     ++adds;
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    bool add_done = false;
-    while ((!add_done || __atomic_load_n(counter, __ATOMIC_ACQUIRE) != adds) && std::chrono::steady_clock::now() < until) {
-      p.r[1].t->poll(done);
-      done.clear();
-      p.r[0].t->poll(done);
-      for (const auto& c : done) {
-        if (c.cookie == add.cookie) {
-          ASSERT_TRUE(c.ok) << c.error;
-          add_done = true;
-        }
-      }
-      done.clear();
-    }
-    ASSERT_TRUE(add_done);
-    ASSERT_EQ(__atomic_load_n(counter, __ATOMIC_ACQUIRE), adds);
+    const tp::Completion c =
+        both_until(add.cookie, [&] { return __atomic_load_n(counter, __ATOMIC_ACQUIRE) == adds; });
+    ASSERT_TRUE(c.ok) << c.error;
     uint64_t got;
     std::memcpy(&got, p.mem(1) + 16 * (value % 64), 8);
     ASSERT_EQ(got, value) << "the write before the add";
@@ -689,30 +693,12 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 1);
   tp::Work wr = work(tp::Op::Write, big.data(), p.at1(65536), big.size());
   ASSERT_EQ(p.post(wr), tp::PostResult::Ok);
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  bool sent = false;
-  while (!sent && std::chrono::steady_clock::now() < until) {
-    p.r[1].t->poll(done);
-    done.clear();
-    p.r[0].t->poll(done);
-    for (const auto& c : done) {
-      if (c.cookie == wr.cookie) {
-        ASSERT_TRUE(c.ok) << c.error;
-        sent = true;
-      }
-    }
-  }
-  ASSERT_TRUE(sent);
+  const tp::Completion sent = both_until(wr.cookie, [] { return true; });
+  ASSERT_TRUE(sent.ok) << sent.error;
   tp::Work fl = work(tp::Op::Flush, nullptr, 0, 0);
   ASSERT_EQ(p.post(fl), tp::PostResult::Ok);
-  bool flushed = false;
-  while (!flushed && std::chrono::steady_clock::now() < until) {
-    p.r[1].t->poll(done);
-    done.clear();
-    p.r[0].t->poll(done);
-    for (const auto& c : done) flushed = flushed || (c.cookie == fl.cookie && c.ok);
-  }
-  ASSERT_TRUE(flushed);
+  const tp::Completion flushed = both_until(fl.cookie, [] { return true; });
+  ASSERT_TRUE(flushed.ok) << flushed.error;
   EXPECT_EQ(std::memcmp(p.mem(1) + 65536, big.data(), big.size()), 0);
   EXPECT_EQ(__atomic_load_n(counter, __ATOMIC_ACQUIRE), adds);
   EXPECT_EQ(p.r[0].t->peer_error(1), "");
