@@ -109,7 +109,7 @@ run_tsan() {
   done
   echo "tsan: ring_shift put/get over tcp and shared memory: OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
-  # atomics (put(Add) lands through the staging path) while the main thread posts and waits.
+  # atomics and put(Add)s (its RegionAdder takes the stripe locks) while the main thread posts and waits.
   for mode in put get add; do
     out=$(RWIN_TRANSPORT=tcp UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1 \
       build-tsan/bin/rwinrun -n 3 --timeout 300 -- build-tsan/bin/ring_shift --mode $mode --size 100003 --iters 3 2>&1)

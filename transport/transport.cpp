@@ -17,6 +17,7 @@ const char* op_name(Op op) noexcept {
     case Op::CompareSwap: return "compare_swap";
     case Op::Swap: return "swap";
     case Op::Flush: return "flush";
+    case Op::Accumulate: return "accumulate";
   }
   return "?";
 }

@@ -49,7 +49,10 @@ class TransportError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Op : uint8_t { Write, Read, AtomicAdd, FetchAdd, CompareSwap, Swap, Flush };
+// Accumulate: put(Add) applied by the target itself (Capabilities::max_add_bytes > 0 only): the
+// payload is added element-wise into the remote bytes by the region's RegionAdder (below). Its
+// Completion means what a Write's does; a Flush after it promises the sums are in place.
+enum class Op : uint8_t { Write, Read, AtomicAdd, FetchAdd, CompareSwap, Swap, Flush, Accumulate };
 const char* op_name(Op op) noexcept;
 
 struct Capabilities {
@@ -71,6 +74,24 @@ struct Capabilities {
   // atomic only against other NIC atomics (IBV_ATOMIC_HCA), so the core sends every atomic through
   // post(), same-host and self peers included (docs/CONTRACT.md, "Atomics on one word").
   bool cpu_atomics = true;
+  // > 0: the target applies Op::Accumulate without its owner's help (tcp: its receiver thread), at
+  // most this many bytes per Work, into regions that accept_adds() armed. 0: no Op::Accumulate (the
+  // core stages put(Add) for the target's progress instead, core/src/staging.h).
+  uint64_t max_add_bytes = 0;
+};
+
+// What a target that applies put(Add) itself runs for each Op::Accumulate that lands in a region
+// (Transport::accept_adds): the core's element arithmetic under the buffer's stripe locks
+// (core/src/accumulate.cpp). The transport knows only bytes; the element type travels as an opaque
+// code. Called from any of the transport's threads, one add at a time per region is not promised.
+class RegionAdder {
+ public:
+  virtual ~RegionAdder() = default;
+  // Adds `bytes` of elements of type `dtype` at `src` into the region at byte `offset`, or refuses
+  // (returns why, nothing added) what the region cannot take: an unknown type, a misaligned or
+  // partial element, a range outside the part that takes adds. Never throws, never blocks for
+  // longer than its own deadline.
+  virtual std::string add(uint64_t dtype, uint64_t offset, const char* src, uint64_t bytes) const noexcept = 0;
 };
 
 // Memory that remote peers may read, write and update atomically (from allocate(): page aligned
@@ -110,7 +131,7 @@ struct Work {
   uint64_t remote_addr = 0;               // absolute address in the peer's region
   const RemoteKey* rkey = nullptr;        // null only for Flush
   size_t bytes = 0;                       // Write/Read length; atomics are always 8 bytes
-  uint64_t operand = 0;                   // add value / swap value / CAS new value
+  uint64_t operand = 0;                   // add value / swap value / CAS new value / Accumulate: element type
   uint64_t compare = 0;                   // CAS expected value
   uint64_t cookie = 0;                    // returned in the Completion
 };
@@ -227,6 +248,12 @@ class Transport {
   // remotely; UCX: the target refuses the address). Throws TransportError naming the address,
   // length and the library's reason.
   virtual std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes);
+  // A region from allocate() takes Op::Accumulate from now on, applied by `adder` (kept as long as
+  // the region). Only where Capabilities::max_add_bytes > 0; elsewhere it does nothing. An
+  // Accumulate into a region that was not armed is refused.
+  virtual void accept_adds(MemoryRegion& region, std::shared_ptr<const RegionAdder> adder) {
+    (void)region, (void)adder;
+  }
   // Sleeping until something happens (an agent's idle progress thread and its long waits), so an
   // idle owner costs no CPU yet serves a request as soon as it arrives:
   //   for (;;) { poll(); if nothing happened && arm(): sleep in poll(2) on wait_fd() and sockets }

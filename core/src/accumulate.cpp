@@ -1,17 +1,21 @@
 // put(atomic = Add): element-wise accumulation, applied by the CPU under the buffer's stripe locks.
 //
-// Two paths, one locking discipline (stripe_locks.h):
+// Three paths, one locking discipline (stripe_locks.h):
 //  - mapped: the destination is this rank's own memory, or a peer's that the transport mapped into
 //    this process (UCX direct mode: shared memory on one host). The caller adds in place.
+//  - target-applied: the transport's target adds itself (Capabilities::max_add_bytes; rwin's tcp,
+//    whose receiver thread serves whether or not its owner is inside rwin). The addends travel as
+//    Accumulate work and the target runs the buffer's RegionAdder (below).
 //  - staged: every other peer. The caller writes its addends into slots of the target's staging
 //    region and the target adds them in its progress (staging.h, staging.cpp).
 // Either way the element loop runs with the stripe's lock held by whoever runs it, so put(Add)s
 // from any ranks through any paths into the same elements never lose an update or tear an element.
 // They are not atomic against plain puts, notifies or CPU stores to the same bytes (docs/CONTRACT.md).
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "chunk_planner.h"
 #include "context_impl.h"
@@ -98,6 +102,73 @@ void detail::add_locked(ContextImpl& c, char* base, uint64_t buf_bytes, uint64_t
 }
 
 namespace {
+
+// The target-applied path's target half, run by the transport's receiving thread for each
+// Accumulate that lands in a window buffer of this rank: the element loop under the stripe locks,
+// held with this rank's id. The other holders of these locks are this process's own threads (its
+// in-place put(Add)s; no peer maps the memory of a transport that applies adds itself), each for
+// one element loop, so a lock is free within microseconds; one that is not within the operation
+// deadline is refused (the source fails with the reason) rather than waited for forever. Every
+// stripe of the range is taken, in ascending order, before anything is added: a refusal adds nothing.
+class StripeAdder final : public transport::RegionAdder {
+ public:
+  StripeAdder(char* base, uint64_t bytes, uint64_t holder, std::chrono::milliseconds limit, std::string name)
+      : base_(base), bytes_(bytes), holder_(holder), limit_(limit), name_(std::move(name)) {}
+
+  std::string add(uint64_t code, uint64_t off, const char* src, uint64_t bytes) const noexcept override {
+    try {
+      const auto t = static_cast<DType>(code);
+      const size_t esz = code <= 255 ? dtype_size(t) : 0;
+      if (esz == 0) return "element type code " + std::to_string(code) + " is not a DType";
+      if (off > bytes_ || bytes > bytes_ - off) {
+        return std::to_string(bytes) + " bytes at offset " + std::to_string(off) + " lie outside the " +
+               std::to_string(bytes_) + " bytes of " + name_;
+      }
+      if (bytes == 0 || off % esz != 0 || bytes % esz != 0) {
+        return std::to_string(bytes) + " bytes at offset " + std::to_string(off) + " of " + name_ +
+               " are not whole " + dtype_name(t) + " elements";
+      }
+      auto* locks = reinterpret_cast<uint64_t*>(base_ + lock_offset(bytes_));
+      const uint64_t first = off / kStripeBytes, last = (off + bytes - 1) / kStripeBytes;
+      const auto deadline = std::chrono::steady_clock::now() + limit_;
+      for (uint64_t s = first; s <= last; ++s) {
+        uint64_t held = 0;
+        for (uint32_t spin = 0; (held = try_lock(locks + s, holder_)) != 0; ++spin) {
+          if (spin < 64) continue;
+          std::this_thread::yield();
+          if ((spin & 255) == 255 && std::chrono::steady_clock::now() > deadline) {
+            for (uint64_t u = first; u < s; ++u) unlock(locks + u);
+            return "stripe " + std::to_string(s) + " of " + name_ + " still locked (lock word " +
+                   std::to_string(held) + ") after " + std::to_string(limit_.count()) + " ms: nothing added";
+          }
+        }
+      }
+      add_into(t, base_ + off, src, bytes / esz);
+      for (uint64_t s = first; s <= last; ++s) unlock(locks + s);
+      return {};
+    } catch (...) {  // a message that could not be built (out of memory): still a refusal
+      return "refused";
+    }
+  }
+
+ private:
+  char* base_;
+  uint64_t bytes_;
+  uint64_t holder_;
+  std::chrono::milliseconds limit_;
+  std::string name_;
+};
+
+// The target-applied path's source half: the addends go as Accumulate work, pipelined as a put's
+// chunks (at most max_add_bytes each: the target holds a whole one before adding it); the flush
+// after them returns once every sum is in place, as the target applies a connection's requests
+// in order and answers the flush after them. Refusals and failures arrive as the peer's failure.
+void run_target_applied(ContextImpl& c, const Xfer& x, const std::string& what) {
+  const uint64_t max_chunk = std::min<uint64_t>(c.opt.chunk_bytes, c.caps.max_add_bytes);
+  run_transfer(c, Op::Accumulate, x, "put(Add)", max_chunk);  // its errors name the peer and the bytes
+  Deadline deadline(c.opt.op_timeout);
+  c.drain(x.peer, deadline, what.c_str());  // throws PeerFailed naming the target's refusal
+}
 
 // The staged path: slots into the target's staging region, each acknowledged once applied.
 void run_staged(ContextImpl& c, const Xfer& x, const std::string& what) {
@@ -230,7 +301,7 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& ds
   const transport::RemoteKey& rkey = *x.rkey;
   char* mapped = peer == c.rank ? static_cast<char*>(b.mr->addr())
                                 : static_cast<char*>(c.tp->mapped(peer, rkey, rkey.base(), region_bytes(b.bytes)));
-  if (mapped == nullptr) return run_staged(c, x, what);
+  if (mapped == nullptr) return c.caps.max_add_bytes > 0 ? run_target_applied(c, x, what) : run_staged(c, x, what);
   Deadline deadline(c.opt.op_timeout);
   LockWait lw;
   lw.buf = &b;
@@ -243,6 +314,11 @@ void detail::run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& ds
   while (planner.next(run)) {
     add_locked(c, mapped, b.bytes, view + run.remote_offset, x.local_base + run.local_offset, run.bytes, x.dtype, lw);
   }
+}
+
+std::shared_ptr<const transport::RegionAdder> detail::make_region_adder(const ContextImpl& c, char* base, uint64_t bytes,
+                                                                        std::string name) {
+  return std::make_shared<StripeAdder>(base, bytes, static_cast<uint64_t>(c.rank) + 1, c.opt.op_timeout, std::move(name));
 }
 
 }  // namespace rwin

@@ -123,6 +123,11 @@ Xfer make_xfer(int peer, const Local& local, const transport::MemoryRegion* mr, 
 ChunkPlanner plan_chunks(const ContextImpl& c, const Xfer& x, uint64_t max_chunk);
 transport::Work chunk_work(transport::Op op, const Xfer& x, const Chunk& ch);
 
+// A blocking put/get (Op::Write / Op::Read; Op::Accumulate for put(Add) the target applies itself):
+// the rectangle in chunks of at most `max_chunk` bytes (0: the configured chunk size), at most
+// pipeline_depth in flight; returns when every chunk completed. Throws PeerFailed / Timeout.
+void run_transfer(ContextImpl& c, transport::Op op, const Xfer& x, const char* what, uint64_t max_chunk = 0);
+
 // One blocking op without the slot table: posts `w` and polls until its own completion arrives
 // (the cookie kSyncBit | peer << 32 | sequence routes it). Throws PeerFailed / Timeout.
 void run_single(ContextImpl& c, transport::Work& w, const char* what);
@@ -131,6 +136,11 @@ void run_single(ContextImpl& c, transport::Work& w, const char* what, Deadline& 
 
 // accumulate.cpp: put(atomic = Add) into `dst` (the peer's copy of it), `x.local` the source.
 void run_accumulate(ContextImpl& c, const Xfer& x, const WindowState& dst);
+// accumulate.cpp: what a transport that applies put(Add) itself (Capabilities::max_add_bytes) runs
+// for a buffer of `bytes` user bytes at `base` (its stripe locks after them, stripe_locks.h), named
+// `name` in its refusals.
+std::shared_ptr<const transport::RegionAdder> make_region_adder(const ContextImpl& c, char* base, uint64_t bytes,
+                                                                std::string name);
 
 // How add_locked waits for a stripe lock another rank holds.
 struct LockWait {

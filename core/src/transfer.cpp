@@ -72,6 +72,7 @@ Work detail::chunk_work(Op op, const Xfer& x, const Chunk& ch) {
   w.remote_addr = x.remote_base + ch.remote_offset;
   w.rkey = x.rkey;
   w.bytes = ch.bytes;
+  if (op == Op::Accumulate) w.operand = static_cast<uint64_t>(x.dtype);  // the target adds as this type
   return w;
 }
 
@@ -80,6 +81,10 @@ namespace {
 // Context::stats(): one put or get of `bytes` to `peer`, cut into `chunks` work requests.
 void count_transfer(const ContextImpl& c, Op op, int peer, uint64_t bytes, uint64_t chunks) {
   PeerStats& p = c.peer_stats[static_cast<size_t>(peer)];
+  if (op == Op::Accumulate) {  // run_accumulate counted the call and its bytes; `chunks` counts puts' and gets'
+    if (c.open_span) c.open_span->add_work(0, chunks);
+    return;
+  }
   if (op == Op::Write) {
     ++p.puts;
     p.put_bytes += bytes;
@@ -109,9 +114,10 @@ bool one_run(const Xfer& x, Chunk& out) {
   return true;
 }
 
-// The common small case: one run that fits one chunk.
-bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out) {
-  return one_run(x, out) && out.bytes <= c.opt.chunk_bytes && out.bytes <= c.caps.max_message_bytes;
+// The common small case: one run that fits one chunk (of at most `max_chunk` bytes where not 0).
+bool single_run(const ContextImpl& c, const Xfer& x, Chunk& out, uint64_t max_chunk) {
+  return one_run(x, out) && out.bytes <= c.opt.chunk_bytes && out.bytes <= c.caps.max_message_bytes &&
+         (max_chunk == 0 || out.bytes <= max_chunk);
 }
 
 // The shared-memory fast path: the peer's view is mapped here at `remote` (WindowState::mapped),
@@ -219,20 +225,18 @@ void detail::run_single(ContextImpl& c, Work& w, const char* what, Deadline& dea
   }
 }
 
-namespace {
-
 // Moves a rectangle in chunks, keeping at most pipeline_depth in flight.
-void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
+void detail::run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what, uint64_t max_chunk) {
   const int peer = x.peer;
   Chunk ch;
-  if (single_run(c, x, ch)) {
+  if (single_run(c, x, ch, max_chunk)) {
     count_transfer(c, op, peer, ch.bytes, 1);
     Work w = chunk_work(op, x, ch);
     run_single(c, w, what);
     return;
   }
   Deadline deadline(c.opt.op_timeout);
-  ChunkPlanner planner = plan_chunks(c, x, 0);
+  ChunkPlanner planner = plan_chunks(c, x, max_chunk);
   count_transfer(c, op, peer, xfer_bytes(x), planner.total_chunks());
   Transfer tr;
   uint64_t index = 0;
@@ -294,6 +298,8 @@ void run_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
                                            c.peer_failed_text(peer, tr.error));
   }
 }
+
+namespace {
 
 // Posts every chunk of a transfer and returns; each counts as outstanding work to the peer until
 // its completion, so quiet/fence/notify (all of which drain the peer) cover it.

@@ -134,6 +134,11 @@ std::shared_ptr<BufferState> detail::create_buffer_among(
     // starts at a 64-byte boundary, so an int32 signal's CAS on the aligned 8-byte word holding it
     // stays inside the region for an odd size too.
     b->mr = c.tp->allocate(region_bytes(bytes));
+    // A transport that applies put(Add) itself takes it into data buffers (not signal words) from
+    // before their key leaves this rank, as the staged path does (below).
+    if (c.caps.max_add_bytes > 0 && kind != BufferState::Kind::Signals) {
+      c.tp->accept_adds(*b->mr, make_region_adder(c, static_cast<char*>(b->mr->addr()), bytes, describe));
+    }
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   }

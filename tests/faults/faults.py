@@ -5,7 +5,8 @@
             [--transports tcp,shm,owntcp] [--bound S] [--cap S] ...      (see --help)
 
 kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>` (and --add-trials more with
-        `--mode add`: put(Add) through the staging protocol over tcp, in place over shm); after a seeded random delay past
+        `--mode add`: put(Add) through the staging protocol over tcp, applied by the target's receiver thread over
+        owntcp, in place over shm); after a seeded random delay past
         start-up, kill -9 a random rank (rank 0 serves the store). Every survivor must exit non-zero within
         --bound seconds of the kill (detection time, measured here per survivor), not crash (signal death,
         sanitizer report, glibc abort, assertion), and print a last error line naming the victim

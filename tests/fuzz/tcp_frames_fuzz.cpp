@@ -1,12 +1,14 @@
 // rwin's own tcp transport: the request stream an authenticated peer sends, through the real
 // receive path (transport/tcp/tcp_target.cpp: framing, header checks, region lookup, writes landing
-// in the window, reads and atomics served, refusals), driven by poll() over a socketpair.
+// in the window, put(Add)s handed to its adder, reads and atomics served, refusals), driven by poll()
+// over a socketpair.
 // Input: the raw byte stream. To let inputs reach the window, each request header the harness finds
 // (walking the stream as a sender frames it) gets its region mapped into {0 = none, 1 = the window,
 // 3 = never allocated} and its address into [base - 64 KiB, base + 2 x window): some in range, some
 // not, some overflowing. Region 2 exists but is never named.
 // Properties: no crash or sanitizer report; the stream always ends with the peer failed (the end of
-// the stream is a closed connection) and a reason; region 2 is never written.
+// the stream is a closed connection) and a reason; region 2 is never written; the window's adder
+// is only ever handed a range inside the window.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +31,19 @@ std::unique_ptr<Transport> make_ucx_transport(const TransportConfig&) { throw Tr
 
 namespace {
 constexpr size_t kWindow = 64 * 1024;
+
+// The window takes put(Add) (WriteAdd frames): bytes are added as u8 (type code 10), any other code
+// is refused. The transport must only ever hand it a range inside the region it armed.
+struct ByteAdder final : rt::RegionAdder {
+  uint8_t* base;
+  explicit ByteAdder(void* b) : base(static_cast<uint8_t*>(b)) {}
+  std::string add(uint64_t code, uint64_t off, const char* src, uint64_t bytes) const noexcept override {
+    FUZZ_CHECK(off <= kWindow && bytes <= kWindow - off);
+    if (code != 10) return "type code " + std::to_string(code);
+    for (uint64_t i = 0; i < bytes; ++i) base[off + i] = static_cast<uint8_t>(base[off + i] + static_cast<uint8_t>(src[i]));
+    return {};
+  }
+};
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -41,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rt::tcp::TcpTransport t(cfg);
   auto window = t.allocate(kWindow);
   auto other = t.allocate(4096);
+  t.accept_adds(*window, std::make_shared<ByteAdder>(window->addr()));
   const uint64_t base = reinterpret_cast<uint64_t>(window->addr());
 
   std::vector<uint8_t> stream(data, data + size);
@@ -52,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     h.addr = base - 65536 + h.addr % (3 * kWindow + 65536);
     std::memcpy(stream.data() + at, &h, sizeof h);
     at += sizeof h;
-    if (h.type == static_cast<uint8_t>(w::Req::Write)) {
+    if (h.type == static_cast<uint8_t>(w::Req::Write) || h.type == static_cast<uint8_t>(w::Req::WriteAdd)) {
       if (h.len > stream.size() - at) break;
       at += h.len;
     }

@@ -5,6 +5,8 @@
 // one staging slot and more than a source's whole staging area. Results against a reference
 // computed here.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -262,6 +264,114 @@ TEST_P(Accumulate, AGarbageSlotHeaderIsRefusedAndItsSourceMarkedFailed) {
       for (int i = 0; i < 64; ++i) MP_CHECK(w.data_as<float>()[i] == 0.0f, "w[" << i << "] changed");
     }
   });
+}
+
+// rwin's own tcp applies put(Add) in the target's receiver thread (Op::Accumulate, RegionAdder):
+// the sums land while the target stays outside rwin, which the staged path cannot do (it waits
+// for the target's progress and would run into the deadline here).
+rwin_test::TransportParam own_tcp() {
+  for (const auto& p : rwin_test::transports()) {
+    if (p.name == std::string("tcp")) return p;
+  }
+  throw std::runtime_error("no tcp transport parameter");
+}
+
+// Blocks outside rwin until the other process writes a byte into the pipe (60 s at most).
+bool await_byte(int fd) {
+  pollfd pf{fd, POLLIN, 0};
+  char b = 0;
+  return ::poll(&pf, 1, 60000) == 1 && ::read(fd, &b, 1) == 1;
+}
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (::pipe(fd) != 0) throw std::runtime_error("pipe failed");
+  }
+  ~Pipe() {
+    ::close(fd[0]);
+    ::close(fd[1]);
+  }
+};
+
+TEST(TargetAppliedAdds, LandWhileTheTargetIsOutsideRwin) {
+  const Pipe done;
+  const auto p = own_tcp();
+  const auto res = rwin_test::run_ranks(2, p, [&](int rank, int n, const std::string& root) {
+    Options o = rwin_test::rank_options(rank, n, root, p);
+    o.op_timeout = std::chrono::milliseconds(10000);
+    Context ctx(o);
+    // 1.5 MiB of i64 and 7 more: several Accumulate frames (1 MiB at most), across stripes; then
+    // 3 elements at an odd offset (one small frame, sent with its flush).
+    const int64_t count = static_cast<int64_t>(24 * kStripe / 8) + 7;
+    Window acc = ctx.alloc_window("acc", DType::I64, {1, count});
+    Window mine = ctx.alloc_window("mine", DType::I64, {1, count});
+    for (int64_t i = 0; i < count; ++i) {
+      acc.data_as<int64_t>()[i] = i;
+      mine.data_as<int64_t>()[i] = (int64_t{rank} + 1) << 40 | i;
+    }
+    ctx.barrier();
+    if (rank == 0) {
+      ctx.put(acc.all(), 1, mine.all(), AtomicType::Add);
+      ctx.put(acc.slice({0, 5}, {1, 3}), 1, mine.slice({0, 9}, {1, 3}), AtomicType::Add);
+      const char b = 1;
+      MP_CHECK(::write(done.fd[1], &b, 1) == 1, "pipe write");
+    } else {
+      // Not one rwin call until rank 0's put(Add)s returned: only the receiver thread can add.
+      MP_CHECK(await_byte(done.fd[0]), "rank 0 did not finish its put(Add)s within 60 s");
+      const int64_t* a = acc.data_as<int64_t>();
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t want = i + ((int64_t{1} << 40) | i);
+        if (i >= 5 && i < 8) want += (int64_t{1} << 40) | (i + 4);
+        MP_CHECK(a[i] == want, "acc[" << i << "] = " << a[i] << ", want " << want);
+      }
+    }
+    ctx.barrier();
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+}
+
+// A stripe lock that stays held (here: a lock word the target set itself) is not waited for past
+// the target's deadline: the put(Add) is refused whole, its source fails naming the stripe, and
+// not one element is added, also in the stripes that were free.
+TEST(TargetAppliedAdds, AStripeLockedPastTheDeadlineRefusesTheWholeAdd) {
+  const Pipe done, checked;
+  const auto p = own_tcp();
+  const auto res = rwin_test::run_ranks(2, p, [&](int rank, int n, const std::string& root) {
+    Options o = rwin_test::rank_options(rank, n, root, p);
+    o.op_timeout = std::chrono::milliseconds(rank == 1 ? 300 : 10000);  // rank 1's adder waits 300 ms
+    Context ctx(o);
+    const int64_t count = static_cast<int64_t>(3 * kStripe / 4);  // 3 stripes of f32
+    Window acc = ctx.alloc_window("acc", DType::F32, {1, count});
+    Window mine = ctx.alloc_window("mine", DType::F32, {1, count});
+    for (int64_t i = 0; i < count; ++i) mine.data_as<float>()[i] = 1.0f;
+    auto* locks = reinterpret_cast<uint64_t*>(static_cast<char*>(acc.data()) + detail::lock_offset(count * 4));
+    if (rank == 1) detail::try_lock(locks + 1, 777);  // stripe 1, held by no rank
+    ctx.barrier();
+    if (rank == 0) {
+      try {
+        ctx.put(acc.all(), 1, mine.all(), AtomicType::Add);
+        MP_CHECK(false, "put(Add) into a locked stripe returned");
+      } catch (const Error& e) {
+        MP_CHECK(e.code() == ErrorCode::PeerFailed, e.what());
+        const std::string m = e.what();
+        for (const char* part : {"rank 1 refused it", "stripe 1 of", "still locked (lock word 777)", "nothing added"}) {
+          MP_CHECK(m.find(part) != std::string::npos, "message lacks '" << part << "': " << m);
+        }
+      }
+      const char b = 1;
+      MP_CHECK(::write(done.fd[1], &b, 1) == 1, "pipe write");
+    } else {
+      MP_CHECK(await_byte(done.fd[0]), "rank 0 did not see its put(Add) refused within 60 s");
+      for (int64_t i = 0; i < count; ++i) MP_CHECK(acc.data_as<float>()[i] == 0.0f, "acc[" << i << "] changed");
+      detail::unlock(locks + 1);
+      const char b = 1;
+      MP_CHECK(::write(checked.fd[1], &b, 1) == 1, "pipe write");
+    }
+    // Rank 0 hosts the job's store: it leaves after rank 1 checked (each then ends with its peer failed).
+    if (rank == 0) MP_CHECK(await_byte(checked.fd[0]), "rank 1 did not check its window within 60 s");
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Accumulate, ::testing::ValuesIn(rwin_test::transports()),

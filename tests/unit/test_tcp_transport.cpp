@@ -61,6 +61,17 @@ TEST(TcpWire, RequestsOfEveryKindAreCheckedBeforeAnyRegionIsLookedUp) {
   bad = req(w::Req::Write, 8);
   bad.type = 99;
   EXPECT_NE(w::check_request(bad).find("unknown request type 99"), std::string::npos);
+  // put(Add) the target applies: its payload is held whole, so it is bounded tighter than a write's.
+  w::ReqHeader add = req(w::Req::WriteAdd, w::kMaxAddFrameBytes);
+  add.operand = 4;
+  EXPECT_EQ(w::check_request(add), "");
+  add.len = w::kMaxAddFrameBytes + 1;
+  EXPECT_NE(w::check_request(add).find("allowed in one frame"), std::string::npos);
+  add.len = 0;
+  EXPECT_NE(w::check_request(add).find("0 bytes"), std::string::npos);
+  add.len = 8;
+  add.operand = 256;
+  EXPECT_NE(w::check_request(add).find("element type code 256"), std::string::npos);
 }
 
 TEST(TcpWire, RepliesAndHellosAreChecked) {
@@ -347,6 +358,69 @@ TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
   for (size_t i = 0; i < Pair::kBytes; i += 4096) ASSERT_EQ(p.mem(1)[i], 0) << "nothing landed at " << i;
   EXPECT_EQ(p.mem(1)[Pair::kBytes - 1], 0);
   EXPECT_EQ(p.r[0].t->post(work(tp::Op::Flush, nullptr, 0, 0)), tp::PostResult::PeerFailed);
+}
+
+// A RegionAdder for the transport's own tests: adds u64 elements (type code 3) and refuses any other code.
+struct U64Adder final : tp::RegionAdder {
+  char* base;
+  explicit U64Adder(char* b) : base(b) {}
+  std::string add(uint64_t code, uint64_t off, const char* src, uint64_t bytes) const noexcept override {
+    if (code != 3) return "type code " + std::to_string(code) + " refused by the test adder";
+    for (uint64_t i = 0; i < bytes; i += 8) {
+      uint64_t a = 0, b = 0;
+      std::memcpy(&a, base + off + i, 8);
+      std::memcpy(&b, src + i, 8);
+      a += b;
+      std::memcpy(base + off + i, &a, 8);
+    }
+    return {};
+  }
+};
+
+// Op::Accumulate (put(Add) applied by the target): the receiver thread hands the whole payload to the
+// region's adder, small (sent with the flush) and large (more than one socket read); a region that
+// was never armed refuses it, and so does the adder; nothing lands either time.
+TEST(TcpTransport, AccumulateIsAddedByTheRegionsAdderAndRefusedWhereNoneTakesIt) {
+  Pair p;
+  EXPECT_EQ(p.r[0].t->capabilities().max_add_bytes, w::kMaxAddFrameBytes);
+  p.r[1].t->accept_adds(*p.r[1].window, std::make_shared<U64Adder>(p.mem(1)));
+  std::vector<uint64_t> src(w::kMaxAddFrameBytes / 8);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = i * 3 + 1;
+  tp::Work small = work(tp::Op::Accumulate, src.data(), p.at1(8), 24, 3);
+  ASSERT_TRUE(p.run(small).ok);
+  ASSERT_TRUE(p.run(small).ok);
+  tp::Work large = work(tp::Op::Accumulate, src.data(), p.at1(0), src.size() * 8, 3);
+  ASSERT_TRUE(p.run(large).ok);
+  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+  const auto* got = reinterpret_cast<const uint64_t*>(p.mem(1));
+  for (size_t i = 0; i < src.size(); ++i) {
+    const uint64_t want = src[i] + (i >= 1 && i <= 3 ? 2 * src[i - 1] : 0);
+    ASSERT_EQ(got[i], want) << "element " << i;
+  }
+  // Larger than one frame: refused at the initiator, before anything is sent.
+  src.push_back(0);
+  const auto big = p.run(work(tp::Op::Accumulate, src.data(), p.at1(0), src.size() * 8, 3));
+  EXPECT_FALSE(big.ok);
+  EXPECT_NE(big.error.find("at most 1048576 bytes"), std::string::npos) << big.error;
+
+  // The adder's refusal fails the peer, naming the region, the offset and the reason.
+  ASSERT_TRUE(p.run(work(tp::Op::Accumulate, src.data(), p.at1(64), 16, 5)).ok);
+  const auto f = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+  ASSERT_FALSE(f.ok);
+  for (const char* part : {"rank 1 refused it", "write_add of 16 bytes at offset 64", "type code 5 refused"}) {
+    EXPECT_NE(f.error.find(part), std::string::npos) << part << " missing in: " << f.error;
+  }
+  EXPECT_EQ(got[8], src[8]) << "the refused add left the element as it was";
+}
+
+TEST(TcpTransport, AnAccumulateIntoARegionThatTakesNoAddsIsRefused) {
+  Pair p;  // rank 1's window was never armed with accept_adds
+  std::vector<uint64_t> src(512, 1);
+  ASSERT_TRUE(p.run(work(tp::Op::Accumulate, src.data(), p.at1(0), src.size() * 8, 3)).ok);
+  const auto f = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+  ASSERT_FALSE(f.ok);
+  EXPECT_NE(f.error.find("which takes no put(Add)"), std::string::npos) << f.error;
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(p.mem(1)[i], 0) << "nothing landed at " << i;
 }
 
 TEST(TcpTransport, ARegionFreedWhileAWriteIntoItIsUnderWayIsNeverWrittenAndTheConnectionStaysInStep) {

@@ -87,7 +87,7 @@ TcpRegion::TcpRegion(std::shared_ptr<RegionTable> table, size_t bytes) : table_(
   bytes_ = bytes;
   std::lock_guard<std::mutex> g(table_->mu);
   id_ = table_->next_id++;
-  table_->live[id_] = {static_cast<char*>(addr_), bytes_};
+  table_->live[id_] = {static_cast<char*>(addr_), bytes_, nullptr};
 }
 
 TcpRegion::TcpRegion(std::shared_ptr<RegionTable> table, void* addr, size_t bytes, bool exposed)
@@ -97,7 +97,7 @@ TcpRegion::TcpRegion(std::shared_ptr<RegionTable> table, void* addr, size_t byte
   if (!exposed) return;
   std::lock_guard<std::mutex> g(table_->mu);
   id_ = table_->next_id++;
-  table_->live[id_] = {static_cast<char*>(addr_), bytes_};
+  table_->live[id_] = {static_cast<char*>(addr_), bytes_, nullptr};
 }
 
 TcpRegion::~TcpRegion() {
@@ -209,7 +209,16 @@ Capabilities TcpTransport::capabilities() const {
   c.default_pipeline_depth = 8;
   c.local_needs_registration = false;
   c.cpu_atomics = true;  // the target applies atomics with CPU atomics
+  c.max_add_bytes = tcpw::kMaxAddFrameBytes;  // put(Add) lands without the target's owner (WriteAdd)
   return c;
+}
+
+void TcpTransport::accept_adds(MemoryRegion& region, std::shared_ptr<const RegionAdder> adder) {
+  auto* r = dynamic_cast<TcpRegion*>(&region);
+  if (r == nullptr || r->id() == 0) return;
+  std::lock_guard<std::mutex> g(regions_->mu);
+  auto it = regions_->live.find(r->id());
+  if (it != regions_->live.end()) it->second.adder = std::move(adder);
 }
 
 // A job's rank reaches its own windows with the CPU, as UCX's direct mode reaches a peer's shared

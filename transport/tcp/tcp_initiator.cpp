@@ -24,6 +24,7 @@ tcpw::Req req_of(Op op) {
     case Op::CompareSwap: return tcpw::Req::CompareSwap;
     case Op::Swap: return tcpw::Req::Swap;
     case Op::Flush: return tcpw::Req::Flush;
+    case Op::Accumulate: return tcpw::Req::WriteAdd;
   }
   return tcpw::Req::Flush;
 }
@@ -104,8 +105,14 @@ PostResult TcpTransport::post(const Work& w) {
     done_.push_back({w.cookie, false, who(p) + ": " + op_name(w.op) + " without a remote key"});
     return PostResult::Ok;
   }
-  if ((w.op == Op::Write || w.op == Op::Read) && w.bytes == 0) {
+  if ((w.op == Op::Write || w.op == Op::Read || w.op == Op::Accumulate) && w.bytes == 0) {
     done_.push_back({w.cookie, true, {}});  // nothing to move
+    return PostResult::Ok;
+  }
+  if (w.op == Op::Accumulate && (w.bytes > tcpw::kMaxAddFrameBytes || w.operand > 255)) {
+    done_.push_back({w.cookie, false, who(p) + ": accumulate of " + std::to_string(w.bytes) + " bytes, type code " +
+                                          std::to_string(w.operand) + " (at most " +
+                                          std::to_string(tcpw::kMaxAddFrameBytes) + " bytes per Work, codes below 256)"});
     return PostResult::Ok;
   }
   if (P.sendq.size() + P.awaiting_n.load(std::memory_order_relaxed) >= kMaxInFlight) {
@@ -120,6 +127,9 @@ PostResult TcpTransport::post(const Work& w) {
     s.hdr.addr = w.remote_addr;
   }
   switch (w.op) {
+    case Op::Accumulate:
+      s.hdr.operand = w.operand;  // the element type's code
+      [[fallthrough]];
     case Op::Write:
       s.hdr.len = w.bytes;
       if (w.bytes <= SendItem::kInline) {
@@ -150,7 +160,7 @@ PostResult TcpTransport::post(const Work& w) {
     case Op::Flush:
       break;
   }
-  if (w.op != Op::Write && w.op != Op::AtomicAdd) {
+  if (w.op != Op::Write && w.op != Op::AtomicAdd && w.op != Op::Accumulate) {
     // The reply may come before sendmsg returns: the receiver thread must find it listed.
     std::lock_guard<std::mutex> g(P.mu);
     if (P.failed) return PostResult::PeerFailed;
@@ -160,7 +170,7 @@ PostResult TcpTransport::post(const Work& w) {
   // A Write of at most SendItem::kInline bytes was copied into its frame and completed above (the
   // caller may reuse its buffer, so put() returns without a send); the frame waits for what follows
   // it, usually the notify that publishes it, so both leave in one sendmsg and one segment.
-  const bool staged = w.op == Op::Write && w.bytes <= SendItem::kInline;
+  const bool staged = (w.op == Op::Write || w.op == Op::Accumulate) && w.bytes <= SendItem::kInline;
   P.sendq.push_back(std::move(s));
   if (!P.listed) {
     P.listed = true;

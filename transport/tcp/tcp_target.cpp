@@ -476,6 +476,9 @@ bool TcpTransport::take_requests(int p) {
         bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes at offset " +
               std::to_string(static_cast<int64_t>(h.addr - reinterpret_cast<uint64_t>(it->second.base))) +
               " of region " + std::to_string(h.region) + " (" + std::to_string(it->second.bytes) + " bytes)";
+      } else if (t == tcpw::Req::WriteAdd && !it->second.adder) {
+        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
+              std::to_string(h.region) + ", which takes no put(Add) (not a window's data)";
       }
     }
     switch (t) {
@@ -485,6 +488,22 @@ bool TcpTransport::take_requests(int p) {
         P.in_land.region = bad.empty() ? h.region : 0;
         P.in_land.addr = h.addr;
         if (!bad.empty()) refuse(p, bad);
+        if (!land_write(p)) return false;  // what is buffered already
+        break;
+      case tcpw::Req::WriteAdd:
+        P.in_land = {};
+        P.in_land.left = h.len;
+        P.in_land.region = bad.empty() ? h.region : 0;
+        P.in_land.addr = h.addr;
+        P.in_land.add = true;
+        P.in_land.dtype = h.operand;
+        P.in_land.total = h.len;
+        if (!bad.empty()) {
+          refuse(p, bad);
+        } else if (P.add_cap < h.len) {  // at most kMaxAddFrameBytes (check_request)
+          P.add_buf.reset(new char[h.len]);
+          P.add_cap = h.len;
+        }
         if (!land_write(p)) return false;  // what is buffered already
         break;
       case tcpw::Req::Read: {
@@ -513,17 +532,24 @@ bool TcpTransport::take_requests(int p) {
   return true;
 }
 
-// Lands what is buffered of the current write, then recv()s the rest straight into the window.
+// Lands what is buffered of the current write, then recv()s the rest straight into the window; a
+// WriteAdd's payload collects in add_buf and is added once it is all here.
 bool TcpTransport::land_write(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   RxBuffer& rx = P.in_rx;
   Peer::Landing& L = P.in_land;
   while (L.left > 0) {
     if (rx.size() == 0 && !unpeek(p)) return false;  // what was peeked is behind us: read it for good
-    std::lock_guard<std::mutex> g(regions_->mu);
+    std::unique_lock<std::mutex> g(regions_->mu, std::defer_lock);
     char* dst = discard_.get();
     size_t room = kDiscardBytes;
-    if (L.region != 0) {
+    if (L.add) {
+      if (L.region != 0) {
+        dst = P.add_buf.get() + (L.total - L.left);
+        room = L.left;
+      }
+    } else if (L.region != 0) {
+      g.lock();
       auto it = regions_->live.find(L.region);
       if (it != regions_->live.end()) {
         dst = reinterpret_cast<char*>(L.addr);
@@ -555,7 +581,30 @@ bool TcpTransport::land_write(int p) {
                    : "receiving a write's payload: " + errno_text(errno));
     return false;
   }
+  if (L.add) apply_add(p);
   return true;
+}
+
+// The sums go in under the region table's mutex, so the region (and the stripe locks inside it)
+// outlives them; a region freed while its payload was on the way takes nothing, as for a write.
+void TcpTransport::apply_add(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  Peer::Landing& L = P.in_land;
+  L.add = false;
+  if (L.region == 0) return;  // refused when its header came
+  std::string why;
+  {
+    std::lock_guard<std::mutex> g(regions_->mu);
+    auto it = regions_->live.find(L.region);
+    if (it == regions_->live.end()) return;
+    const uint64_t off = L.addr - L.total - reinterpret_cast<uint64_t>(it->second.base);
+    why = it->second.adder->add(L.dtype, off, P.add_buf.get(), L.total);
+    if (!why.empty()) {
+      why = "write_add of " + std::to_string(L.total) + " bytes at offset " + std::to_string(off) + " of region " +
+            std::to_string(L.region) + ": " + why;
+    }
+  }
+  if (!why.empty()) refuse(p, why);
 }
 
 void TcpTransport::apply_atomic(int p, const tcpw::ReqHeader& h) {

@@ -6,7 +6,7 @@
 //    a Read is served from the window the same way. Writes of at most 4 KiB are copied into their
 //    frame and leave with the op after them (a put and its notify: one sendmsg).
 //  * Passive target. Each transport runs one receiver thread that sleeps in epoll_wait and applies
-//    writes, reads, atomics and flushes as they arrive, whether or not the owner is inside an rwin
+//    writes, reads, atomics, put(Add)s (through the core's RegionAdder) and flushes as they arrive, whether or not the owner is inside an rwin
 //    call. It costs no CPU when idle (it blocks without a timeout). While the owner is inside rwin,
 //    its poll() serves instead (rx_mu_; a hand-off to the thread costs 3x the latency).
 //  * Ordered. Requests on one socket are applied in arrival order, one thread at a time, so an
@@ -57,6 +57,7 @@ struct RegionTable {
   struct Entry {
     char* base = nullptr;
     size_t bytes = 0;
+    std::shared_ptr<const RegionAdder> adder;  // set: it takes put(Add) (accept_adds)
   };
   std::mutex mu;
   std::map<uint32_t, Entry> live;
@@ -71,6 +72,7 @@ class TcpRegion final : public MemoryRegion {
   TcpRegion(std::shared_ptr<RegionTable> table, void* addr, size_t bytes, bool exposed);
   ~TcpRegion() override;
   std::vector<uint8_t> packed_key() const override;
+  uint32_t id() const noexcept { return id_; }  // 0: local only
 
  private:
   std::shared_ptr<RegionTable> table_;
@@ -192,8 +194,15 @@ struct Peer {
     char* local = nullptr;   // out: a Read's destination
     tcpw::RepHeader refused; // out: a Refused reply's text collects here
     std::string text;
+    // in: a WriteAdd (put(Add) the target applies): its payload collects in Peer::add_buf, then the
+    // region's adder adds it at `addr` (region 0: refused, the payload is discarded).
+    bool add = false;
+    uint64_t dtype = 0;
+    uint64_t total = 0;
   };
   Landing in_land, out_land;
+  std::unique_ptr<char[]> add_buf;  // receive side: a WriteAdd's payload (allocated at the first one)
+  size_t add_cap = 0;
   // Bytes of in_fd read with MSG_PEEK into in_rx and still in the kernel's buffer (TcpTransport::pump):
   // read for good (unpeek) before anything else is read from in_fd.
   size_t in_peeked = 0;
@@ -238,6 +247,7 @@ class TcpTransport final : public Transport {
   std::vector<uint8_t> local_endpoint(int peer) override;
   void connect_peer(int peer, std::span<const uint8_t> remote_endpoint) override;
   std::unique_ptr<MemoryRegion> expose_memory(void* addr, size_t bytes) override;
+  void accept_adds(MemoryRegion& region, std::shared_ptr<const RegionAdder> adder) override;
   int wait_fd() const noexcept override { return notify_fd_; }
   bool arm() noexcept override;
   void owner_away() noexcept override;
@@ -291,7 +301,8 @@ class TcpTransport final : public Transport {
   // Reads for good what an earlier pump() peeked from p's in_fd (false: the peer failed).
   bool unpeek(int p);
   bool take_requests(int p);   // parses in_rx; false: the peer failed
-  bool land_write(int p);      // recv()s payload straight into the window
+  bool land_write(int p);      // recv()s payload straight into the window (a WriteAdd's into add_buf)
+  void apply_add(int p);       // a WriteAdd's payload is all in add_buf: the region's adder adds it
   bool take_replies(int p);
   bool land_read(int p);
   // The reply to P.awaiting's front request is all here: it leaves awaiting and completes. `g` holds

@@ -12,6 +12,7 @@ const char* req_name(uint8_t type) noexcept {
     case Req::Swap: return "swap";
     case Req::Flush: return "flush";
     case Req::Goodbye: return "goodbye";
+    case Req::WriteAdd: return "write_add";
   }
   return "unknown";
 }
@@ -57,6 +58,13 @@ std::string check_request(const ReqHeader& h) {
         return std::string(req_name(h.type)) + " of " + std::to_string(h.len) + " bytes (1.." +
                std::to_string(kMaxFrameBytes) + " allowed in one frame)";
       }
+      return {};
+    case Req::WriteAdd:
+      if (h.len == 0 || h.len > kMaxAddFrameBytes) {
+        return std::string(req_name(h.type)) + " of " + std::to_string(h.len) + " bytes (1.." +
+               std::to_string(kMaxAddFrameBytes) + " allowed in one frame)";
+      }
+      if (h.operand > 255 || h.compare != 0) return std::string(req_name(h.type)) + " with element type code " + std::to_string(h.operand);
       return {};
     case Req::AtomicAdd:
     case Req::FetchAdd:

@@ -19,7 +19,7 @@
 // within kAuthDeadline is dropped.
 //
 // Frames (host byte order: every rank of a job runs on the same architecture, as with verbs):
-//   request  ReqHeader (40 bytes), then `len` payload bytes for a Write
+//   request  ReqHeader (40 bytes), then `len` payload bytes for a Write or WriteAdd
 //   reply    RepHeader (24 bytes), then `len` bytes for ReadData, `len` bytes of text for Refused
 // Requests are applied in the order they arrive on their socket, and replies leave in the same
 // order, so an atomic or a Flush after Writes on one socket is applied after them.
@@ -86,7 +86,11 @@ struct Transcript {
 // `me` unused.
 std::string check_hello(const Hello& h, int me, int nranks, bool run_time = false);
 
-enum class Req : uint8_t { Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8 };
+// WriteAdd: put(Add) applied by the target (Op::Accumulate): `len` payload bytes added element-wise
+// at `addr` by the region's adder; `operand` is the element type's code (the core's DType, opaque here).
+enum class Req : uint8_t {
+  Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8, WriteAdd = 9
+};
 enum class Rep : uint8_t { ReadData = 1, Value = 2, FlushAck = 3, Refused = 4 };
 
 struct ReqHeader {
@@ -111,10 +115,12 @@ static_assert(sizeof(ReqHeader) == 40 && sizeof(RepHeader) == 24);
 // protocol garbage (the connection is dropped), not an out-of-bounds request.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kMaxRefusalBytes = 1024;
+// Largest WriteAdd: the target holds the whole payload before it adds (TcpTransport::max_add_bytes).
+inline constexpr uint64_t kMaxAddFrameBytes = uint64_t{1} << 20;
 
 // Header-level checks of a request, before any region is looked up: a known type, zero padding,
-// a length the type allows (Write/Read 1..kMaxFrameBytes, atomics 8 and 8-byte aligned, Flush and
-// Goodbye 0). Empty: well formed.
+// a length the type allows (Write/Read 1..kMaxFrameBytes, WriteAdd 1..kMaxAddFrameBytes with a type
+// code below 256, atomics 8 and 8-byte aligned, Flush and Goodbye 0). Empty: well formed.
 std::string check_request(const ReqHeader& h);
 // The same for a reply.
 std::string check_reply(const RepHeader& h);

@@ -35,6 +35,7 @@ void UcxTransport::post_am(Peer& peer, Pending* p, const Work& w) {
       p->user_reply = w.local;  // may be null for Swap
       break;
     case Op::Flush:
+    case Op::Accumulate:  // refused in post()
       break;
   }
   if (w.op != Op::Write && w.op != Op::AtomicAdd) {

@@ -285,6 +285,8 @@ void UcxTransport::apply(const AmRequest& h, const void* data, size_t length) {
       in.rejected = false;
       return queue_reply(h, st, 0, nullptr, 0);
     }
+    case Op::Accumulate:  // ucx_am::well_formed drops it first (max_add_bytes is 0 here)
+      return reject(h, length, "accumulate is not a UCX am request");
     case Op::AtomicAdd:
     case Op::FetchAdd:
     case Op::Swap:

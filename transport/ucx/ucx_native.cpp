@@ -50,6 +50,8 @@ void UcxTransport::post_native(Peer& peer, Pending* p, const Work& w) {
     case Op::Flush:
       req = ucp_ep_flush_nbx(peer.ep, &param);
       break;
+    case Op::Accumulate:  // refused in post()
+      break;
   }
   sent(p, req);
 }

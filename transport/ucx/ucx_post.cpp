@@ -10,6 +10,10 @@ namespace rwin::transport::ucx {
 PostResult UcxTransport::post(const Work& w) {
   Peer& peer = peers_[static_cast<size_t>(w.peer)];
   if (!peer.error.empty()) return PostResult::PeerFailed;
+  if (w.op == Op::Accumulate) {  // capabilities().max_add_bytes is 0: the core never posts one
+    done_.push_back(Completion{w.cookie, false, describe() + ": accumulate: the target cannot apply put(Add) itself here"});
+    return PostResult::Ok;
+  }
   // Direct: done before returning with loads, stores and atomics on the mapped window; atomics
   // and the Flush that completes them go through UCX instead while NIC atomics are in use.
   if (peer.direct && (!nic_atomics_ || w.op == Op::Write || w.op == Op::Read)) {

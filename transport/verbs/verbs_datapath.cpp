@@ -117,6 +117,8 @@ const char* verb_name(Op op) {
       return "swap (compare-swap loop)";
     case Op::Flush:
       return "flush (zero-length rdma read)";
+    case Op::Accumulate:
+      return "accumulate (not a verb)";
   }
   return "unknown op";
 }
@@ -274,6 +276,10 @@ PostResult VerbsTransport::post(const Work& w) {
   }
   Peer& pr = peers_[w.peer];
   if (!pr.error.empty()) return PostResult::PeerFailed;
+  if (w.op == Op::Accumulate) {  // capabilities().max_add_bytes is 0: the core never posts one
+    ready_.push_back({w.cookie, false, who(w.peer) + ": accumulate: the adapter cannot apply put(Add)"});
+    return PostResult::Ok;
+  }
   if (!pr.connected) {
     ready_.push_back({w.cookie, false,
                       who(w.peer) + ": " + verb_name(w.op) + " posted before " +
@@ -393,6 +399,8 @@ PostResult VerbsTransport::post(const Work& w) {
       wr.wr.rdma.remote_addr = ln.flush_addr;
       wr.wr.rdma.rkey = ln.flush_rkey;
       break;
+    case Op::Accumulate:  // refused above
+      return PostResult::Ok;
   }
   stage(w.peer, lane, p, wr, sgp);
   if (ln.staged.size() >= kChain) flush_staged(w.peer, lane);
