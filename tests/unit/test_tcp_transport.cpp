@@ -779,6 +779,62 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
   EXPECT_EQ(p.r[1].t->peer_error(0), "");
 }
 
+// A connected loopback TCP pair: {the end a transport adopts, the peer's end}.
+std::pair<int, int> tcp_pair() {
+  const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
+      ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("tcp_pair: listen failed");
+  }
+  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c < 0 || ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("tcp_pair: connect failed");
+  const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  ::close(l);
+  if (s < 0) throw std::runtime_error("tcp_pair: accept failed");
+  return {s, c};
+}
+
+// The owner peeks a small request that asks for no reply, applies it, and reads its bytes for good
+// at its next look (tcp_target.cpp, pump/unpeek). A peer that resets the connection in between (an
+// abortive close: RST) must neither have the request applied twice nor leave the peer healthy.
+TEST(TcpTransport, APeerResetBetweenAPeekAndItsReadForGoodAppliesNothingTwice) {
+  tp::TransportConfig cfg;
+  cfg.name = "tcp";
+  cfg.rank = 0;
+  cfg.nranks = 2;
+  cfg.ifname = "lo";
+  tp::tcp::TcpTransport t(cfg);
+  auto window = t.allocate(4096);
+  const auto [mine, theirs] = tcp_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  w::ReqHeader h;
+  h.type = static_cast<uint8_t>(w::Req::AtomicAdd);
+  h.region = 1;  // the first region this transport allocated
+  h.addr = reinterpret_cast<uint64_t>(window->addr());
+  h.len = 8;
+  h.operand = 1;
+  ASSERT_EQ(::send(theirs, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  const auto* word = static_cast<const uint64_t*>(window->addr());
+  std::vector<tp::Completion> done;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < until) t.poll(done);
+  ASSERT_EQ(*word, 1u) << "the add was applied";
+  ASSERT_EQ(t.peeks(), 1u) << "the owner peeked it (its bytes are still queued)";
+  const linger abortive{1, 0};
+  ASSERT_EQ(::setsockopt(theirs, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive), 0);
+  ::close(theirs);  // RST
+  while (t.peer_error(1).empty() && std::chrono::steady_clock::now() < until) t.poll(done);
+  const std::string e = t.peer_error(1);
+  EXPECT_TRUE(e.find("reset") != std::string::npos || e.find("closed") != std::string::npos) << e;
+  EXPECT_EQ(*word, 1u) << "the peeked add was applied once";
+  EXPECT_TRUE(done.empty());
+  t.quiesce(false);
+}
+
 TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {
   Pair p;
   uint64_t old = 0;
