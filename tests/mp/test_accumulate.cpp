@@ -180,7 +180,9 @@ TEST_P(Accumulate, NotifyAfterAManySlotPutAddSeesTheSums) {
       for (int k = 1; k <= kRounds * (n - 1); ++k) {
         ctx.wait(sig.at(0), k, WaitCmp::GE);
         const int64_t seen = sig.load(0);
-        // Each of `seen` notifies stands behind one whole put(Add): at least that much is summed.
+        // Each of `seen` notifies stands behind one whole put(Add): at least that much is summed. (The
+        // other source's later put(Add)s may be landing meanwhile, by another thread where the transport
+        // applies them itself: a read that races them by design, as over a NIC; sums only grow.)
         for (int64_t i = 0; i < count; i += 997) {
           const int64_t v = acc.data_as<int64_t>()[i];
           MP_CHECK(v >= seen * ((int64_t{1} << 20) | i), "after notify " << seen << " acc[" << i << "] = " << v);
