@@ -43,7 +43,7 @@ std::string refusal(const std::string& text) {
 
 TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
   const TuningTable t = built_in_only();
-  const std::string tcp = "tcp";
+  const std::string tcp = "ucx";  // the rules for every transport (own tcp has two of its own: below)
   // allreduce: Bruck off shared memory on 3+ members up to RWIN_COLL_BRUCK_MAX, else Mesh up to
   // RWIN_ALLREDUCE_MESH_MAX, Ring above.
   EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 4, 64 * 1024), CollAlgo::Bruck);
@@ -65,6 +65,33 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
   EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 2, 8), CollAlgo::Direct);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024 + 1), CollAlgo::Chain);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
+}
+
+// Over rwin's own tcp ("tcp") the one-round algorithms take over inside Bruck's range: reduce_scatter
+// above 1 KiB, the ring allreduce above 32 KiB from 6 members; UCX's tcp ("ucx") keeps Bruck there, and
+// shared memory, 2 members and the sizes outside the range are as for every transport.
+TEST(CollTuning, OwnTcpLeavesBruckEarlier) {
+  const TuningTable t = built_in_only();
+  const std::string own = "tcp", ucx = "ucx";
+  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 8, 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 3, 1025), CollAlgo::Direct);
+  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 8, 64 * 1024), CollAlgo::Direct);
+  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, ucx, 8, 1025), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, true, own, 8, 4096), CollAlgo::Direct);  // shm: as everywhere
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 6, 32 * 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 6, 32 * 1024 + 1), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 5, 64 * 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, ucx, 8, 64 * 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 2, 8), CollAlgo::Mesh);
+  for (const TunedColl c : {TunedColl::Allgather, TunedColl::AllToAll}) {  // Bruck measured ahead there
+    EXPECT_EQ(pick(t, c, false, own, 8, 64 * 1024), CollAlgo::Bruck) << tuned_name(c);
+  }
+  // A lower RWIN_COLL_BRUCK_MAX bounds the own-tcp rules too (no rule with an empty range).
+  TuningTable low;
+  low.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 1024, 256 * 1024});
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, own, 8, 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, own, 8, 1025), CollAlgo::Direct);
+  EXPECT_EQ(pick(low, TunedColl::Allreduce, false, own, 8, 64 * 1024), CollAlgo::Ring);
 }
 
 TEST(CollTuning, AFilesRulesComeFirstAndMatchOnEveryKey) {
