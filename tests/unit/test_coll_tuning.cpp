@@ -43,7 +43,7 @@ std::string refusal(const std::string& text) {
 
 TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
   const TuningTable t = built_in_only();
-  const std::string tcp = "ucx";  // the rules for every transport (own tcp has two of its own: below)
+  const std::string tcp = "tcp";
   // allreduce: Bruck off shared memory on 3+ members up to RWIN_COLL_BRUCK_MAX, else Mesh up to
   // RWIN_ALLREDUCE_MESH_MAX, Ring above.
   EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tcp, 4, 64 * 1024), CollAlgo::Bruck);
@@ -67,31 +67,31 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
 }
 
-// Over rwin's own tcp ("tcp") the one-round algorithms take over inside Bruck's range: reduce_scatter
-// above 1 KiB, the ring allreduce above 32 KiB from 6 members; UCX's tcp ("ucx") keeps Bruck there, and
-// shared memory, 2 members and the sizes outside the range are as for every transport.
-TEST(CollTuning, OwnTcpLeavesBruckEarlier) {
-  const TuningTable t = built_in_only();
-  const std::string own = "tcp", ucx = "ucx";
-  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 8, 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 3, 1025), CollAlgo::Direct);
-  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, own, 8, 64 * 1024), CollAlgo::Direct);
-  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, ucx, 8, 1025), CollAlgo::Bruck);
-  EXPECT_EQ(pick(t, TunedColl::ReduceScatter, true, own, 8, 4096), CollAlgo::Direct);  // shm: as everywhere
-  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 6, 32 * 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 6, 32 * 1024 + 1), CollAlgo::Ring);
-  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 5, 64 * 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, ucx, 8, 64 * 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, own, 2, 8), CollAlgo::Mesh);
-  for (const TunedColl c : {TunedColl::Allgather, TunedColl::AllToAll}) {  // Bruck measured ahead there
-    EXPECT_EQ(pick(t, c, false, own, 8, 64 * 1024), CollAlgo::Bruck) << tuned_name(c);
+// With RWIN_COLL_BRUCK_MAX unset, reduce_scatter leaves Bruck above 1 KiB and allreduce above 32 KiB, on
+// every transport off shared memory; allgather and all_to_all keep Bruck's whole range; a set knob (the
+// test above: kLimits) means what it says for all four.
+TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruckEarlier) {
+  TuningTable t;
+  t.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 64 * 1024, 256 * 1024, false});
+  for (const std::string tp : {"tcp", "ucx", "verbs"}) {
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 1024), CollAlgo::Bruck) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 3, 1025), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 64 * 1024), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tp, 3, 32 * 1024), CollAlgo::Bruck) << tp;
+    EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tp, 3, 32 * 1024 + 1), CollAlgo::Ring) << tp;
+    EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tp, 2, 8), CollAlgo::Mesh) << tp;
+    EXPECT_EQ(pick(t, TunedColl::Allreduce, true, tp, 8, 8 * 1024), CollAlgo::Mesh) << tp;  // shm as before
+    for (const TunedColl c : {TunedColl::Allgather, TunedColl::AllToAll}) {
+      EXPECT_EQ(pick(t, c, false, tp, 8, 64 * 1024), CollAlgo::Bruck) << tuned_name(c) << " " << tp;
+    }
   }
-  // A lower RWIN_COLL_BRUCK_MAX bounds the own-tcp rules too (no rule with an empty range).
+  // Bounded by the knob's value: below 1 KiB there is no range left for either rule.
   TuningTable low;
-  low.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 1024, 256 * 1024});
-  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, own, 8, 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, own, 8, 1025), CollAlgo::Direct);
-  EXPECT_EQ(pick(low, TunedColl::Allreduce, false, own, 8, 64 * 1024), CollAlgo::Ring);
+  low.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 1024, 256 * 1024, false});
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1024), CollAlgo::Bruck);
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1025), CollAlgo::Direct);
+  EXPECT_EQ(low.rules_.size(), TuningTable::built_in(kLimits).size());
+  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 2);
 }
 
 TEST(CollTuning, AFilesRulesComeFirstAndMatchOnEveryKey) {

@@ -207,11 +207,10 @@ std::vector<TuningRule> TuningTable::parse(const std::string& text, const std::s
 std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   std::vector<TuningRule> out;
   auto add = [&out](TunedColl c, TunedPath path, int64_t ranks_lo, uint64_t bytes_lo, uint64_t bytes_hi, CollAlgo a,
-                    const char* from, const char* transport = "") {
+                    const char* from) {
     TuningRule r;
     r.coll = c;
     r.path = path;
-    r.transport = transport;
     r.ranks_lo = ranks_lo;
     r.bytes_lo = bytes_lo;
     r.bytes_hi = bytes_hi;
@@ -223,14 +222,15 @@ std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   // Off shared memory, log-depth rounds beat one round of NR - 1 messages up to bruck_max (measured,
   // bench/RESULTS.md 2026-12-05); on shared memory a message is a few stores and one round wins.
   const char* bruck = "built-in (RWIN_COLL_BRUCK_MAX)";
-  // Over rwin's own tcp the one-round algorithms win earlier inside that range (bench/RESULTS.md
-  // 2026-12-06, "Own tcp: where Bruck stops paying"; UCX's tcp was measured on 2026-12-05 and left):
-  // reduce_scatter above 1 KiB (direct 0.50-0.87x Bruck's time at 4-8 ranks from 4 KiB inputs), the ring
-  // allreduce above 32 KiB from 6 ranks (0.72-0.77x at 64 KiB; at 4 ranks the two are level).
-  const char* owntcp = "built-in (measured over own tcp, below RWIN_COLL_BRUCK_MAX)";
-  if (l.bruck_max > 1024) add(TunedColl::ReduceScatter, TunedPath::Net, 3, 1025, l.bruck_max, CollAlgo::Direct, owntcp, "tcp");
-  if (l.bruck_max > 32 * 1024) {
-    add(TunedColl::Allreduce, TunedPath::Net, 6, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, owntcp, "tcp");
+  // With RWIN_COLL_BRUCK_MAX unset, two collectives leave Bruck earlier inside that range, as measured
+  // over both tcp paths (bench/RESULTS.md 2026-12-06, "Where Bruck stops paying, again"): reduce_scatter
+  // above 1 KiB (it gathers NR x what it keeps; direct 0.24-0.87x its time from 4 KiB inputs at 4-8
+  // ranks) and allreduce above 32 KiB (ring 0.35-0.77x at 64 KiB; level at 4 ranks over own tcp). A set
+  // knob means what it says for all four collectives.
+  if (!l.bruck_max_set) {
+    const char* measured = "built-in (measured; RWIN_COLL_BRUCK_MAX unset)";
+    if (l.bruck_max > 1024) add(TunedColl::ReduceScatter, TunedPath::Net, 3, 1025, l.bruck_max, CollAlgo::Direct, measured);
+    if (l.bruck_max > 32 * 1024) add(TunedColl::Allreduce, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, measured);
   }
   add(TunedColl::Allreduce, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
   add(TunedColl::Allreduce, TunedPath::Any, 1, 0, l.mesh_max, CollAlgo::Mesh, "built-in (RWIN_ALLREDUCE_MESH_MAX)");
