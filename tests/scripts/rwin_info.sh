@@ -78,13 +78,13 @@ import json, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "allreduce net ranks 3.. bytes 0..1024 -> bruck", "from": "built-in (RWIN_COLL_BRUCK_MAX)"}, t[0]
 assert t[-1] == {"rule": "broadcast -> direct", "from": "built-in"}, t[-1]
 assert t[-2] == {"rule": "broadcast ranks 3.. bytes 0..262144 -> tree", "from": "built-in (RWIN_COLL_CHUNK_BYTES)"}, t[-2]
-assert len(t) == 12, t' || fail "built-in tuning rules"
+assert len(t) == 14, t' || fail "built-in tuning rules"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "ranks": [2, 4], "bytes": [0, "2K"], "algorithm": "bruck"}]}' >"$tmp/tune.json"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c --json | TUNE="$tmp/tune.json" $py -c '
 import json, os, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "all_to_all ranks 2..4 bytes 0..2048 -> bruck", "from": "\x27%s\x27, rule 0" % os.environ["TUNE"]}, t[0]
 assert t[1] == {"rule": "reduce_scatter net ranks 3.. bytes 1025..65536 -> direct", "from": "built-in (measured; RWIN_COLL_BRUCK_MAX unset)"}, t[1]
-assert len(t) == 15, t  # the file rule, two that apply while RWIN_COLL_BRUCK_MAX is unset, the other 12' || fail "a tuning file's rules"
+assert len(t) == 17, t  # the file rule, two that apply while RWIN_COLL_BRUCK_MAX is unset, the other 14' || fail "a tuning file's rules"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c | grep -q "all_to_all ranks 2..4 bytes 0..2048 -> bruck" || fail "text form of the tuning table"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "algorithm": "chain"}]}' >"$tmp/bad-tune.json"
 RWIN_COLL_TUNING="$tmp/bad-tune.json" "$info" -c --json | $py -c '

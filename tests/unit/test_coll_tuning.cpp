@@ -59,11 +59,16 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
     EXPECT_EQ(pick(t, c, true, tcp, 8, 8), CollAlgo::Direct) << tuned_name(c);
     EXPECT_EQ(pick(t, c, false, tcp, 2, 8), CollAlgo::Direct) << tuned_name(c);
   }
-  // broadcast: a binomial tree up to one chunk and a chain above it on 3+ members, direct on 2.
+  // broadcast: a binomial tree up to one chunk and a chain above it on 3-7 members off shared memory,
+  // direct on 2.
   EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024), CollAlgo::Tree);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 8, 0), CollAlgo::Tree);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 2, 8), CollAlgo::Direct);
-  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024 + 1), CollAlgo::Chain);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 3, 256 * 1024 + 1), CollAlgo::Chain);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 7, uint64_t{1} << 30), CollAlgo::Chain);
+  // above one chunk the pipelined tree where it was measured ahead: shared memory, and 8+ members off it
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, true, tcp, 3, 256 * 1024 + 1), CollAlgo::Tree);
+  EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 8, 256 * 1024 + 1), CollAlgo::Tree);
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
 }
 
@@ -91,7 +96,7 @@ TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruck
   EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1024), CollAlgo::Bruck);
   EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1025), CollAlgo::Direct);
   EXPECT_EQ(low.rules_.size(), TuningTable::built_in(kLimits).size());
-  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 2);
+  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 2);  // the two rules above
 }
 
 TEST(CollTuning, AFilesRulesComeFirstAndMatchOnEveryKey) {
