@@ -73,7 +73,7 @@ assert [(u["name"], u["closest"]) for u in c["unknown_variables"]] == [("RWIN_TR
 
 # The collectives' tuning table: the built-in rules follow their knobs, a file's rules come first
 # (named by file and index), a bad file is reported in the table's place.
-RWIN_COLL_BRUCK_MAX=1K "$info" -c --json | $py -c '
+RWIN_COLL_BRUCK_MAX=1K RWIN_ALLREDUCE_MESH_MAX=8K "$info" -c --json | $py -c '
 import json, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "allreduce net ranks 3.. bytes 0..1024 -> bruck", "from": "built-in (RWIN_COLL_BRUCK_MAX)"}, t[0]
 assert t[-1] == {"rule": "broadcast -> direct", "from": "built-in"}, t[-1]
@@ -84,7 +84,7 @@ RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c --json | TUNE="$tmp/tune.json" $py 
 import json, os, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "all_to_all ranks 2..4 bytes 0..2048 -> bruck", "from": "\x27%s\x27, rule 0" % os.environ["TUNE"]}, t[0]
 assert t[1] == {"rule": "reduce_scatter net ranks 3.. bytes 1025..65536 -> direct", "from": "built-in (measured; RWIN_COLL_BRUCK_MAX unset)"}, t[1]
-assert len(t) == 17, t  # the file rule, two that apply while RWIN_COLL_BRUCK_MAX is unset, the other 14' || fail "a tuning file's rules"
+assert len(t) == 18, t  # the file rule, two while RWIN_COLL_BRUCK_MAX is unset, one while RWIN_ALLREDUCE_MESH_MAX is, the other 14' || fail "a tuning file's rules"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c | grep -q "all_to_all ranks 2..4 bytes 0..2048 -> bruck" || fail "text form of the tuning table"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "algorithm": "chain"}]}' >"$tmp/bad-tune.json"
 RWIN_COLL_TUNING="$tmp/bad-tune.json" "$info" -c --json | $py -c '

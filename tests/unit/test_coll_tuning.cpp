@@ -99,6 +99,24 @@ TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruck
   EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 2);  // the two rules above
 }
 
+// With RWIN_ALLREDUCE_MESH_MAX unset, a team of 4+ in shared memory rings above 2 KiB; 2-3 members and
+// teams off shared memory keep the knob's Mesh range; a set knob means what it says.
+TEST(CollTuning, WithTheMeshKnobUnsetLargerShmAllreducesRing) {
+  TuningTable t;
+  t.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 64 * 1024, 256 * 1024, true, false});
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 4, 2048), CollAlgo::Mesh);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 4, 2049), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 8, 8 * 1024), CollAlgo::Ring);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 3, 8 * 1024), CollAlgo::Mesh);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 2, 8 * 1024), CollAlgo::Mesh);
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, false, "tcp", 2, 8 * 1024), CollAlgo::Mesh);  // off shared memory
+  EXPECT_EQ(pick(t, TunedColl::Allreduce, true, "ucx", 8, 8 * 1024 + 1), CollAlgo::Ring);
+  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 1);
+  TuningTable low;  // a knob at or below 2 KiB leaves no range for the rule
+  low.rules_ = TuningTable::built_in(TuningLimits{2048, 64 * 1024, 256 * 1024, true, false});
+  EXPECT_EQ(low.rules_.size(), TuningTable::built_in(kLimits).size());
+}
+
 TEST(CollTuning, AFilesRulesComeFirstAndMatchOnEveryKey) {
   TuningTable t;
   t.rules_ = TuningTable::parse(R"({"version": 1, "comment": "x", "rules": [

@@ -96,6 +96,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
     c.slots = static_cast<int>(n);
   }
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
+  c.mesh_max_set = knobs::env("RWIN_ALLREDUCE_MESH_MAX") != nullptr;
   c.bruck_max = env_size("RWIN_COLL_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
   c.bruck_max_set = knobs::env("RWIN_COLL_BRUCK_MAX") != nullptr;
   if (const char* v = knobs::env("RWIN_ALLREDUCE")) {
@@ -106,7 +107,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
     }
   }
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
-  c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set}));
+  c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }
 

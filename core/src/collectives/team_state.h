@@ -75,6 +75,7 @@ struct CollConfig {
   // RWIN_COLL_SLOTS: messages in flight per peer; 0 (unset, "auto"): by slot size, auto_slots().
   int slots = 0;
   uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
+  bool mesh_max_set = false;          // the knob was set (else a measured rule comes first: tuning.cpp)
   // RWIN_COLL_BRUCK_MAX: on 3+ members not all mapped (TeamState::mapped), Bruck's log-depth rounds up
   // to this many bytes: allreduce Auto (the vector), allgather (a row), all_to_all (a member's whole
   // stage), reduce_scatter (NR x a member's data / 2: it gathers everything).

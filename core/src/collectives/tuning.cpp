@@ -233,6 +233,15 @@ std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
     if (l.bruck_max > 32 * 1024) add(TunedColl::Allreduce, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, measured);
   }
   add(TunedColl::Allreduce, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
+  // With RWIN_ALLREDUCE_MESH_MAX unset, a team of 4+ all in shared memory rings above 2 KiB: Mesh
+  // (every member reads every input) costs NR x the bytes where the ring moves 2x; measured
+  // 2026-12-06 (bench/RESULTS.md, "Mesh or ring on shared memory"): at 4 KiB the two level at 4 ranks and
+  // the ring takes ~0.78x Mesh's time at 8; at 8 KiB 0.80-0.85x (4 ranks) and 0.65-0.70x (8 ranks); Mesh
+  // ahead up to 2 KiB, and on 2 ranks at every size to 8 KiB.
+  if (!l.mesh_max_set && l.mesh_max > 2048) {
+    add(TunedColl::Allreduce, TunedPath::Shm, 4, 2049, l.mesh_max, CollAlgo::Ring,
+        "built-in (measured; RWIN_ALLREDUCE_MESH_MAX unset)");
+  }
   add(TunedColl::Allreduce, TunedPath::Any, 1, 0, l.mesh_max, CollAlgo::Mesh, "built-in (RWIN_ALLREDUCE_MESH_MAX)");
   add(TunedColl::Allreduce, TunedPath::Any, 1, 0, kAll, CollAlgo::Ring, "built-in");
   for (const TunedColl c : {TunedColl::Allgather, TunedColl::ReduceScatter, TunedColl::AllToAll}) {

@@ -52,6 +52,7 @@ struct TuningKey {
 struct TuningLimits {  // the knobs the built-in rules come from (CollConfig's values)
   uint64_t mesh_max, bruck_max, chunk_bytes;
   bool bruck_max_set = true;  // false: RWIN_COLL_BRUCK_MAX unset, so measured per-collective edges apply inside it
+  bool mesh_max_set = true;   // false: RWIN_ALLREDUCE_MESH_MAX unset (likewise for Mesh on shared memory)
 };
 
 class TuningTable {
