@@ -224,7 +224,7 @@ std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   const char* bruck = "built-in (RWIN_COLL_BRUCK_MAX)";
   // With RWIN_COLL_BRUCK_MAX unset, two collectives leave Bruck earlier inside that range, as measured
   // over both tcp paths (bench/RESULTS.md 2026-12-06, "Where Bruck stops paying, again"): reduce_scatter
-  // above 1 KiB (it gathers NR x what it keeps; direct 0.24-0.87x its time from 4 KiB inputs at 4-8
+  // above 1 KiB (it gathers NR x what it keeps; direct 0.24-0.97x its time from 4 KiB inputs at 4-8
   // ranks) and allreduce above 32 KiB (ring 0.35-0.77x at 64 KiB; level at 4 ranks over own tcp). A set
   // knob means what it says for all four collectives.
   if (!l.bruck_max_set) {
