@@ -333,7 +333,7 @@ void data_movement_round(Context& ctx, std::initializer_list<int64_t> sizes) {
 // broadcast from every root (direct, tree and chained), allgather, reduce_scatter (in place and not),
 // all_to_all; 1, 2, 3 and 5 members; sizes 1, odd, above the chunk size. Off shared memory 3 members
 // take Bruck where the sizes allow (RWIN_COLL_BRUCK_MAX unset: reduce_scatter only its smallest size, the
-// default leaves Bruck above 1 KiB there), 5 members the one-round algorithms.
+// default leaves Bruck above 4 KiB there), 5 members the one-round algorithms.
 TEST_P(Collectives, DataMovementAndReduceScatter) {
   for (int nr : {1, 2, 3, 5}) {
     run(nr, [](Context& ctx) {

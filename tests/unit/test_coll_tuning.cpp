@@ -72,15 +72,19 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
   EXPECT_EQ(pick(t, TunedColl::Broadcast, false, tcp, 2, uint64_t{1} << 40), CollAlgo::Direct);
 }
 
-// With RWIN_COLL_BRUCK_MAX unset, reduce_scatter leaves Bruck above 1 KiB and allreduce above 32 KiB, on
+// With RWIN_COLL_BRUCK_MAX unset, reduce_scatter leaves Bruck above 4 KiB on 3-7 members and above 32 KiB
+// on 8+, allreduce above 32 KiB, on
 // every transport off shared memory; allgather and all_to_all keep Bruck's whole range; a set knob (the
 // test above: kLimits) means what it says for all four.
 TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruckEarlier) {
   TuningTable t;
   t.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 64 * 1024, 256 * 1024, false});
   for (const std::string tp : {"tcp", "ucx", "verbs"}) {
-    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 1024), CollAlgo::Bruck) << tp;
-    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 3, 1025), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 3, 4096), CollAlgo::Bruck) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 3, 4097), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 7, 4097), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 32 * 1024), CollAlgo::Bruck) << tp;
+    EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 32 * 1024 + 1), CollAlgo::Direct) << tp;
     EXPECT_EQ(pick(t, TunedColl::ReduceScatter, false, tp, 8, 64 * 1024), CollAlgo::Direct) << tp;
     EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tp, 3, 32 * 1024), CollAlgo::Bruck) << tp;
     EXPECT_EQ(pick(t, TunedColl::Allreduce, false, tp, 3, 32 * 1024 + 1), CollAlgo::Ring) << tp;
@@ -90,13 +94,13 @@ TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruck
       EXPECT_EQ(pick(t, c, false, tp, 8, 64 * 1024), CollAlgo::Bruck) << tuned_name(c) << " " << tp;
     }
   }
-  // Bounded by the knob's value: below 1 KiB there is no range left for either rule.
+  // Bounded by the knob's value: at 4 KiB there is no range left for either rule.
   TuningTable low;
-  low.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 1024, 256 * 1024, false});
-  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1024), CollAlgo::Bruck);
-  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 8, 1025), CollAlgo::Direct);
+  low.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 4096, 256 * 1024, false});
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 4, 4096), CollAlgo::Bruck);
+  EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 4, 4097), CollAlgo::Direct);
   EXPECT_EQ(low.rules_.size(), TuningTable::built_in(kLimits).size());
-  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 2);  // the two rules above
+  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 3);  // the three rules above
 }
 
 // With RWIN_ALLREDUCE_MESH_MAX unset, a team of 4+ in shared memory rings above 2 KiB; 2-3 members and

@@ -207,11 +207,12 @@ std::vector<TuningRule> TuningTable::parse(const std::string& text, const std::s
 std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   std::vector<TuningRule> out;
   auto add = [&out](TunedColl c, TunedPath path, int64_t ranks_lo, uint64_t bytes_lo, uint64_t bytes_hi, CollAlgo a,
-                    const char* from) {
+                    const char* from, int64_t ranks_hi = std::numeric_limits<int64_t>::max()) {
     TuningRule r;
     r.coll = c;
     r.path = path;
     r.ranks_lo = ranks_lo;
+    r.ranks_hi = ranks_hi;
     r.bytes_lo = bytes_lo;
     r.bytes_hi = bytes_hi;
     r.algo = a;
@@ -224,13 +225,17 @@ std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   const char* bruck = "built-in (RWIN_COLL_BRUCK_MAX)";
   // With RWIN_COLL_BRUCK_MAX unset, two collectives leave Bruck earlier inside that range, as measured
   // over both tcp paths (bench/RESULTS.md 2026-12-06, "Where Bruck stops paying, again"): reduce_scatter
-  // above 1 KiB (it gathers NR x what it keeps; direct 0.24-0.97x its time from 4 KiB inputs at 4-8
-  // ranks) and allreduce above 32 KiB (ring 0.35-0.77x at 64 KiB; level at 4 ranks over own tcp). A set
-  // knob means what it says for all four collectives.
+  // on 3-7 members above 4 KiB of its tuned size (NR x the input / 2) and on 8+ above 32 KiB (the
+  // crossover moves up with NR: 4 ranks direct ahead from 4 KiB inputs, 8 ranks level at 8 KiB and ahead
+  // at 16 KiB), and allreduce above 32 KiB (ring 0.35-0.97x Bruck's time at 64 KiB). A set knob means
+  // what it says for all four collectives.
   if (!l.bruck_max_set) {
     const char* measured = "built-in (measured; RWIN_COLL_BRUCK_MAX unset)";
-    if (l.bruck_max > 1024) add(TunedColl::ReduceScatter, TunedPath::Net, 3, 1025, l.bruck_max, CollAlgo::Direct, measured);
-    if (l.bruck_max > 32 * 1024) add(TunedColl::Allreduce, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, measured);
+    if (l.bruck_max > 4096) add(TunedColl::ReduceScatter, TunedPath::Net, 3, 4097, l.bruck_max, CollAlgo::Direct, measured, 7);
+    if (l.bruck_max > 32 * 1024) {
+      add(TunedColl::ReduceScatter, TunedPath::Net, 8, 32 * 1024 + 1, l.bruck_max, CollAlgo::Direct, measured);
+      add(TunedColl::Allreduce, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, measured);
+    }
   }
   add(TunedColl::Allreduce, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
   // With RWIN_ALLREDUCE_MESH_MAX unset, a team of 4+ all in shared memory rings above 2 KiB: Mesh
