@@ -483,27 +483,21 @@ bool TcpTransport::take_requests(int p) {
     }
     switch (t) {
       case tcpw::Req::Write:
-        P.in_land = {};
-        P.in_land.left = h.len;
-        P.in_land.region = bad.empty() ? h.region : 0;
-        P.in_land.addr = h.addr;
-        if (!bad.empty()) refuse(p, bad);
-        if (!land_write(p)) return false;  // what is buffered already
-        break;
       case tcpw::Req::WriteAdd:
         P.in_land = {};
         P.in_land.left = h.len;
         P.in_land.region = bad.empty() ? h.region : 0;
         P.in_land.addr = h.addr;
-        P.in_land.add = true;
-        P.in_land.dtype = h.operand;
-        P.in_land.total = h.len;
-        if (!bad.empty()) {
-          refuse(p, bad);
-        } else if (P.add_cap < h.len) {  // at most kMaxAddFrameBytes (check_request)
-          P.add_buf.reset(new char[h.len]);
-          P.add_cap = h.len;
+        if (t == tcpw::Req::WriteAdd) {  // its payload collects in add_buf (at most kMaxAddFrameBytes)
+          P.in_land.add = true;
+          P.in_land.dtype = h.operand;
+          P.in_land.total = h.len;
+          if (bad.empty() && P.add_cap < h.len) {
+            P.add_buf.reset(new char[h.len]);
+            P.add_cap = h.len;
+          }
         }
+        if (!bad.empty()) refuse(p, bad);
         if (!land_write(p)) return false;  // what is buffered already
         break;
       case tcpw::Req::Read: {
