@@ -779,6 +779,17 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
   EXPECT_EQ(p.r[1].t->peer_error(0), "");
 }
 
+// Rank 0 of 2 for a transport that never connect()s: it serves a connection handed to it with
+// adopt_in_connection_for_fuzzing from its poll() (no bootstrap, listener or receiver thread).
+tp::TransportConfig unconnected_config() {
+  tp::TransportConfig cfg;
+  cfg.name = "tcp";
+  cfg.rank = 0;
+  cfg.nranks = 2;
+  cfg.ifname = "lo";
+  return cfg;
+}
+
 // A connected loopback TCP pair: {the end a transport adopts, the peer's end}.
 std::pair<int, int> tcp_pair() {
   const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -802,20 +813,11 @@ std::pair<int, int> tcp_pair() {
 // at its next look (tcp_target.cpp, pump/unpeek). A peer that resets the connection in between (an
 // abortive close: RST) must neither have the request applied twice nor leave the peer healthy.
 TEST(TcpTransport, APeerResetBetweenAPeekAndItsReadForGoodAppliesNothingTwice) {
-  tp::TransportConfig cfg;
-  cfg.name = "tcp";
-  cfg.rank = 0;
-  cfg.nranks = 2;
-  cfg.ifname = "lo";
-  tp::tcp::TcpTransport t(cfg);
+  tp::tcp::TcpTransport t(unconnected_config());
   auto window = t.allocate(4096);
   const auto [mine, theirs] = tcp_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
-  w::ReqHeader h;
-  h.type = static_cast<uint8_t>(w::Req::AtomicAdd);
-  h.region = 1;  // the first region this transport allocated
-  h.addr = reinterpret_cast<uint64_t>(window->addr());
-  h.len = 8;
+  w::ReqHeader h = req(w::Req::AtomicAdd, 8, reinterpret_cast<uint64_t>(window->addr()));  // region 1: the first
   h.operand = 1;
   ASSERT_EQ(::send(theirs, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
   const auto* word = static_cast<const uint64_t*>(window->addr());
@@ -832,6 +834,55 @@ TEST(TcpTransport, APeerResetBetweenAPeekAndItsReadForGoodAppliesNothingTwice) {
   EXPECT_TRUE(e.find("reset") != std::string::npos || e.find("closed") != std::string::npos) << e;
   EXPECT_EQ(*word, 1u) << "the peeked add was applied once";
   EXPECT_TRUE(done.empty());
+  t.quiesce(false);
+}
+
+// A region freed while a put(Add) frame's payload is on its way takes nothing: the adder is never run
+// (the region and its lock words are gone), no refusal comes back (as for a write into a freed region),
+// and the connection stays in step: the frame after it lands. Driven by hand over an adopted
+// connection, so the free falls between the two halves of the payload every time.
+TEST(TcpTransport, ARegionFreedWhileAPutAddIsArrivingTakesNothingAndTheConnectionStaysInStep) {
+  tp::tcp::TcpTransport t(unconnected_config());
+  auto victim = t.allocate(4096);  // region 1
+  auto other = t.allocate(4096);   // region 2
+  auto calls = std::make_shared<int>(0);
+  struct CountingAdder final : tp::RegionAdder {
+    std::shared_ptr<int> n;
+    std::string add(uint64_t, uint64_t, const char*, uint64_t) const noexcept override {
+      ++*n;
+      return {};
+    }
+  };
+  auto adder = std::make_shared<CountingAdder>();
+  adder->n = calls;
+  t.accept_adds(*victim, adder);
+  const auto [mine, theirs] = tcp_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  std::vector<tp::Completion> done;
+  const auto drain = [&] {  // polls until the transport has read everything sent so far
+    for (int i = 0; i < 200; ++i) t.poll(done);
+  };
+  w::ReqHeader h = req(w::Req::WriteAdd, 2048, reinterpret_cast<uint64_t>(victim->addr()));  // region 1
+  h.operand = 3;
+  const std::vector<char> payload(2048, 1);
+  ASSERT_EQ(::send(theirs, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  ASSERT_EQ(::send(theirs, payload.data(), 1024, MSG_NOSIGNAL), 1024);
+  drain();
+  victim.reset();  // freed with half the payload received
+  ASSERT_EQ(::send(theirs, payload.data() + 1024, 1024, MSG_NOSIGNAL), 1024);
+  w::ReqHeader a = req(w::Req::AtomicAdd, 8, reinterpret_cast<uint64_t>(other->addr()));
+  a.region = 2;
+  a.operand = 7;
+  ASSERT_EQ(::send(theirs, &a, sizeof a, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof a));
+  const auto* word = static_cast<const uint64_t*>(other->addr());
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < until) t.poll(done);
+  EXPECT_EQ(*word, 7u) << "the frame after the put(Add) landed: the connection stayed in step";
+  EXPECT_EQ(*calls, 0) << "the freed region's adder never ran";
+  EXPECT_EQ(t.peer_error(1), "");
+  char reply[64];
+  EXPECT_EQ(::recv(theirs, reply, sizeof reply, MSG_DONTWAIT), -1) << "no refusal came back";
+  ::close(theirs);
   t.quiesce(false);
 }
 
