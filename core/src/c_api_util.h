@@ -42,6 +42,9 @@ struct rwin_remote_region {
 struct rwin_domain {
   std::unique_ptr<rwin::Domain> d;
 };
+struct rwin_request {
+  rwin::CollectiveRequest r;
+};
 
 // Internal to librwin (hidden, as when these lived in c_api.cpp's anonymous namespace).
 #pragma GCC visibility push(hidden)

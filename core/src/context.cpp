@@ -13,6 +13,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "bootstrap/pmix.h"
+#include "collectives/coll_worker.h"
 #include "collectives/team_state.h"
 #include "caller_store.h"
 #include "context_impl.h"
@@ -373,6 +374,9 @@ void start_data_path(ContextImpl& c) {
 Context::~Context() {
   if (!impl_) return;
   ContextImpl& c = *impl_;
+  // Started collectives first (each ends by its deadline): peers count on this member, and the
+  // context is the worker's until they finished.
+  c.stop_coll_worker();
   try {
     if (stats_from_env() == 1) {
       const std::string line = "rwin-stats " + detail::stats_json(stats(), c.rank) + "\n";
@@ -451,6 +455,7 @@ std::string Context::rma_mode(int peer) const {
 const Options& Context::options() const noexcept { return impl_->opt; }
 
 std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>& mine) {
+  impl_->check_owner("allgather");
   try {
     return impl_->bs->allgather(mine);
   } catch (const bootstrap::BootstrapError& e) {

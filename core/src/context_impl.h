@@ -1,6 +1,7 @@
 // Internal state behind rwin::Context, Window and SignalArray.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -27,6 +28,7 @@ namespace rwin::detail {
 
 struct ContextImpl;
 struct TeamState;  // collectives/team_state.h
+class CollWorker;  // collectives/nonblocking.cpp
 
 // One collectively allocated registered region: a window buffer (alloc_window_buffer), the buffer
 // behind an alloc_window, or a signal array. The context holds every live one and releases its
@@ -325,8 +327,22 @@ struct ContextImpl {
   // meanwhile is skipped), then meets every rank not known failed (Bootstrap::barrier, survivors
   // only). Throws on the deadline or a store error.
   void leave_barrier(std::chrono::milliseconds timeout);
+  // Nonblocking collectives (Team::start_*, collectives/nonblocking.cpp): their worker thread, made at
+  // the first start, and whether the context is lent to it (a started collective not yet finished).
+  // While lent, every call that touches the context's state from another thread is refused
+  // (check_owner): a Context is used by one thread at a time, and until then that thread is the worker.
+  std::unique_ptr<CollWorker> coll_worker;
+  std::atomic<bool> lent{false};
+  void check_owner(const char* op) const {
+    if (lent.load(std::memory_order_relaxed)) [[unlikely]] owner_check(op);
+  }
+  void owner_check(const char* op) const;  // returns on the worker thread, else throws InvalidArgument
+  // Waits for every started collective and stops the worker (~Context; never throws).
+  void stop_coll_worker() noexcept;
+
   // peer in range and not failed; the message is built out of line (progress.cpp).
   void check_peer(int peer, const char* op) {
+    check_owner(op);
     if (peer < 0 || peer >= nranks || !peers[static_cast<size_t>(peer)].failed.empty()) [[unlikely]] {
       peer_check_failed(peer, op);
     }

@@ -293,12 +293,14 @@ void Context::fence(int peer) {
 }
 
 void Context::quiet() {
+  impl_->check_owner("quiet");
   ++impl_->own_stats.quiets;
   TraceSpan span(impl_->trace.get(), "quiet", "sync");
   impl_->quiet(impl_->opt.op_timeout);
 }
 
 void Context::barrier() {
+  impl_->check_owner("barrier");
   ++impl_->own_stats.barriers;
   TraceSpan span(impl_->trace.get(), "barrier", "sync");
   impl_->barrier(impl_->opt.op_timeout);

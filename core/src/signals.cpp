@@ -291,12 +291,14 @@ void Context::notify(const Window& signal, int peer, Shape2 offsets, int64_t val
 void Context::wait(const SignalSlice& signal, int64_t expected, WaitCmp cmp,
                    std::optional<std::chrono::milliseconds> timeout) {
   ContextImpl& c = *impl_;
+  c.check_owner("wait");
   wait_target(c, check_signal(c, "wait", -1, signal), expected, cmp, timeout);
 }
 
 void Context::wait(const Slice& signals, int64_t expected, WaitCmp cmp,
                    std::optional<std::chrono::milliseconds> timeout) {
   ContextImpl& c = *impl_;
+  c.check_owner("wait");
   wait_target(c, check_signal(c, "wait", -1, signals), expected, cmp, timeout);
 }
 
@@ -307,11 +309,13 @@ void Context::wait(const Window& signal, Shape2 offsets, int64_t expected, WaitC
 
 bool Context::test(const SignalSlice& signal, int64_t expected, WaitCmp cmp) {
   ContextImpl& c = *impl_;
+  c.check_owner("test");
   return test_target(c, check_signal(c, "test", -1, signal), expected, cmp);
 }
 
 bool Context::test(const Slice& signals, int64_t expected, WaitCmp cmp) {
   ContextImpl& c = *impl_;
+  c.check_owner("test");
   return test_target(c, check_signal(c, "test", -1, signals), expected, cmp);
 }
 

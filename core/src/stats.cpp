@@ -52,6 +52,7 @@ std::string peer_json(const PeerStats& p) {
 
 Stats Context::stats() const {
   const detail::ContextImpl& c = *impl_;
+  c.check_owner("stats");
   Stats s = c.own_stats;
   if (c.wait_ticks != c.wait_ticks_reported) {
     c.wait_ns_reported += std::max<uint64_t>(1, c.clock.to_ns(c.wait_ticks - c.wait_ticks_reported));

@@ -484,6 +484,7 @@ void Context::get_nbi(const Local& dst, int peer, const Slice& src) {
 }
 
 void Context::deregister(const void* ptr) {
+  impl_->check_owner("deregister");
   if (impl_->regcache) impl_->regcache->deregister(ptr);
 }
 

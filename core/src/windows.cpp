@@ -121,6 +121,7 @@ std::shared_ptr<BufferState> detail::create_buffer_among(
     ContextImpl& c, const char* what, const std::string& name, size_t bytes, BufferState::Kind kind, DType dtype,
     Shape2 shape, const std::string& describe, const std::vector<int>& members, const std::string& scope,
     const std::function<std::vector<std::vector<uint8_t>>(const std::vector<uint8_t>&)>& exchange) {
+  c.check_owner(what);
   auto b = std::make_shared<BufferState>();
   b->kind = kind;
   b->name = name;
@@ -252,6 +253,7 @@ std::shared_ptr<WindowState> create_owned(ContextImpl& c, const std::string& nam
 }
 
 void free_buffer(ContextImpl& c, const std::shared_ptr<BufferState>& b) {
+  c.check_owner("free");
   try {
     if (b->team_sync) {
       b->team_sync();  // a team's buffer: only its members hold a copy

@@ -129,6 +129,7 @@ TEST(CApiNoContext, NullContextEverywhere) {
   rwin_buffer_t* b = nullptr;
   rwin_window_t* win = nullptr;
   rwin_signals_t* sg = nullptr;
+  rwin_request_t* rq = nullptr;
   const std::vector<std::pair<const char*, std::function<rwin_status_t()>>> calls = {
       {"rwin_context_rank", [&] { return rwin_context_rank(nullptr, &i); }},
       {"rwin_context_size", [&] { return rwin_context_size(nullptr, &i); }},
@@ -172,6 +173,19 @@ TEST(CApiNoContext, NullContextEverywhere) {
       {"rwin_all_to_all", [&] { return rwin_all_to_all(nullptr, nullptr, nullptr); }},
       {"rwin_all_to_all_v", [&] { return rwin_all_to_all_v(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr); }},
       {"rwin_barrier_collective", [&] { return rwin_barrier_collective(nullptr); }},
+      {"rwin_start_allreduce", [&] { return rwin_start_allreduce(nullptr, nullptr, RWIN_REDUCE_SUM, &rq); }},
+      {"rwin_start_allreduce_to", [&] { return rwin_start_allreduce_to(nullptr, nullptr, nullptr, RWIN_REDUCE_SUM, &rq); }},
+      {"rwin_start_broadcast", [&] { return rwin_start_broadcast(nullptr, nullptr, 0, &rq); }},
+      {"rwin_start_allgather", [&] { return rwin_start_allgather(nullptr, nullptr, nullptr, &rq); }},
+      {"rwin_start_reduce_scatter", [&] { return rwin_start_reduce_scatter(nullptr, nullptr, RWIN_REDUCE_SUM, &rq); }},
+      {"rwin_start_reduce_scatter_to",
+       [&] { return rwin_start_reduce_scatter_to(nullptr, nullptr, nullptr, RWIN_REDUCE_SUM, &rq); }},
+      {"rwin_start_all_to_all", [&] { return rwin_start_all_to_all(nullptr, nullptr, nullptr, &rq); }},
+      {"rwin_start_all_to_all_v",
+       [&] { return rwin_start_all_to_all_v(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &rq); }},
+      {"rwin_start_barrier_collective", [&] { return rwin_start_barrier_collective(nullptr, &rq); }},
+      {"rwin_request_test", [&] { return rwin_request_test(nullptr, &i); }},
+      {"rwin_request_wait", [&] { return rwin_request_wait(nullptr); }},
       // Handle-only calls: NULL handle.
       {"rwin_buffer_data", [&] { return rwin_buffer_data(nullptr, &p); }},
       {"rwin_buffer_bytes",
@@ -202,7 +216,9 @@ TEST(CApiNoContext, NullContextEverywhere) {
   EXPECT_EQ(win, nullptr);
   EXPECT_EQ(b, nullptr);
   EXPECT_EQ(sg, nullptr);
+  EXPECT_EQ(rq, nullptr);
   // Destroying or releasing NULL, and freeing with no context: no-ops.
+  rwin_request_release(nullptr);
   rwin_context_destroy(nullptr);
   rwin_buffer_release(nullptr);
   rwin_window_release(nullptr);
@@ -373,6 +389,25 @@ TEST_F(CApi, OneRankRoundTrip) {
   ASSERT_EQ(rwin_all_to_all_v(ctx, vsend, &cnt, &soff, vrecv, &cnt, &roff), RWIN_OK) << rwin_last_error();
   for (int i = 0; i < 16; ++i) EXPECT_EQ(rp[i], i >= 9 && i < 12 ? i - 4 : -1) << i;
   expect_fail(rwin_all_to_all_v(ctx, vsend, &cnt, &soff, vrecv, &cnt, nullptr), RWIN_ERR_INVALID_ARGUMENT, {"both NULL"});
+  // The same, started: the request reports it finished; the context is the caller's again after.
+  for (int i = 0; i < 16; ++i) rp[i] = -1;
+  rwin_request_t* req = nullptr;
+  ASSERT_EQ(rwin_start_all_to_all_v(ctx, vsend, &cnt, &soff, vrecv, &cnt, &roff, &req), RWIN_OK) << rwin_last_error();
+  ASSERT_NE(req, nullptr);
+  ASSERT_EQ(rwin_request_wait(req), RWIN_OK) << rwin_last_error();
+  int done = 0;
+  ASSERT_EQ(rwin_request_test(req, &done), RWIN_OK) << rwin_last_error();
+  EXPECT_EQ(done, 1);
+  rwin_request_release(req);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(rp[i], i >= 9 && i < 12 ? i - 4 : -1) << i;
+  // A started allreduce with a bad op fails at once (no request); one released unwaited is finished
+  // before the release returns (the barrier after it is the caller's).
+  rwin_request_t* bad = nullptr;
+  expect_fail(rwin_start_allreduce(ctx, w, 9, &bad), RWIN_ERR_INVALID_ARGUMENT, {"rwin_reduce_op_t"});
+  EXPECT_EQ(bad, nullptr);
+  ASSERT_EQ(rwin_start_barrier_collective(ctx, &req), RWIN_OK) << rwin_last_error();
+  rwin_request_release(req);
+  ASSERT_EQ(rwin_barrier(ctx), RWIN_OK) << rwin_last_error();
   rwin_window_release(vsend);
   rwin_window_release(vrecv);
   EXPECT_EQ(rwin_buffer_free(ctx, vb), RWIN_OK) << rwin_last_error();

@@ -47,6 +47,27 @@ namespace rwin_test {
     }                                                                                             \
   } while (0)
 
+// A pipe made before the ranks fork, so that one rank can make another wait outside rwin.
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (::pipe(fd) != 0) throw std::runtime_error("pipe failed");
+  }
+  ~Pipe() {
+    ::close(fd[0]);
+    ::close(fd[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void put_byte() const { MP_CHECK(::write(fd[1], "x", 1) == 1, "pipe write"); }
+  // Blocks outside rwin until another process wrote a byte (60 s at most).
+  bool await_byte() const {
+    pollfd pf{fd[0], POLLIN, 0};
+    char b = 0;
+    return ::poll(&pf, 1, 60000) == 1 && ::read(fd[0], &b, 1) == 1;
+  }
+};
+
 // Expects `stmt` to throw rwin::Error with `code` and a message containing every `parts` string.
 template <class F>
 void expect_error(F&& stmt, rwin::ErrorCode code, std::initializer_list<std::string> parts) {

@@ -278,23 +278,7 @@ rwin_test::TransportParam own_tcp() {
   throw std::runtime_error("no tcp transport parameter");
 }
 
-// Blocks outside rwin until the other process writes a byte into the pipe (60 s at most).
-bool await_byte(int fd) {
-  pollfd pf{fd, POLLIN, 0};
-  char b = 0;
-  return ::poll(&pf, 1, 60000) == 1 && ::read(fd, &b, 1) == 1;
-}
-
-struct Pipe {
-  int fd[2] = {-1, -1};
-  Pipe() {
-    if (::pipe(fd) != 0) throw std::runtime_error("pipe failed");
-  }
-  ~Pipe() {
-    ::close(fd[0]);
-    ::close(fd[1]);
-  }
-};
+using rwin_test::Pipe;
 
 TEST(TargetAppliedAdds, LandWhileTheTargetIsOutsideRwin) {
   const Pipe done;
@@ -316,11 +300,10 @@ TEST(TargetAppliedAdds, LandWhileTheTargetIsOutsideRwin) {
     if (rank == 0) {
       ctx.put(acc.all(), 1, mine.all(), AtomicType::Add);
       ctx.put(acc.slice({0, 5}, {1, 3}), 1, mine.slice({0, 9}, {1, 3}), AtomicType::Add);
-      const char b = 1;
-      MP_CHECK(::write(done.fd[1], &b, 1) == 1, "pipe write");
+      done.put_byte();
     } else {
       // Not one rwin call until rank 0's put(Add)s returned: only the receiver thread can add.
-      MP_CHECK(await_byte(done.fd[0]), "rank 0 did not finish its put(Add)s within 60 s");
+      MP_CHECK(done.await_byte(), "rank 0 did not finish its put(Add)s within 60 s");
       const int64_t* a = acc.data_as<int64_t>();
       for (int64_t i = 0; i < count; ++i) {
         int64_t want = i + ((int64_t{1} << 40) | i);
@@ -361,17 +344,15 @@ TEST(TargetAppliedAdds, AStripeLockedPastTheDeadlineRefusesTheWholeAdd) {
           MP_CHECK(m.find(part) != std::string::npos, "message lacks '" << part << "': " << m);
         }
       }
-      const char b = 1;
-      MP_CHECK(::write(done.fd[1], &b, 1) == 1, "pipe write");
+      done.put_byte();
     } else {
-      MP_CHECK(await_byte(done.fd[0]), "rank 0 did not see its put(Add) refused within 60 s");
+      MP_CHECK(done.await_byte(), "rank 0 did not see its put(Add) refused within 60 s");
       for (int64_t i = 0; i < count; ++i) MP_CHECK(acc.data_as<float>()[i] == 0.0f, "acc[" << i << "] changed");
       detail::unlock(locks + 1);
-      const char b = 1;
-      MP_CHECK(::write(checked.fd[1], &b, 1) == 1, "pipe write");
+      checked.put_byte();
     }
     // Rank 0 hosts the job's store: it leaves after rank 1 checked (each then ends with its peer failed).
-    if (rank == 0) MP_CHECK(await_byte(checked.fd[0]), "rank 1 did not check its window within 60 s");
+    if (rank == 0) MP_CHECK(checked.await_byte(), "rank 1 did not check its window within 60 s");
   });
   ASSERT_TRUE(res.all_ok()) << res.report();
 }

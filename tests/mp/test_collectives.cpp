@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <poll.h>
 #include <unistd.h>
 
 #include "rank_harness.h"
@@ -781,6 +783,208 @@ TEST_P(Collectives, MakeTeamMismatch) {
   run(3, [](Context& ctx) {
     const std::vector<int> list = ctx.rank() == 2 ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2};
     expect_error([&] { make_team(ctx, list); }, ErrorCode::CollectiveMismatch, {"make_team", "[0, 2, 1]", "[0, 1, 2]"});
+  }, o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nonblocking collectives (Team::start_*, CollectiveRequest)
+
+// Views carved one after another out of one team buffer (64-byte aligned), so collectives queued at
+// once never share bytes.
+struct Carver {
+  Context& ctx;
+  WindowBuffer buf;
+  uint64_t next = 0;
+  Window take(DType t, Shape2 shape) {
+    Window w = ctx.window(buf, t, shape, next);
+    next += (static_cast<uint64_t>(shape[0] * shape[1]) * dtype_size(t) + 63) / 64 * 64;
+    return w;
+  }
+};
+
+using rwin_test::Pipe;
+
+// Every collective started at once, queued on the worker, on members 0 and 2, while member 1 calls
+// the blocking forms in the same order; then every result against the reference, bit for bit.
+TEST_P(Collectives, NonblockingEveryCollectiveMatchesTheBlockingOne) {
+  run(3, [](Context& ctx) {
+    ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+    Team w = world(ctx);
+    const int n = w.size(), me = w.rank();
+    const bool nb = me != 1;
+    Carver cv{ctx, w.alloc_window_buffer("nb_all", 1 << 20)};
+    const int64_t s = 777;
+    Window ar = cv.take(DType::F32, {1, 1001});
+    Window ar_src = cv.take(DType::I32, {1, 3000}), ar_dst = cv.take(DType::I32, {1, 3000});
+    Window ag_stage = cv.take(DType::F64, {1, s}), ag_data = cv.take(DType::F64, {n, s});
+    Window rs = cv.take(DType::F16, {n, s});
+    Window rs_in = cv.take(DType::I32, {n, s}), rs_out = cv.take(DType::I32, {1, s});
+    Window bc = cv.take(DType::F64, {1, s});
+    Window a2a_stage = cv.take(DType::I16, {n, s}), a2a_data = cv.take(DType::I16, {n, s});
+    Window v_send = cv.take(DType::F32, {1, 3 * 5}), v_recv = cv.take(DType::F32, {1, 3 * 5});
+    fill(DType::F32, ar.data(), 1001, me, 1);
+    fill(DType::I32, ar_src.data(), 3000, me, 2);
+    fill(DType::F64, ag_stage.data(), s, me, 3);
+    for (int r = 0; r < n; ++r) fill(DType::F16, static_cast<char*>(rs.data()) + static_cast<size_t>(r * s) * 2, s, me, 40 + r);
+    for (int r = 0; r < n; ++r) fill(DType::I32, static_cast<char*>(rs_in.data()) + static_cast<size_t>(r * s) * 4, s, me, 50 + r);
+    if (me == 2) fill(DType::F64, bc.data(), s, 2, 6);
+    for (int p = 0; p < n; ++p) fill(DType::I16, static_cast<char*>(a2a_stage.data()) + static_cast<size_t>(p * s) * 2, s, me * 8 + p, 7);
+    // all_to_all_v: member me sends me + q + 1 elements to member q (at most 5 each).
+    std::vector<int64_t> sc(3), rc(3);
+    for (int q = 0; q < n; ++q) sc[static_cast<size_t>(q)] = me + q + 1, rc[static_cast<size_t>(q)] = q + me + 1;
+    fill(DType::F32, v_send.data(), 15, me, 8);
+    std::vector<CollectiveRequest> reqs;
+    if (nb) {
+      reqs.push_back(w.start_allreduce(ar));
+      reqs.push_back(w.start_allreduce(ar_src, ar_dst, ReduceOp::Sum, AllreduceMode::Ring));
+      reqs.push_back(w.start_allgather(ag_stage, ag_data));
+      reqs.push_back(w.start_reduce_scatter(rs, ReduceOp::Max));
+      reqs.push_back(w.start_reduce_scatter(rs_in, rs_out, ReduceOp::Sum));
+      reqs.push_back(w.start_broadcast(bc, 2));
+      reqs.push_back(w.start_all_to_all(a2a_stage, a2a_data));
+      reqs.push_back(w.start_all_to_all_v(v_send, sc, v_recv, rc));
+      reqs.push_back(w.start_barrier());
+      MP_CHECK(reqs[0].what() == "allreduce on world", reqs[0].what());
+      for (auto it = reqs.rbegin(); it != reqs.rend(); ++it) it->wait();  // the last first: the rest are done then
+      for (auto& r : reqs) MP_CHECK(r.test(), r.what() << ": test() after wait() is false");
+    } else {
+      w.allreduce(ar);
+      w.allreduce(ar_src, ar_dst, ReduceOp::Sum, AllreduceMode::Ring);
+      w.allgather(ag_stage, ag_data);
+      w.reduce_scatter(rs, ReduceOp::Max);
+      w.reduce_scatter(rs_in, rs_out, ReduceOp::Sum);
+      w.broadcast(bc, 2);
+      w.all_to_all(a2a_stage, a2a_data);
+      w.all_to_all_v(v_send, sc, v_recv, rc);
+      w.barrier();
+    }
+    const std::vector<int> all{0, 1, 2};
+    auto want = reference(DType::F32, ReduceOp::Sum, inputs(DType::F32, 1001, all, 1), 1001);
+    MP_CHECK(same_bytes(ar.data(), want.data(), want.size()), "allreduce: " << first_diff(ar.data(), want.data(), 1001, DType::F32));
+    want = reference(DType::I32, ReduceOp::Sum, inputs(DType::I32, 3000, all, 2), 3000);
+    MP_CHECK(same_bytes(ar_dst.data(), want.data(), want.size()), "allreduce src -> dst");
+    for (int r = 0; r < n; ++r) {
+      std::vector<char> row(static_cast<size_t>(s) * 8);
+      fill(DType::F64, row.data(), s, r, 3);
+      MP_CHECK(same_bytes(static_cast<char*>(ag_data.data()) + static_cast<size_t>(r) * row.size(), row.data(), row.size()),
+               "allgather row " << r);
+    }
+    std::vector<std::vector<char>> in;
+    for (int r = 0; r < n; ++r) in.emplace_back(static_cast<size_t>(s) * 2), fill(DType::F16, in.back().data(), s, r, 40 + me);
+    want = reference(DType::F16, ReduceOp::Max, in, s);
+    MP_CHECK(same_bytes(static_cast<char*>(rs.data()) + static_cast<size_t>(me * s) * 2, want.data(), want.size()),
+             "reduce_scatter in place");
+    in.clear();
+    for (int r = 0; r < n; ++r) in.emplace_back(static_cast<size_t>(s) * 4), fill(DType::I32, in.back().data(), s, r, 50 + me);
+    want = reference(DType::I32, ReduceOp::Sum, in, s);
+    MP_CHECK(same_bytes(rs_out.data(), want.data(), want.size()), "reduce_scatter to out");
+    std::vector<char> row(static_cast<size_t>(s) * 8);
+    fill(DType::F64, row.data(), s, 2, 6);
+    MP_CHECK(same_bytes(bc.data(), row.data(), row.size()), "broadcast from 2");
+    for (int q = 0; q < n; ++q) {
+      std::vector<char> r2(static_cast<size_t>(s) * 2);
+      fill(DType::I16, r2.data(), s, q * 8 + me, 7);
+      MP_CHECK(same_bytes(static_cast<char*>(a2a_data.data()) + static_cast<size_t>(q) * r2.size(), r2.data(), r2.size()),
+               "all_to_all row " << q);
+    }
+    int64_t at = 0;
+    for (int q = 0; q < n; ++q) {  // member q's block for me: its elements from its packed offset sum_{p<me}(q+p+1)
+      std::vector<float> src(15);
+      fill(DType::F32, src.data(), 15, q, 8);
+      int64_t off = 0;
+      for (int p = 0; p < me; ++p) off += q + p + 1;
+      for (int64_t i = 0; i < q + me + 1; ++i, ++at) {
+        MP_CHECK(v_recv.data_as<float>()[at] == src[static_cast<size_t>(off + i)], "all_to_all_v from " << q << " element " << i);
+      }
+    }
+  });
+}
+
+// A started collective moves while its caller makes no rwin call at all: members 1 and 2 finish
+// their blocking allreduce while member 0's thread sits in poll(2) on a pipe, and only then does
+// member 0 wait. Before the others joined, test() is false and the context is the worker's: every
+// call on it from member 0's thread is refused, naming the collective, and changes nothing.
+TEST_P(Collectives, NonblockingProgressesWhileTheCallerIsAway) {
+  const Pipe joined, finished;
+  run(3, [&](Context& ctx) {
+    Team w = world(ctx);
+    const int me = w.rank();
+    Window x = ctx.alloc_window("nb_x", DType::F32, {1, 5000});
+    Window y = ctx.alloc_window("nb_y", DType::F32, {1, 8});
+    SignalArray sig = ctx.alloc_signals("nb_sig", 1);
+    fill(DType::F32, x.data(), 5000, me, 9);
+    w.barrier();
+    if (me == 0) {
+      CollectiveRequest req = w.start_allreduce(x);
+      MP_CHECK(!req.test(), "the allreduce finished before members 1 and 2 started it");
+      const std::initializer_list<std::string> lent{"rank 0", "lent to a nonblocking collective (allreduce on world"};
+      expect_error([&] { ctx.put(y.all(), 1, y.all()); }, ErrorCode::InvalidArgument, {"put", *lent.begin(), *(lent.begin() + 1)});
+      expect_error([&] { ctx.get(y.all(), 1, y.all()); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { ctx.notify(sig.at(0), 1, 1); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { (void)ctx.test(sig.at(0), 1); }, ErrorCode::InvalidArgument, {"test", *(lent.begin() + 1)});
+      expect_error([&] { ctx.quiet(); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { ctx.barrier(); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { w.allreduce(y); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { (void)ctx.alloc_window("late", DType::F32, {1, 8}); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { (void)ctx.stats(); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { ctx.free(y); }, ErrorCode::InvalidArgument, lent);
+      joined.put_byte();
+      joined.put_byte();
+      MP_CHECK(finished.await_byte(), "member 1 did not finish its allreduce within 60 s");
+      req.wait();
+      MP_CHECK(req.test(), "test() after wait()");
+    } else {
+      MP_CHECK(joined.await_byte(), "member 0 did not start within 60 s");
+      w.allreduce(x);
+      if (me == 1) finished.put_byte();
+    }
+    const auto want = reference(DType::F32, ReduceOp::Sum, inputs(DType::F32, 5000, {0, 1, 2}, 9), 5000);
+    MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "allreduce: " << first_diff(x.data(), want.data(), 5000, DType::F32));
+    ctx.barrier();  // the context is the caller's again
+    ctx.free(y);
+  });
+}
+
+// Errors of a started collective come back from wait() and test() (every time); a request dropped
+// before it finished waits for it (the context is usable right after); a started collective still
+// running when its Context goes is finished first (the other members' results need it).
+TEST_P(Collectives, NonblockingErrorsAndUnwaitedRequests) {
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(3000);
+  static CollectiveRequest kept;  // outlives member 0's Context (the process ends with _exit)
+  run(3, [](Context& ctx) {
+    const int r = ctx.rank();
+    {
+      Team t = make_team(ctx, {0, 1, 2});
+      Window x = ctx.window(t.alloc_window_buffer("nb_mm", 4096), DType::F32, {1, 64});
+      Window x65 = ctx.window(x.buffer(), DType::F32, {1, 65});
+      expect_error([&] { (void)t.start_allreduce(Window{}); }, ErrorCode::InvalidArgument, {"allreduce", "empty Window"});
+      if (r == 1) {
+        expect_error([&] { t.allreduce(x65); }, ErrorCode::CollectiveMismatch, {"allreduce"});
+      } else {
+        CollectiveRequest req = t.start_allreduce(x);
+        expect_error([&] { req.wait(); }, ErrorCode::CollectiveMismatch, {"allreduce"});
+        expect_error([&] { (void)req.test(); }, ErrorCode::CollectiveMismatch, {"allreduce"});
+        expect_error([&] { req.wait(); }, ErrorCode::CollectiveMismatch, {"allreduce"});
+      }
+    }
+    Team w = world(ctx);
+    Window z = ctx.alloc_window("nb_z", DType::I64, {1, 100});
+    for (int64_t i = 0; i < 100; ++i) z.data_as<int64_t>()[i] = (r + 1) * 1000 + i;
+    if (r == 0) {
+      { CollectiveRequest dropped = w.start_allreduce(z); }  // its destructor waits
+      for (int64_t i = 0; i < 100; ++i) MP_CHECK(z.data_as<int64_t>()[i] == 6000 + 3 * i, "dropped allreduce element " << i);
+    } else {
+      w.allreduce(z);
+    }
+    ctx.barrier();  // member 0: refused if the dropped request had left the context lent
+    for (int64_t i = 0; i < 100; ++i) z.data_as<int64_t>()[i] = r + 1;
+    if (r == 0) {
+      kept = w.start_allreduce(z);  // never waited: ~Context finishes it
+    } else {
+      w.allreduce(z);
+      for (int64_t i = 0; i < 100; ++i) MP_CHECK(z.data_as<int64_t>()[i] == 6, "allreduce with an unwaited member: element " << i);
+    }
   }, o);
 }
 

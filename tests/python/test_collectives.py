@@ -219,3 +219,34 @@ def test_mismatch_is_an_error_on_every_rank(ctx):
             c.allreduce(x, mode="mesh")
         assert "allreduce" in e.value.message, e.value.message
     ctx.barrier()
+
+
+def test_started_collectives(ctx, win):
+    """start_* forms: several queued at once on the world and on a team, results equal to the blocking
+    forms'; the context refuses other calls until they finished; errors come back from wait()."""
+    n = 1003
+    x, y = win([1, n], rwin.float32), win([1, n], rwin.float32)
+    stage, data = win([1, 9], rwin.int32), win([ctx.nranks, 9], rwin.int32)
+    x.numpy()[0, :] = small_values(rwin.float32, ctx.rank, n)
+    stage.numpy()[0, :] = values(rwin.int32, ctx.rank, 9)
+    reqs = [ctx.start_allreduce(x, mode="ring"), ctx.start_allgather(stage, data), ctx.start_barrier(),
+            ctx.start_allreduce(x, out=y, op=rwin.ReduceOp.Max)]
+    assert reqs[0].what == "allreduce on world"
+    if not reqs[-1].test():  # still running: the context is the worker's
+        with pytest.raises(rwin.InvalidArgumentError, match="lent to a nonblocking collective"):
+            ctx.barrier()
+    for r in reversed(reqs):
+        r.wait()
+    assert all(r.test() for r in reqs)
+    total = reference(rwin.float32, rwin.ReduceOp.Sum, n, ctx.nranks)
+    assert np.array_equal(x.numpy()[0].astype(np.float64), total)
+    assert np.array_equal(y.numpy()[0].astype(np.float64), total)  # max of identical sums
+    for r in range(ctx.nranks):
+        assert np.array_equal(data.numpy()[r], values(rwin.int32, r, 9)), r
+    team = ctx.team(list(range(ctx.nranks)))
+    req = team.start_broadcast(x, root=ctx.nranks - 1)
+    req.wait()
+    assert np.array_equal(x.numpy()[0].astype(np.float64), total)
+    with pytest.raises(rwin.InvalidArgumentError, match="whole window"):
+        ctx.start_allreduce(x[0:1, 0:4])
+    ctx.barrier()

@@ -28,7 +28,35 @@ namespace rwin {
 
 namespace detail {
 struct TeamState;
+struct CollHandle;
 }
+
+// A collective started with one of Team's start_* forms (nonblocking): it runs on the context's
+// collective worker thread, in start order, while the caller computes. Until it has finished (test()
+// returned true or wait() returned), the context belongs to that worker: any other call on the
+// context, its windows or its teams from the caller's thread throws Error(InvalidArgument) naming the
+// collective in flight, and the collective's windows must not be read or written by the caller
+// (MPI's rule for its I-collectives). Local work, and start_* of more collectives (queued in order),
+// are fine. The collective keeps its deadline (Options::op_timeout) and its errors: they are thrown
+// by test() or wait() (every time either is called after it failed). A request destroyed before it
+// finished waits for it (bounded by that deadline), then drops its error; so does ~Context for every
+// collective still started. Handles are cheap to copy (shared state).
+class CollectiveRequest {
+ public:
+  CollectiveRequest() = default;
+  bool valid() const noexcept { return static_cast<bool>(h_); }
+  // True once the collective has finished (then throws its error, if it failed); never blocks.
+  bool test();
+  // Blocks until it finished (throws its error, if it failed). Bounded: the collective's own deadline.
+  void wait();
+  // "allreduce on world", for messages.
+  std::string what() const;
+
+  explicit CollectiveRequest(std::shared_ptr<detail::CollHandle> h) : h_(std::move(h)) {}
+
+ private:
+  std::shared_ptr<detail::CollHandle> h_;
+};
 
 // Reductions, on every numeric dtype. Integers wrap (Sum, Prod); f16 and bf16 accumulate in f32
 // and round once (to nearest even) per output element; floating Max/Min follow fmax/fmin (a NaN
@@ -102,6 +130,25 @@ class Team {
                     const Window& recv, const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets);
   void all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts, const Window& recv,
                     const std::vector<int64_t>& recv_counts);
+
+  // Nonblocking forms (CollectiveRequest above): each starts the collective of the same name with
+  // the same arguments and returns at once; the same rules, mismatches and results as the blocking
+  // call, errors at test()/wait(). Every member starts (or calls) the team's collectives in the same
+  // order; one member may call the blocking form where another starts the nonblocking one.
+  CollectiveRequest start_barrier();
+  CollectiveRequest start_broadcast(const Window& x, int root);
+  CollectiveRequest start_allgather(const Window& stage, const Window& data);
+  CollectiveRequest start_reduce_scatter(const Window& data, ReduceOp op = ReduceOp::Sum);
+  CollectiveRequest start_reduce_scatter(const Window& data, const Window& out, ReduceOp op = ReduceOp::Sum);
+  CollectiveRequest start_allreduce(const Window& x, ReduceOp op = ReduceOp::Sum, AllreduceMode mode = AllreduceMode::Auto);
+  CollectiveRequest start_allreduce(const Window& src, const Window& dst, ReduceOp op = ReduceOp::Sum,
+                                    AllreduceMode mode = AllreduceMode::Auto);
+  CollectiveRequest start_all_to_all(const Window& stage, const Window& data);
+  CollectiveRequest start_all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts,
+                                       const std::vector<int64_t>& send_offsets, const Window& recv,
+                                       const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets);
+  CollectiveRequest start_all_to_all_v(const Window& send, const std::vector<int64_t>& send_counts, const Window& recv,
+                                       const std::vector<int64_t>& recv_counts);
 
   // Implementation handle (used by the Python binding and tests).
   explicit Team(std::shared_ptr<detail::TeamState> s) : s_(std::move(s)) {}

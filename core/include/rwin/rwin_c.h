@@ -337,6 +337,34 @@ rwin_status_t rwin_all_to_all_v(rwin_context_t* ctx, const rwin_window_t* send, 
 /* The collectives' dissemination barrier (notify/wait); rwin_barrier is the context's. */
 rwin_status_t rwin_barrier_collective(rwin_context_t* ctx);
 
+/* Nonblocking forms (Team::start_*, rwin::CollectiveRequest): each starts the collective of the same
+ * name and returns at once with *out, a request; the collective runs on the context's worker thread
+ * while the caller computes. Until rwin_request_test set *done = 1 or rwin_request_wait returned,
+ * every other call on the context fails with RWIN_ERR_INVALID_ARGUMENT ("lent to a nonblocking
+ * collective") and the collective's windows must not be touched. A collective's error is returned
+ * by rwin_request_test / rwin_request_wait (every time). rwin_request_release of an unfinished request
+ * waits for it first (bounded by its deadline); NULL is a no-op. */
+typedef struct rwin_request rwin_request_t;
+rwin_status_t rwin_start_allreduce(rwin_context_t* ctx, const rwin_window_t* x, rwin_reduce_op_t op, rwin_request_t** out);
+rwin_status_t rwin_start_allreduce_to(rwin_context_t* ctx, const rwin_window_t* src, const rwin_window_t* dst,
+                                      rwin_reduce_op_t op, rwin_request_t** out);
+rwin_status_t rwin_start_broadcast(rwin_context_t* ctx, const rwin_window_t* x, int root, rwin_request_t** out);
+rwin_status_t rwin_start_allgather(rwin_context_t* ctx, const rwin_window_t* stage, const rwin_window_t* data,
+                                   rwin_request_t** out);
+rwin_status_t rwin_start_reduce_scatter(rwin_context_t* ctx, const rwin_window_t* data, rwin_reduce_op_t op,
+                                        rwin_request_t** out);
+rwin_status_t rwin_start_reduce_scatter_to(rwin_context_t* ctx, const rwin_window_t* data, const rwin_window_t* o,
+                                           rwin_reduce_op_t op, rwin_request_t** out);
+rwin_status_t rwin_start_all_to_all(rwin_context_t* ctx, const rwin_window_t* stage, const rwin_window_t* data,
+                                    rwin_request_t** out);
+rwin_status_t rwin_start_all_to_all_v(rwin_context_t* ctx, const rwin_window_t* send, const int64_t* send_counts,
+                                      const int64_t* send_offsets, const rwin_window_t* recv, const int64_t* recv_counts,
+                                      const int64_t* recv_offsets, rwin_request_t** out);
+rwin_status_t rwin_start_barrier_collective(rwin_context_t* ctx, rwin_request_t** out);
+rwin_status_t rwin_request_test(rwin_request_t* req, int* done); /* *done 1: finished (RWIN_OK or its error) */
+rwin_status_t rwin_request_wait(rwin_request_t* req);
+void rwin_request_release(rwin_request_t* req);
+
 /* ------------------------------------------------------------------------------------------------
  * Agents (rwin/agent.h, docs/AGENT.md): peers that meet at run time, no job. Unlike a context, an agent
  * may be used from any thread (its calls are serialised). Region handles stay valid as handles after

@@ -351,6 +351,7 @@ std::string peer_name(const TeamState& t, int p) {
 
 MsgHeader begin_call(TeamState& t, CollKind kind, const char* what) {
   ContextImpl& c = t.live(what);
+  c.check_owner(what);
   if (!t.broken.empty()) {
     throw Error(ErrorCode::CollectiveMismatch, c.who() + ": " + what + " on " + t.describe() +
                                                    ": the team is unusable after an earlier failed call: " + t.broken);

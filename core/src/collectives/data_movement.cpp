@@ -12,7 +12,7 @@ namespace rwin {
 using namespace detail;
 
 void Team::barrier() {
-  TeamState& t = team_of(s_, "barrier");
+  TeamState& t = team_call(s_, "barrier");
   MsgHeader h = begin_call(t, CollKind::Barrier, "barrier");  // (not sent: compared with what others send)
   try {
     team_barrier(t, "barrier", &h);
@@ -28,7 +28,7 @@ void Team::barrier() {
 // -> ... in team-rank order. In a tree or chain each member forwards chunk j from its own x as soon
 // as it landed, so every link carries the data once.
 void Team::broadcast(const Window& xw, int root) {
-  TeamState& t = team_of(s_, "broadcast");
+  TeamState& t = team_call(s_, "broadcast");
   Call call{t, "broadcast"};
   WindowState& x = call.window(xw, "x");
   if (root < 0 || root >= t.nr) {
@@ -125,7 +125,7 @@ void Team::broadcast(const Window& xw, int root) {
 // most RWIN_COLL_BRUCK_MAX bytes on 3+ members not all mapped here (TeamState::mapped) go by Bruck
 // (ceil(log2 NR) rounds of one message).
 void Team::allgather(const Window& stage_w, const Window& data_w) {
-  TeamState& t = team_of(s_, "allgather");
+  TeamState& t = team_call(s_, "allgather");
   Call call{t, "allgather"};
   WindowState& st = call.window(stage_w, "stage");
   WindowState& d = call.window(data_w, "data");
@@ -181,7 +181,7 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
 // Pairwise: member r puts stage row p to member p, and copies what member q sent into data row q.
 // A stage of at most RWIN_COLL_BRUCK_MAX bytes on 3+ members not all mapped here goes by Bruck.
 void Team::all_to_all(const Window& stage_w, const Window& data_w) {
-  TeamState& t = team_of(s_, "all_to_all");
+  TeamState& t = team_call(s_, "all_to_all");
   Call call{t, "all_to_all"};
   WindowState& st = call.window(stage_w, "stage");
   WindowState& d = call.window(data_w, "data");
@@ -286,7 +286,7 @@ std::vector<int64_t> packed(const std::vector<int64_t>& counts) {
 void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_counts,
                         const std::vector<int64_t>& send_offsets, const Window& recv_w,
                         const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) {
-  TeamState& t = team_of(s_, "all_to_all_v");
+  TeamState& t = team_call(s_, "all_to_all_v");
   Call call{t, "all_to_all_v"};
   WindowState& s = call.window(send_w, "send");
   WindowState& d = call.window(recv_w, "recv");

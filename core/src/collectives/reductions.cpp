@@ -111,11 +111,11 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
 }  // namespace
 
 void Team::reduce_scatter(const Window& data, ReduceOp op) {
-  reduce_scatter_impl(team_of(s_, "reduce_scatter"), data, nullptr, op);
+  reduce_scatter_impl(team_call(s_, "reduce_scatter"), data, nullptr, op);
 }
 
 void Team::reduce_scatter(const Window& data, const Window& out, ReduceOp op) {
-  reduce_scatter_impl(team_of(s_, "reduce_scatter"), data, &out, op);
+  reduce_scatter_impl(team_call(s_, "reduce_scatter"), data, &out, op);
 }
 
 void Team::allreduce(const Window& x, ReduceOp op, AllreduceMode mode) { allreduce(x, x, op, mode); }
@@ -125,7 +125,7 @@ void Team::allreduce(const Window& x, ReduceOp op, AllreduceMode mode) { allredu
 // message. Ring: pairwise reduce-scatter of NR blocks, then every member sends its
 // reduced block to every other (2 (NR - 1) / NR of the data per member, like a ring, in two steps).
 void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, AllreduceMode mode) {
-  TeamState& t = team_of(s_, "allreduce");
+  TeamState& t = team_call(s_, "allreduce");
   Call call{t, "allreduce"};
   check_op(call, op);
   WindowState& src = call.window(src_w, "src");

@@ -36,6 +36,12 @@ TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what) {
   return *s;
 }
 
+TeamState& team_call(const std::shared_ptr<TeamState>& s, const char* what) {
+  TeamState& t = team_of(s, what);
+  t.c->check_owner(what);
+  return t;
+}
+
 namespace {
 
 // Sets `key` and waits for every key of `wanted`, keeping the transport progressing (over tcp a peer
@@ -160,7 +166,7 @@ int Team::global_rank(int team_rank) const {
 }
 
 WindowBuffer Team::alloc_window_buffer(const std::string& name, size_t bytes) {
-  TeamState& t = team_of(s_, "Team::alloc_window_buffer");
+  TeamState& t = team_call(s_, "Team::alloc_window_buffer");
   if (bytes == 0 || bytes > (size_t{1} << 62)) {
     throw Error(ErrorCode::InvalidArgument, t.c->who() + ": Team::alloc_window_buffer '" + name + "': size " +
                                                 std::to_string(bytes) + " bytes must be in [1, 2^62]");
@@ -172,7 +178,7 @@ WindowBuffer Team::alloc_window_buffer(const std::string& name, size_t bytes) {
 }
 
 Window Team::alloc_window(const std::string& name, DType dtype, Shape2 shape) {
-  TeamState& t = team_of(s_, "Team::alloc_window");
+  TeamState& t = team_call(s_, "Team::alloc_window");
   const uint64_t esz = dtype_size(dtype);
   int64_t elems = 0;
   uint64_t bytes = 0;
@@ -199,6 +205,7 @@ Window Team::alloc_window(const std::string& name, DType dtype, Shape2 shape) {
 Team world(Context& ctx) {
   ContextImpl& c = ContextAccess::impl(ctx);
   if (!c.world_team) {
+    c.check_owner("world");
     std::vector<int> all(static_cast<size_t>(c.nranks));
     for (int r = 0; r < c.nranks; ++r) all[static_cast<size_t>(r)] = r;
     c.world_team = new_team(ctx, 0, all);
@@ -208,6 +215,7 @@ Team world(Context& ctx) {
 
 Team make_team(Context& ctx, const std::vector<int>& ranks) {
   ContextImpl& c = ContextAccess::impl(ctx);
+  c.check_owner("make_team");
   const std::string what = c.who() + ": make_team " + list_str(ranks);
   if (ranks.empty()) throw Error(ErrorCode::InvalidArgument, what + ": the list is empty");
   std::vector<bool> seen(static_cast<size_t>(c.nranks), false);

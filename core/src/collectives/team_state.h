@@ -175,6 +175,9 @@ std::shared_ptr<BufferState> create_team_buffer(TeamState& t, const char* what, 
                                                 BufferState::Kind kind, DType dtype, Shape2 shape,
                                                 const std::string& describe);
 TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what);
+// team_of for a call that uses the context (a collective, a team window): refused from any thread
+// but the collective worker's while the context is lent to it (ContextImpl::check_owner).
+TeamState& team_call(const std::shared_ptr<TeamState>& s, const char* what);
 
 // channel.cpp: workspace, the message engine, barrier.
 // Collective; may grow. `h`: the call's header, for the growth handshake (none for a barrier).
