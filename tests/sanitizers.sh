@@ -2,7 +2,7 @@
 # Sanitizer jobs (issue 9, item 8) and the bounded fuzz run (item 7), each in its own build dir:
 #   asan  build-asan (gcc, -DRWIN_SANITIZE=address,undefined): the host ctest under ASan+UBSan+LSan
 #   tsan  build-tsan (gcc, -DRWIN_SANITIZE=thread): the threaded parts (store server thread, rwinrun,
-#         the agent and its progress thread)
+#         the agent and its progress thread, the nonblocking collectives' worker)
 #   fuzz  build-fuzz (clang, -DRWIN_FUZZ=ON): tests/fuzz/run.sh, RWIN_FUZZ_SECONDS per target
 # RWIN_TEST_TIER=ci (tests/run-all.sh's default) runs ASan+UBSan over a representative subset of the
 # host suite and fuzzes 2 s per target, as many targets at a time as there are cores; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
@@ -72,7 +72,7 @@ run_asan() {
 
 build_tsan() {
   configure build-tsan OFF -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF -DRWIN_TEST_CXX_FLAGS=-O0 "$gcc_san_flags" "${unity[@]}" &&
-    build build-tsan rwin_unit_tests rwinrun ring_shift rwin_agent_tests
+    build build-tsan rwin_unit_tests rwinrun ring_shift overlap rwin_agent_tests
 }
 run_tsan() {
   # UCX's mmap hooks crash TSan's runtime; rwin does not need them (it maps its own windows).
@@ -108,6 +108,17 @@ run_tsan() {
     done
   done
   echo "tsan: ring_shift put/get over tcp and shared memory: OK"
+  # Nonblocking collectives (examples/overlap.cpp): the caller lends its context to the collective
+  # worker thread and takes it back at wait(). (Over rwin's own tcp, collectives read messages the
+  # receiver thread wrote through a count protocol TSan cannot follow: UCX lanes only.)
+  for tls in tcp posix,sysv,self; do
+    out=$(UCX_MEM_MMAP_HOOK_MODE=none UCX_TLS=$tls TSAN_OPTIONS=halt_on_error=1 \
+      build-tsan/bin/rwinrun -n 3 --timeout 300 -- build-tsan/bin/overlap --size 100003 --iters 3 --compute-us 1000 2>&1)
+    if [[ $(grep -c 'OK$' <<<"$out") -ne 3 ]] || grep -q "ThreadSanitizer" <<<"$out"; then
+      echo "tsan: overlap UCX_TLS=$tls failed:"; echo "$out"; return 1
+    fi
+  done
+  echo "tsan: overlap (nonblocking collectives) over tcp and shared memory: OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
   # atomics and put(Add)s (its RegionAdder takes the stripe locks) while the main thread posts and waits.
   for mode in put get add; do
