@@ -28,6 +28,9 @@
 // call), then every rank checks its output exactly. Reported: p50 of rank 0's per-call times, avg
 // = mean over ranks of each rank's average, algbw = size / avg and busbw = algbw x (2(n-1)/n
 // allreduce; (n-1)/n allgather, reduce_scatter, all_to_all; 1 broadcast), GB/s as nccl-tests.
+// Overlap: --compute-us N adds N us of compute (--compute sleep: the thread blocks, as a host
+// thread on a device kernel; spin: busy) to each timed call, after it, or with --nonblocking between
+// start_* and wait() (bench/coll_overlap.sh sets the three variants side by side with MPI's).
 //
 // Noise: this machine's latency swings 2-5x between runs, so every test runs in short batches and,
 // with --vs-raw, alternates a batch of rwin with a batch of the same operation written on raw UCP
@@ -47,11 +50,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -110,6 +115,12 @@ struct Args {
   std::string mode_name = "auto";
   int64_t min_iters = 20;
   std::string label;
+  // Overlap (--compute-us): each timed call is followed by this much compute, `compute_spin` busy (a
+  // CPU kernel) or asleep (a device kernel the host thread blocks on); --nonblocking starts the
+  // collective before it and waits after it (Team::start_*).
+  int64_t compute_us = 0;
+  bool compute_spin = false;
+  bool nonblocking = false;
 };
 
 bool is_coll(const std::string& t) {
@@ -259,10 +270,21 @@ Args parse(int argc, char** argv) {
       ->check(rwin::cli::ParsedBy(rwin::parse_allreduce_mode))->type_name("M")->group(kColl);
   app.add_option("--min-iters", a.min_iters, "iterations per size at least N (default 20), else max-bytes / size")
       ->transform(Count(1, INT64_MAX))->type_name("N")->group(kColl);
+  app.add_option("--compute-us", a.compute_us,
+                 "overlap: each timed collective call comes with N us of compute (default 0: none)")
+      ->transform(Count(0, 60000000))->type_name("N")->group(kColl);
+  std::string compute_kind = "sleep";
+  app.add_option("--compute", compute_kind,
+                 "what the compute is: sleep (the thread blocks, as on a device kernel) | spin (busy on the CPU)")
+      ->check(CLI::IsMember({"sleep", "spin"}))->type_name("K")->group(kColl);
+  app.add_flag("--nonblocking", a.nonblocking,
+               "start each collective (Team::start_*), compute, then wait; without it: the call, then the compute")
+      ->group(kColl);
   app.add_option("--label", a.label, "transport label written into the collective csv/json (default: the transport name)")
       ->type_name("L")->group(kColl);
   rwin::cli::parse_or_exit(app, argc, argv);
 
+  a.compute_spin = compute_kind == "spin";
   if (!tests.empty()) a.tests = split(tests, ',');
   if (!sizes.empty()) (void)parse_sizes(sizes, a.sizes);  // checked above
   if (misalign && skew->count() > 0) usage("--misalign is --skew 8: give one of them");
@@ -826,6 +848,18 @@ bool eq_el(rwin::DType t, const void* p, int64_t i, int64_t v) {
   return eq;
 }
 
+// --compute-us: `us` microseconds of work beside a collective, busy or asleep.
+void compute(int64_t us, bool spin) {
+  if (us <= 0) return;
+  if (!spin) {
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    return;
+  }
+  const auto until = Clock::now() + std::chrono::microseconds(us);
+  while (Clock::now() < until) {
+  }
+}
+
 class CollRunner {
  public:
   CollRunner(rwin::Context& ctx, const Args& a, uint64_t max_size) : ctx_(ctx), a_(a), team_(rwin::world(ctx)) {
@@ -867,7 +901,7 @@ class CollRunner {
         default: put_el(t, A, i, coll_value(op, me, i)); break;
       }
     }
-    auto call = [&]() {
+    std::function<void()> call = [&]() {
       switch (r.kind) {
         case COLL_ALLREDUCE: team_.allreduce(in, out, a_.op, a_.mode); break;
         case COLL_ALLGATHER: team_.allgather(in, out); break;
@@ -877,6 +911,29 @@ class CollRunner {
         default: team_.barrier(); break;
       }
     };
+    auto start = [&]() {
+      switch (r.kind) {
+        case COLL_ALLREDUCE: return team_.start_allreduce(in, out, a_.op, a_.mode);
+        case COLL_ALLGATHER: return team_.start_allgather(in, out);
+        case COLL_REDUCE_SCATTER: return team_.start_reduce_scatter(in, out, a_.op);
+        case COLL_ALL_TO_ALL: return team_.start_all_to_all(in, out);
+        case COLL_BROADCAST: return team_.start_broadcast(out, 0);
+        default: return team_.start_barrier();
+      }
+    };
+    if (a_.compute_us > 0 || a_.nonblocking) {
+      const auto plain = call;
+      call = [&, plain]() {
+        if (a_.nonblocking) {
+          rwin::CollectiveRequest req = start();
+          compute(a_.compute_us, a_.compute_spin);
+          req.wait();
+        } else {
+          plain();
+          compute(a_.compute_us, a_.compute_spin);
+        }
+      };
+    }
     for (int64_t k = 0; k < warm; ++k) call();
     // Clear what the collective produces, so that the timed calls must write it again.
     if (r.kind == COLL_BROADCAST) {
@@ -990,6 +1047,9 @@ void print_coll_json(std::ostream& os, const rwin::Context& ctx, const std::vect
   doc["dtype"] = rwin::dtype_name(a.dtype);
   doc["op"] = rwin::reduce_op_name(a.op);
   doc["allreduce_mode"] = a.mode_name;
+  doc["compute_us"] = a.compute_us;
+  doc["compute"] = a.compute_spin ? "spin" : "sleep";
+  doc["nonblocking"] = a.nonblocking;
   doc["bandwidth_definition"] =
       "nccl-tests: algbw = size / avg, busbw = algbw x factor (allreduce 2(n-1)/n, allgather/reduce_scatter/all_to_all "
       "(n-1)/n, broadcast 1), GB/s = 1e9 B/s";
@@ -1246,6 +1306,11 @@ int main(int argc, char** argv) {
         if (table || csv) {
           if (table) std::printf("rwin-perf: %d ranks, %s, dtype %s, op %s, allreduce mode %s\n", ctx.size(), tn.c_str(),
                                  rwin::dtype_name(a.dtype), rwin::reduce_op_name(a.op), a.mode_name.c_str());
+          if (table && a.compute_us > 0) {
+            std::printf("rwin-perf: each call with %lld us of %s compute, %s\n", static_cast<long long>(a.compute_us),
+                        a.compute_spin ? "spin" : "sleep",
+                        a.nonblocking ? "between start_* and wait()" : "after the blocking call");
+          }
           print_coll(table ? stdout : nullptr, csv, coll_records, a, tn, ctx.size());
         }
         if (csv && csv != stdout) std::fclose(csv);

@@ -11,7 +11,9 @@
  * Options: -t LIST, -s SIZES, -n ITERS (200), -w WARMUP (20), --min-iters N (5),
  *          --max-bytes B (caps iterations at max(min-iters, B / size); default 1G),
  *          --dtype f32|f64|i32|i64 (f32), --op sum|max|min|prod (sum), -o CSV, --transport LABEL
- *          (a label for the CSV only), --deadline S (alarm per size, default 300).
+ *          (a label for the CSV only), --deadline S (alarm per size, default 300),
+ *          --compute-us N (overlap: N us of compute with each timed call, after it, or with
+ *          --nonblocking between MPI_I<collective> and MPI_Wait; --compute sleep|spin as rwin-perf's).
  * Output: a table on rank 0's stdout, the CSV (COLL_CSV_HEADER) in -o FILE.
  */
 #include <mpi.h>
@@ -20,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../coll_common.h"
@@ -59,6 +62,19 @@ static int eq_el(const struct dt* t, const void* p, int64_t i, int64_t v) {
   }
 }
 
+/* --compute-us: `us` microseconds of work beside a collective, busy or asleep (rwin-perf's compute()). */
+static void compute(int64_t us, int spin) {
+  if (us <= 0) return;
+  if (!spin) {
+    const struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+    return;
+  }
+  const double until = coll_now_us() + (double)us;
+  while (coll_now_us() < until) {
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int me, n;
@@ -74,10 +90,16 @@ int main(int argc, char** argv) {
   const char* csv_path = NULL;
   const char* transport = "";
   int deadline = 300;
+  int64_t compute_us = 0;
+  int compute_spin = 0, nonblocking = 0;
   for (int k = 0; k < COLL_N; ++k) kinds[nk++] = k;
   nsizes = coll_parse_sizes("8,4K,64K,1M", sizes, COLL_MAX_SIZES);
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    if (!strcmp(a, "--nonblocking")) {
+      nonblocking = 1;
+      continue;
+    }
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = v == NULL;
     if (!strcmp(a, "-t") && v) {
@@ -106,6 +128,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "-o") && v) csv_path = v;
     else if (!strcmp(a, "--transport") && v) transport = v;
     else if (!strcmp(a, "--deadline") && v) deadline = atoi(v);
+    else if (!strcmp(a, "--compute-us") && v) compute_us = atoll(v), bad = compute_us < 0;
+    else if (!strcmp(a, "--compute") && v) compute_spin = !strcmp(v, "spin"), bad = !compute_spin && strcmp(v, "sleep");
     else bad = 1;
     if (bad) {
       if (me == 0) fprintf(stderr, "mpi_collectives: bad argument %s (see the head of mpi_collectives.c)\n", a);
@@ -169,13 +193,28 @@ int main(int argc, char** argv) {
         const double t0 = coll_now_us();
         double last = t0;
         for (int64_t k = 0; k < count; ++k) {
-          switch (kind) {
-            case COLL_ALLREDUCE: MPI_Allreduce(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD); break;
-            case COLL_ALLGATHER: MPI_Allgather(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
-            case COLL_REDUCE_SCATTER: MPI_Reduce_scatter_block(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD); break;
-            case COLL_ALL_TO_ALL: MPI_Alltoall(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
-            case COLL_BROADCAST: MPI_Bcast(dst, (int)S, t->mpi, 0, MPI_COMM_WORLD); break;
-            default: MPI_Barrier(MPI_COMM_WORLD); break;
+          if (nonblocking) {
+            MPI_Request rq = MPI_REQUEST_NULL;
+            switch (kind) {
+              case COLL_ALLREDUCE: MPI_Iallreduce(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD, &rq); break;
+              case COLL_ALLGATHER: MPI_Iallgather(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD, &rq); break;
+              case COLL_REDUCE_SCATTER: MPI_Ireduce_scatter_block(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD, &rq); break;
+              case COLL_ALL_TO_ALL: MPI_Ialltoall(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD, &rq); break;
+              case COLL_BROADCAST: MPI_Ibcast(dst, (int)S, t->mpi, 0, MPI_COMM_WORLD, &rq); break;
+              default: MPI_Ibarrier(MPI_COMM_WORLD, &rq); break;
+            }
+            compute(compute_us, compute_spin);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+          } else {
+            switch (kind) {
+              case COLL_ALLREDUCE: MPI_Allreduce(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD); break;
+              case COLL_ALLGATHER: MPI_Allgather(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
+              case COLL_REDUCE_SCATTER: MPI_Reduce_scatter_block(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD); break;
+              case COLL_ALL_TO_ALL: MPI_Alltoall(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
+              case COLL_BROADCAST: MPI_Bcast(dst, (int)S, t->mpi, 0, MPI_COMM_WORLD); break;
+              default: MPI_Barrier(MPI_COMM_WORLD); break;
+            }
+            compute(compute_us, compute_spin);
           }
           if (rep == 1) {
             const double now = coll_now_us();
