@@ -988,6 +988,27 @@ TEST_P(Collectives, NonblockingErrorsAndUnwaitedRequests) {
   }, o);
 }
 
+// A member that dies while a collective it never joined is started elsewhere: the survivors' wait()
+// throws PeerFailed naming it (not a timeout), and the context is theirs again afterwards.
+TEST_P(Collectives, NonblockingPeerDeathEndsTheStartedCollective) {
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(20000);
+  run(3, [](Context& ctx) {
+    Team w = world(ctx);
+    Window x = ctx.alloc_window("nb_dead", DType::F64, {1, 4096});
+    Window y = ctx.alloc_window("nb_after", DType::I32, {1, 4});
+    w.barrier();
+    if (ctx.rank() == 2) ::_exit(0);  // dies without a word
+    CollectiveRequest req = w.start_allreduce(x);
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_error([&] { req.wait(); }, ErrorCode::PeerFailed, {"allreduce", "2"});
+    MP_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15000), "the failure took the whole deadline");
+    expect_error([&] { (void)req.test(); }, ErrorCode::PeerFailed, {"allreduce"});
+    ctx.put(y.all(), 1 - ctx.rank(), y.all());  // the context is the caller's again (the other survivor is fine)
+    ctx.fence(1 - ctx.rank());
+  }, o);
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Transports, Collectives, ::testing::ValuesIn(rwin_test::transports()),

@@ -49,7 +49,7 @@ struct Call {
       body(h);
     } catch (const Error& e) {
       fail_call(t, e.what());
-      throw;
+      rethrow_in_call(e, t, what);
     }
   }
 };

@@ -369,6 +369,16 @@ void fail_call(TeamState& t, const std::string& why) {
   if (t.broken.empty()) t.broken = why;
 }
 
+void rethrow_in_call(const Error& e, TeamState& t, const char* what) {
+  const std::string m = e.what();
+  if (m.find(what) != std::string::npos) throw e;  // the collective's own message already says which
+  // "rwin: peer failed: rank 0: put_nbi to peer 2: ..." -> the message after "rwin: <code's prose>: ".
+  size_t at = m.find(": ");
+  at = at == std::string::npos ? at : m.find(": ", at + 2);
+  const std::string bare = at == std::string::npos ? m : m.substr(at + 2);
+  throw Error(e.code(), bare + " (in " + what + " on " + t.describe() + ", call #" + std::to_string(t.call_seq) + ")");
+}
+
 // Acknowledges to member q what this member consumed from it and has not acknowledged yet.
 void send_acks(TeamState& t, size_t q) {
   if (t.unacked[q] == 0) return;
@@ -432,7 +442,10 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
       g.in.push_back(InFlow{p, 0});
     }
     g.final_acks = false;
-    run_exchange(t, g, "collective workspace growth");
+    // Named for the call that grows it: a failure here is that collective's ("allreduce (its
+    // workspace growth) on world: ...").
+    const std::string what = std::string(coll_kind_name(static_cast<CollKind>(h->kind))) + " (its workspace growth)";
+    run_exchange(t, g, what.c_str());
     // Every message any member sent into the old slots is now consumed (the new registration below
     // waits for every member, each past this handshake): acknowledge them all, so credits start
     // whole however the slot count changes (a lazy ack owed from 32 messages of a 64-deep window

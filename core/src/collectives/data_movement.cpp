@@ -18,7 +18,7 @@ void Team::barrier() {
     team_barrier(t, "barrier", &h);
   } catch (const Error& e) {
     fail_call(t, e.what());
-    throw;
+    rethrow_in_call(e, t, "barrier");
   }
 }
 

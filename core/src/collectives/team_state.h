@@ -298,5 +298,8 @@ uint64_t chunk_payload(const TeamState& t);                // payload bytes per 
 MsgHeader begin_call(TeamState& t, CollKind kind, const char* what);
 // A call that threw: the team is marked broken (every later call says so).
 void fail_call(TeamState& t, const std::string& why);
+// Rethrows `e`, raised inside collective `what` on t, naming the collective where its message does not
+// (a data-path error: "put_nbi to peer 2: peer 2 failed ... (in allreduce on world, call #3)").
+[[noreturn]] void rethrow_in_call(const Error& e, TeamState& t, const char* what);
 
 }  // namespace rwin::detail
