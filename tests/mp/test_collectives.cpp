@@ -786,6 +786,73 @@ TEST_P(Collectives, MakeTeamMismatch) {
   }, o);
 }
 
+// allgather and all_to_all by pull (RWIN_COLL_PULL_MIN, a team all in shared memory; elsewhere the
+// same calls take the message path): every block size around the threshold, then stage views that
+// are not each other's copies (member 1's stage lies 64 bytes further into the buffer), where the
+// pairs with member 1 fall back to messages and members 0 and 2 still pull from each other.
+TEST_P(Collectives, PullPathAndItsFallback) {
+  run(3, [](Context& ctx) {
+    ::setenv("RWIN_COLL_PULL_MIN", "64", 1);
+    ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
+    data_movement_round(ctx, {1, 7, 8, 777, 3000});  // f64 rows of 8, 56, 64 bytes...; i16 1554 bytes
+    Team w = world(ctx);
+    const int n = w.size(), me = w.rank();
+    WindowBuffer buf = w.alloc_window_buffer("pull_asym", 1 << 16);
+    const int64_t s = 1000;  // f32 blocks of 4000 bytes
+    const uint64_t shift = me == 1 ? 64 : 0;
+    for (int round = 0; round < 2; ++round) {  // twice: the second reuses slots the first left behind
+      Window stage = ctx.window(buf, DType::F32, {1, s}, shift);
+      Window data = ctx.window(buf, DType::F32, {n, s}, 8192);
+      fill(DType::F32, stage.data(), s, me, 60 + round);
+      w.allgather(stage, data);
+      for (int r = 0; r < n; ++r) {
+        std::vector<char> want(static_cast<size_t>(s) * 4);
+        fill(DType::F32, want.data(), s, r, 60 + round);
+        MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(r) * want.size(), want.data(), want.size()),
+                 "asymmetric allgather round " << round << " row " << r);
+      }
+      Window a2a_stage = ctx.window(buf, DType::F32, {n, s}, 24576 + shift);
+      Window a2a_data = ctx.window(buf, DType::F32, {n, s}, 40960);
+      for (int p = 0; p < n; ++p) {
+        fill(DType::F32, static_cast<char*>(a2a_stage.data()) + static_cast<size_t>(p * s) * 4, s, me * 8 + p, 70 + round);
+      }
+      w.all_to_all(a2a_stage, a2a_data);
+      for (int q = 0; q < n; ++q) {
+        std::vector<char> want(static_cast<size_t>(s) * 4);
+        fill(DType::F32, want.data(), s, q * 8 + me, 70 + round);
+        MP_CHECK(same_bytes(static_cast<char*>(a2a_data.data()) + static_cast<size_t>(q) * want.size(), want.data(), want.size()),
+                 "asymmetric all_to_all round " << round << " row " << q);
+      }
+    }
+    w.barrier();
+  });
+}
+
+// Members that disagree on RWIN_COLL_PULL_MIN in shared memory choose different paths: the call ends
+// in CollectiveMismatch on every member (the header's mode), never in a hang or a wrong result.
+// (Where the members are not all mapped, nobody pulls and the knob changes nothing: the call works.)
+TEST_P(Collectives, PullPathMismatch) {
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(3000);
+  run(3, [](Context& ctx) {
+    ::setenv("RWIN_COLL_PULL_MIN", ctx.rank() == 2 ? "0" : "64", 1);
+    Team w = world(ctx);
+    Window stage = ctx.alloc_window("pm_stage", DType::F32, {1, 256});
+    Window data = ctx.alloc_window("pm_data", DType::F32, {3, 256});
+    fill(DType::F32, stage.data(), 256, ctx.rank(), 80);
+    bool mapped = true;
+    for (int p = 0; p < ctx.size(); ++p) mapped = mapped && ctx.rma_mode(p) == "direct";
+    if (mapped) {
+      expect_error([&] { w.allgather(stage, data); }, ErrorCode::CollectiveMismatch, {"allgather", "(pull)"});
+    } else {
+      w.allgather(stage, data);
+      std::vector<char> want(256 * 4);
+      fill(DType::F32, want.data(), 256, 2, 80);
+      MP_CHECK(same_bytes(static_cast<char*>(data.data()) + 2 * want.size(), want.data(), want.size()), "row 2");
+    }
+  }, o);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Nonblocking collectives (Team::start_*, CollectiveRequest)
 

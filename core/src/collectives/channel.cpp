@@ -60,7 +60,9 @@ std::string describe_header(const MsgHeader& h) {
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";
+  if (h.mode == 6) s += " (pull)";
   if (h.phase == 1) s += " [scratch growth handshake]";
+  if (h.mode == 6 && h.phase >= 3 && h.phase <= 5) s += h.phase == 3 ? " [pull offers]" : h.phase == 4 ? " [pulled]" : " [blocks not pulled]";
   if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
   return s;
@@ -107,6 +109,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
     }
   }
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
+  c.pull_min = env_size("RWIN_COLL_PULL_MIN", c.pull_min, 0, uint64_t{1} << 62);
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }
