@@ -796,6 +796,15 @@ TEST_P(Collectives, PullPathAndItsFallback) {
     ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
     data_movement_round(ctx, {1, 7, 8, 777, 3000});  // f64 rows of 8, 56, 64 bytes...; i16 1554 bytes
     Team w = world(ctx);
+    {  // allreduce Ring (its reduce-scatter and gather by pull), in place and not, sizes around the blocks
+      Pool pool(ctx, w, "pull_ar", 5000 * 8);
+      int k = 0;
+      for (DType t : {DType::F32, DType::BF16, DType::I64}) {
+        for (int64_t n : {int64_t{2}, int64_t{49}, int64_t{1001}, int64_t{5000}}) {
+          for (bool in_place : {false, true}) check_allreduce(ctx, w, pool, t, ReduceOp::Sum, AllreduceMode::Ring, n, in_place, 200 + k++);
+        }
+      }
+    }
     const int n = w.size(), me = w.rank();
     WindowBuffer buf = w.alloc_window_buffer("pull_asym", 1 << 16);
     const int64_t s = 1000;  // f32 blocks of 4000 bytes
@@ -822,6 +831,17 @@ TEST_P(Collectives, PullPathAndItsFallback) {
         fill(DType::F32, want.data(), s, q * 8 + me, 70 + round);
         MP_CHECK(same_bytes(static_cast<char*>(a2a_data.data()) + static_cast<size_t>(q) * want.size(), want.data(), want.size()),
                  "asymmetric all_to_all round " << round << " row " << q);
+      }
+      // allreduce with member 1's src elsewhere (every member falls back to messages), then with only
+      // its dst elsewhere (the reduction pulls, the gather falls back for the pairs with member 1).
+      for (int kase = 0; kase < 2; ++kase) {
+        Window src = ctx.window(buf, DType::F32, {1, s}, 49152 + (kase == 0 ? shift : 0));
+        Window dst = ctx.window(buf, DType::F32, {1, s}, 57344 + (kase == 1 ? shift : 0));
+        fill(DType::F32, src.data(), s, me, 90 + round * 2 + kase);
+        w.allreduce(src, dst, ReduceOp::Sum, AllreduceMode::Ring);
+        const auto want = reference(DType::F32, ReduceOp::Sum, inputs(DType::F32, s, w.ranks(), 90 + round * 2 + kase), s);
+        MP_CHECK(same_bytes(dst.data(), want.data(), want.size()),
+                 "asymmetric allreduce case " << kase << " round " << round << ": " << first_diff(dst.data(), want.data(), s, DType::F32));
       }
     }
     w.barrier();

@@ -55,14 +55,18 @@ std::string describe_header(const MsgHeader& h) {
     s += std::string(" op ") + reduce_op_name(static_cast<ReduceOp>(h.op));
   }
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
-    s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : " mode mesh";
+    s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : h.mode == 6 ? " mode ring (pull)" : " mode mesh";
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";
-  if (h.mode == 6) s += " (pull)";
+  if (h.mode == 6 && h.kind != static_cast<uint8_t>(CollKind::Allreduce)) s += " (pull)";
   if (h.phase == 1) s += " [scratch growth handshake]";
-  if (h.mode == 6 && h.phase >= 3 && h.phase <= 5) s += h.phase == 3 ? " [pull offers]" : h.phase == 4 ? " [pulled]" : " [blocks not pulled]";
+  if (h.mode == 6 && h.phase >= 3 && h.phase <= 10) {  // pull.h
+    static const char* const kPhase[] = {"pull offers", "pulled", "blocks not pulled", "", "", "pull offers",
+                                         "pull verdicts", "done reading"};
+    s += std::string(" [") + kPhase[h.phase - 3] + "]";
+  }
   if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
   return s;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "collectives/call.h"
+#include "collectives/pull.h"
 
 namespace rwin {
 
@@ -120,96 +121,6 @@ void Team::broadcast(const Window& xw, int root) {
   });
 }
 
-namespace {
-
-// allgather and all_to_all by pull, on a team whose every member's memory is mapped here (shared
-// memory) and blocks of at least RWIN_COLL_PULL_MIN bytes: each member copies the other members'
-// blocks straight out of their stage into its data (one copy per byte instead of two through the
-// scratch slots). Three steps:
-//  1. offers: every member tells every other where its stage lies (its own key's published address
-//     of the view, and the view's bytes): a message that also says the stage is ready;
-//  2. each member pulls from p where p's stage is exactly its own stage view's copy in p's memory
-//     (the same buffer at the same offset: the symmetric-memory rule), else asks p for the block;
-//  3. every member tells every other whether it pulled (an 8-byte message after the copy); a member
-//     returns only after all have, so its stage is not changed while a peer reads it; blocks asked
-//     for go as ordinary messages. Header mode 6: a member that chose the other path mismatches.
-// `block_of(q)` is the byte offset in a member's stage of what member q receives from it.
-bool pulls(const TeamState& t, uint64_t block) { return t.mapped && t.cfg.pull_min != 0 && block >= t.cfg.pull_min; }
-
-template <class BlockOf>
-void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& st, WindowState& d, uint64_t block,
-                 BlockOf block_of, const char* what) {
-  struct Offer {
-    uint64_t base = 0;   // where the stage view starts, as its owner's key publishes it
-    uint64_t bytes = 0;
-  };
-  const auto nr = static_cast<size_t>(t.nr);
-  const Offer mine{st.remote_base(t.c->rank), st.bytes};
-  std::vector<Offer> theirs(nr);
-  std::vector<uint64_t> pulled(nr, 0), their_pulled(nr, 0);
-  // One message of `bytes` to every other member, its payload at payload(p); take(p, payload) for each
-  // one received.
-  auto small_round = [&](uint8_t phase, uint64_t bytes, auto&& payload, auto&& take) {
-    Exchange ex;
-    ex.header = h;
-    ex.header.phase = phase;
-    for (int p = 0; p < t.nr; ++p) {
-      if (p == t.me) continue;
-      OutFlow f{p, nullptr, 0, bytes};
-      f.raw = static_cast<const char*>(payload(p));
-      ex.out.push_back(f);
-      ex.in.push_back(InFlow{p, bytes});
-    }
-    auto consume = [&](uint64_t, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-      for (size_t i = 0; i < parts.size(); ++i) {
-        if (parts[i] && lens[i] == bytes) take(static_cast<size_t>(ex.in[i].peer), parts[i]);
-      }
-    };
-    ex.consume = consume;
-    ex.final_acks = false;
-    run_exchange(t, ex, what);
-  };
-  small_round(
-      3, sizeof(Offer), [&](int) -> const void* { return &mine; },
-      [&](size_t q, const char* b) { std::memcpy(&theirs[q], b, sizeof(Offer)); });
-  for (int p = 0; p < t.nr; ++p) {
-    if (p == t.me) continue;
-    const auto q = static_cast<size_t>(p);
-    const int gp = t.ranks[q];
-    const char* src = st.mapped(gp);
-    if (src && theirs[q].base == st.remote_base(gp) && theirs[q].bytes == st.bytes) {
-      std::memcpy(d.base() + static_cast<uint64_t>(p) * block, src + block_of(t.me), block);
-      pulled[q] = 1;
-    }
-  }
-  small_round(
-      4, 8, [&](int p) -> const void* { return &pulled[static_cast<size_t>(p)]; },
-      [&](size_t q, const char* b) { std::memcpy(&their_pulled[q], b, 8); });
-  // Blocks a member could not pull (its stage view is not this one's copy): ordinary messages.
-  Exchange ex;
-  ex.header = h;
-  ex.header.phase = 5;
-  ByteView sb(st);
-  for (int p = 0; p < t.nr; ++p) {
-    if (p == t.me) continue;
-    const auto q = static_cast<size_t>(p);
-    if (!their_pulled[q]) ex.out.push_back(OutFlow{p, sb.ptr(), block_of(p), block});
-    if (!pulled[q]) ex.in.push_back(InFlow{p, block});
-  }
-  if (ex.out.empty() && ex.in.empty()) return;
-  const uint64_t cp = chunk_payload(t);
-  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (lens[i]) std::memcpy(d.base() + static_cast<uint64_t>(ex.in[i].peer) * block + j * cp, parts[i], lens[i]);
-    }
-  };
-  ex.consume = consume;
-  ex.final_acks = false;
-  run_exchange(t, ex, what);
-}
-
-}  // namespace
-
 // Every member puts its stage into every other member's scratch (the same bytes on the wire per
 // member as a ring, NR - 1 peers at once, one step), each copies the rows into `data`. Rows of at
 // most RWIN_COLL_BRUCK_MAX bytes on 3+ members not all mapped here (TeamState::mapped) go by Bruck
@@ -247,10 +158,11 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
       }
       return;
     }
-    if (pulls(t, row)) {
-      h.mode = 6;
+    if (pulls(t, row)) {  // every member in shared memory: each reads the others' stage (pull.h)
+      h.mode = kPullMode;
       ensure_workspace(t, row, &h);
-      pull_blocks(t, h, st, d, row, [](int) { return uint64_t{0}; }, "allgather");
+      pull_blocks(t, h, st, d.base(), [row](int from, int) { return Piece{0, row, static_cast<uint64_t>(from) * row}; },
+                  "allgather");
       return;
     }
     ensure_workspace(t, row, &h);
@@ -303,10 +215,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
       bruck_all_to_all(t, h, st.base(), d.base(), row, "all_to_all");
       return;
     }
-    if (pulls(t, row)) {
-      h.mode = 6;
+    if (pulls(t, row)) {  // every member in shared memory: each reads its block of the others' stage
+      h.mode = kPullMode;
       ensure_workspace(t, row, &h);
-      pull_blocks(t, h, st, d, row, [row](int q) { return static_cast<uint64_t>(q) * row; }, "all_to_all");
+      pull_blocks(t, h, st, d.base(),
+                  [row](int from, int to) { return Piece{static_cast<uint64_t>(to) * row, row, static_cast<uint64_t>(from) * row}; },
+                  "all_to_all");
       return;
     }
     ensure_workspace(t, row, &h);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "collectives/call.h"
+#include "collectives/pull.h"
 
 namespace rwin {
 
@@ -100,7 +101,15 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       reduce_arrays(d.dtype, op, out, inputs.data(), t.nr, row / dtype_size(d.dtype));
       return;
     }
+    const bool pull = pulls(t, row);
+    if (pull) h.mode = kPullMode;
     ensure_workspace(t, row, &h);
+    // Every member in shared memory: each reduces its row reading every member's data in place; a last
+    // round so that no member changes its data while another may still read it.
+    if (pull && pull_reduce(t, h, op, d.dtype, d, my_off, row, out, "reduce_scatter")) {
+      (void)flag_round(t, h, 10, std::vector<uint64_t>(static_cast<size_t>(t.nr), 0), "reduce_scatter");
+      return;
+    }
     std::vector<uint64_t>& off = t.offsets;
     off.assign(static_cast<size_t>(t.nr) + 1, 0);
     for (int p = 0; p <= t.nr; ++p) off[static_cast<size_t>(p)] = static_cast<uint64_t>(p) * row;
@@ -172,6 +181,8 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       return;
     }
     const uint64_t cp_need = m == AllreduceMode::Mesh ? src.bytes : (src.bytes / static_cast<uint64_t>(t.nr) + esz);
+    const bool pull = m == AllreduceMode::Ring && pulls(t, src.bytes / static_cast<uint64_t>(t.nr));
+    if (pull) h.mode = kPullMode;
     ensure_workspace(t, cp_need, &h);
     const uint64_t cp = chunk_payload(t);
     if (m == AllreduceMode::Mesh) {
@@ -205,6 +216,20 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     off.assign(static_cast<size_t>(t.nr) + 1, 0);
     for (int b = 0; b <= t.nr; ++b) off[static_cast<size_t>(b)] = (static_cast<uint64_t>(b) * n / static_cast<uint64_t>(t.nr)) * esz;
     char* my_block = dst.base() + off[static_cast<size_t>(t.me)];
+    // Every member in shared memory: each reduces its block reading every member's src in place, then
+    // takes the other reduced blocks from their dst. In place is safe: a member overwrites its block q
+    // (pulling it from q) only after q's offer of its reduced block, which q sends once it has read
+    // every member's block q; and pull_blocks returns once every member has read what it pulled here.
+    if (pull && pull_reduce(t, h, op, src.dtype, src, off[static_cast<size_t>(t.me)],
+                            off[static_cast<size_t>(t.me) + 1] - off[static_cast<size_t>(t.me)], my_block, "allreduce")) {
+      pull_blocks(t, h, dst, dst.base(),
+                  [&off](int from, int) {
+                    const auto f = static_cast<size_t>(from);
+                    return Piece{off[f], off[f + 1] - off[f], off[f]};
+                  },
+                  "allreduce");
+      return;
+    }
     // Phase 1 writes only dst's own block and reads only the other blocks of src (or the own block
     // before it is written): in place is safe. Its sources are covered by phase 2: member b sends its
     // phase 2 messages only after it consumed everything we sent it in phase 1.

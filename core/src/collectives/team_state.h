@@ -87,9 +87,9 @@ struct CollConfig {
   // acks. 64 KiB: measured over both tcp paths, bench/RESULTS.md (2026-12-05); verbs keeps 16 KiB
   // (its sends from the registered window copy nothing and an ack is a NIC round trip).
   uint64_t inline_max = 64 * 1024;
-  // RWIN_COLL_PULL_MIN: allgather and all_to_all on a team all in shared memory (TeamState::mapped)
-  // pull blocks of at least this many bytes straight from the members' stage (data_movement.cpp,
-  // pull_blocks); 0: never.
+  // RWIN_COLL_PULL_MIN: allgather, all_to_all, reduce_scatter and allreduce Ring on a team all in
+  // shared memory (TeamState::mapped) read blocks of at least this many bytes straight from the
+  // members' windows (pull.h); 0: never.
   uint64_t pull_min = 8 * 1024;  // measured: break-even at 4 KiB blocks (4 and 8 ranks on 2 cores), 1.6-3.5x from 8 KiB
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
