@@ -832,6 +832,17 @@ TEST_P(Collectives, PullPathAndItsFallback) {
         MP_CHECK(same_bytes(static_cast<char*>(a2a_data.data()) + static_cast<size_t>(q) * want.size(), want.data(), want.size()),
                  "asymmetric all_to_all round " << round << " row " << q);
       }
+      // broadcast from member 0 (member 1 cannot pull: the root sends it messages; member 2 pulls) and
+      // from member 1 (nobody can pull: it sends to both)
+      for (int root : {0, 1}) {
+        Window x = ctx.window(buf, DType::F32, {1, s}, 49152 + shift);
+        if (me == root) fill(DType::F32, x.data(), s, root, 100 + round);
+        else std::memset(x.data(), 0x5a, static_cast<size_t>(s) * 4);
+        w.broadcast(x, root);
+        std::vector<char> want(static_cast<size_t>(s) * 4);
+        fill(DType::F32, want.data(), s, root, 100 + round);
+        MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "asymmetric broadcast from " << root << " round " << round);
+      }
       // allreduce with member 1's src elsewhere (every member falls back to messages), then with only
       // its dst elsewhere (the reduction pulls, the gather falls back for the pairs with member 1).
       for (int kase = 0; kase < 2; ++kase) {

@@ -41,6 +41,16 @@ void Team::broadcast(const Window& xw, int root) {
     h.count = Call::elements(x);
     h.root = root;
     if (t.nr == 1) return;
+    // Every member in shared memory: each reads the root's x (pull.h). From 16 x RWIN_COLL_PULL_MIN (128
+    // KiB): below, the tree's one-message path beat two rounds of offers and flags on 4+ members
+    // (bench/RESULTS.md, "Collectives by pull").
+    if (pulls(t, x.bytes / 16)) {
+      h.mode = kPullMode;
+      ensure_workspace(t, std::min<uint64_t>(x.bytes, t.cfg.chunk_bytes), &h);
+      pull_blocks(t, h, x, x.base(),
+                  [&x, root](int from, int) { return Piece{0, from == root ? x.bytes : 0, 0}; }, "broadcast");
+      return;
+    }
     const CollAlgo algo = t.algo(TunedColl::Broadcast, x.bytes);
     if (algo != CollAlgo::Direct) h.mode = static_cast<uint8_t>(algo);
     ensure_workspace(t, x.bytes, &h);
