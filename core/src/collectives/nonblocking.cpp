@@ -2,11 +2,8 @@
 // context's CollWorker (coll_worker.h).
 #include "collectives/coll_worker.h"
 
-#include <cstdio>
-
 #include "collectives/call.h"
 #include "collectives/team_state.h"
-#include "common/log.h"
 
 namespace rwin {
 
@@ -130,10 +127,7 @@ CollectiveRequest launch(TeamState& t, const char* what, std::function<void()> b
   auto job = std::make_shared<CollJob>();
   job->what = std::string(what) + " on " + t.describe();
   job->body = std::move(body);
-  if (!c.coll_worker) {
-    c.check_owner(what);  // (cannot be lent without a worker; kept for the invariant's sake)
-    c.coll_worker = std::make_unique<CollWorker>(c);
-  }
+  if (!c.coll_worker) c.coll_worker = std::make_unique<CollWorker>(c);
   c.coll_worker->start(job);
   auto h = std::make_shared<CollHandle>();
   h->job = std::move(job);
