@@ -444,8 +444,12 @@ Context::~Context() {
 
 int Context::rank() const noexcept { return impl_->rank; }
 int Context::size() const noexcept { return impl_->nranks; }
-std::string Context::transport_name() const { return impl_->tp->describe(); }
+std::string Context::transport_name() const {
+  impl_->check_owner("transport_name");  // the transport's state: the worker's while lent
+  return impl_->tp->describe();
+}
 std::string Context::rma_mode(int peer) const {
+  impl_->check_owner("rma_mode");
   if (peer < 0 || peer >= impl_->nranks) {
     throw Error(ErrorCode::InvalidArgument, impl_->who() + ": rma_mode: peer " + std::to_string(peer) +
                                                 " is not a rank of this job (0.." + std::to_string(impl_->nranks - 1) + ")");

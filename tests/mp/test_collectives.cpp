@@ -1026,6 +1026,9 @@ TEST_P(Collectives, NonblockingProgressesWhileTheCallerIsAway) {
       expect_error([&] { (void)ctx.alloc_window("late", DType::F32, {1, 8}); }, ErrorCode::InvalidArgument, lent);
       expect_error([&] { (void)ctx.stats(); }, ErrorCode::InvalidArgument, lent);
       expect_error([&] { ctx.free(y); }, ErrorCode::InvalidArgument, lent);
+      expect_error([&] { (void)ctx.rma_mode(1); }, ErrorCode::InvalidArgument, lent);
+      MP_CHECK(ctx.rank() == 0 && ctx.size() == 3 && w.size() == 3, "rank/size are allowed while lent");
+      (void)ctx.window(x.buffer(), DType::F32, {1, 8});  // a view: local, allowed
       joined.put_byte();
       joined.put_byte();
       MP_CHECK(finished.await_byte(), "member 1 did not finish its allreduce within 60 s");
