@@ -796,6 +796,33 @@ TEST_P(Collectives, PullPathAndItsFallback) {
     ::setenv("RWIN_COLL_CHUNK_BYTES", kSmallChunk, 1);
     data_movement_round(ctx, {1, 7, 8, 777, 3000});  // f64 rows of 8, 56, 64 bytes...; i16 1554 bytes
     Team w = world(ctx);
+    {  // back to back, inputs rewritten the moment a call returns: a member that returned while a peer
+       // still read its stage or src would hand that peer the next call's data
+      Pool pool(ctx, w, "pull_bb", 3 * 2048 * 8);
+      const int n = w.size(), me = w.rank();
+      for (int it = 0; it < 40; ++it) {
+        const int64_t s = it % 2 ? 2048 : 1000;
+        Window stage = ctx.window(pool.a, DType::F64, {1, s});
+        Window data = ctx.window(pool.b, DType::F64, {n, s});
+        fill(DType::F64, stage.data(), s, me, 300 + it);
+        w.allgather(stage, data);
+        fill(DType::F64, stage.data(), s, me, 900 + it);  // at once: the next call's data
+        for (int r = 0; r < n; ++r) {
+          std::vector<char> want(static_cast<size_t>(s) * 8);
+          fill(DType::F64, want.data(), s, r, 300 + it);
+          MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(r) * want.size(), want.data(), want.size()),
+                   "back-to-back allgather " << it << " row " << r);
+        }
+        Window x = ctx.window(pool.a, DType::F64, {1, 3 * s});
+        fill(DType::F64, x.data(), 3 * s, me, 500 + it);
+        w.allreduce(x, ReduceOp::Sum, AllreduceMode::Ring);
+        const auto want = reference(DType::F64, ReduceOp::Sum, inputs(DType::F64, 3 * s, w.ranks(), 500 + it), 3 * s);
+        MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "back-to-back allreduce " << it << ": "
+                                                                    << first_diff(x.data(), want.data(), 3 * s, DType::F64));
+        fill(DType::F64, x.data(), 3 * s, me, 700 + it);  // at once
+      }
+      w.barrier();
+    }
     {  // allreduce Ring (its reduce-scatter and gather by pull), in place and not, sizes around the blocks
       Pool pool(ctx, w, "pull_ar", 5000 * 8);
       int k = 0;
