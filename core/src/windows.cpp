@@ -1,5 +1,6 @@
 // Window buffers (collective, registered), typed views of them, signal arrays; handles and free.
 #include <atomic>
+#include <ctime>
 
 #include "bounds.h"
 #include "context_impl.h"
@@ -194,12 +195,24 @@ std::shared_ptr<BufferState> finish_buffer(
                                                std::to_string(c.rank) + " has " + describe + mismatch);
   }
   b->rkeys.resize(static_cast<size_t>(c.nranks));  // non-members (of a team buffer) stay null
-  try {
-    for (size_t i = 0; i < members.size(); ++i) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    try {
       b->rkeys[static_cast<size_t>(members[i])] = c.tp->unpack_key(members[i], descs[i].key);
+    } catch (const transport::TransportError& e) {
+      // A member that died after it published its key (its shared memory gone: UCX cannot map it) is
+      // that member's failure, not the transport's: say so once the store confirms it (a moment).
+      c.watch_now();
+      for (int k = 0; k < 200 && c.failure_text(members[i]).empty() && c.bs; ++k) {
+        timespec ts{0, 1000 * 1000};
+        nanosleep(&ts, nullptr);
+        c.watch_now();
+      }
+      if (!c.failure_text(members[i]).empty()) {
+        throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " " + describe + ": " + c.failure_text(members[i]) +
+                                               " (its key: " + e.what() + ")");
+      }
+      throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
     }
-  } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   }
   b->mapped.assign(static_cast<size_t>(c.nranks), nullptr);
   for (int m : members) {

@@ -1137,6 +1137,38 @@ TEST_P(Collectives, NonblockingPeerDeathEndsTheStartedCollective) {
   }, o);
 }
 
+// A member that dies in the middle of a collective (its worker has started an allgather by pull in
+// shared memory, or the message path elsewhere, when its process exits): whatever step it reached
+// (before its offers, after them while the others read its stage, before its flags), the survivors'
+// call ends in PeerFailed naming it, never in a hang or a timeout.
+TEST_P(Collectives, MemberDyingMidCollectiveEndsItForTheSurvivors) {
+  if (GetParam().name == "ucx_tcp_native") {
+    // UCX 1.13's tcp transport aborts a survivor (tcp_ep.c: PUT_TX_WAITING_ACK assertion) when a peer
+    // dies with a ucp_put to it in flight; the default (RWIN_UCX_RMA=auto) runs tcp peers in am mode
+    // for this reason (docs/CONFIG.md). Seen 5 times in 10 runs of this test.
+    GTEST_SKIP() << "UCX 1.13 tcp + RWIN_UCX_RMA=native: a peer dying mid-put aborts the survivor inside UCX";
+  }
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(20000);
+  for (int trial = 0; trial < 3; ++trial) {
+    run(3, [trial](Context& ctx) {
+      Team w = world(ctx);
+      const int64_t s = 64 * 1024;  // f32 rows of 256 KiB: the pull path in shared memory
+      Window stage = ctx.alloc_window("die_stage", DType::F32, {1, s});
+      Window data = ctx.alloc_window("die_data", DType::F32, {3, s});
+      w.barrier();
+      if (ctx.rank() == 2) {
+        CollectiveRequest r = w.start_allgather(stage, data);
+        if (trial > 0) std::this_thread::sleep_for(std::chrono::microseconds(200 * trial));
+        ::_exit(0);  // mid-call (its worker may be anywhere in it), without a word
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      expect_error([&] { w.allgather(stage, data); }, ErrorCode::PeerFailed, {"allgather", "peer 2 failed"});
+      MP_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15000), "the failure took the whole deadline");
+    }, o);
+  }
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Transports, Collectives, ::testing::ValuesIn(rwin_test::transports()),
