@@ -290,6 +290,8 @@ struct ContextImpl {
   // "peer 2 failed (<how or the transport's text>)", plus the job's first failure when that was
   // another rank (a survivor that left after an error looks dead too). For error paths only.
   std::string peer_failed_text(int peer, const std::string& detail);
+  // Whether `peer` is known failed, after giving the store up to 200 ms to say so (error paths only).
+  bool learn_failure(int peer);
   // Throws PeerFailed naming a peer failure no wait/test has raised yet; `what` says what was
   // waiting (" while waiting on signal 'x' word 0 for >= 1").
   void raise_new_failure(const std::string& what);

@@ -61,7 +61,7 @@ std::string ContextImpl::failure_text(int peer) const {
   return {};
 }
 
-std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
+bool ContextImpl::learn_failure(int peer) {
   // An error path: the transport may see a peer's death (or its abandoning the job) a moment before
   // the store's news arrives; give the lease a moment, so the message names what really happened.
   watch_now();
@@ -70,6 +70,11 @@ std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
     nanosleep(&ts, nullptr);
     watch_now();
   }
+  return !failure_text(peer).empty();
+}
+
+std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
+  learn_failure(peer);
   std::string s = failure_text(peer);
   if (s.empty()) {
     const std::string head = "peer " + std::to_string(peer) + " failed";

@@ -1,6 +1,5 @@
 // Window buffers (collective, registered), typed views of them, signal arrays; handles and free.
 #include <atomic>
-#include <ctime>
 
 #include "bounds.h"
 #include "context_impl.h"
@@ -201,13 +200,7 @@ std::shared_ptr<BufferState> finish_buffer(
     } catch (const transport::TransportError& e) {
       // A member that died after it published its key (its shared memory gone: UCX cannot map it) is
       // that member's failure, not the transport's: say so once the store confirms it (a moment).
-      c.watch_now();
-      for (int k = 0; k < 200 && c.failure_text(members[i]).empty() && c.bs; ++k) {
-        timespec ts{0, 1000 * 1000};
-        nanosleep(&ts, nullptr);
-        c.watch_now();
-      }
-      if (!c.failure_text(members[i]).empty()) {
+      if (c.learn_failure(members[i])) {
         throw Error(ErrorCode::PeerFailed, c.who() + ": " + what + " " + describe + ": " + c.failure_text(members[i]) +
                                                " (its key: " + e.what() + ")");
       }
