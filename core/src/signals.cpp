@@ -18,9 +18,19 @@ namespace {
 constexpr size_t kCasResultWord = 1;  // scratch word for notify's CAS results (put(Add) reuses
                                       // it too, but never while a notify waits: one thread)
 
+// An int32 lane is read through its 8-byte word, as every update writes it (notify_direct, the
+// transports' 64-bit atomics): one atomic object of one size, so the acquire pairs with the update's
+// release (a 4-byte load of the upper lane did not, for the C++ model or for TSan, which then
+// reported the data before the notify as a race over rwin's own tcp). The word is inside the region:
+// buffers are 8-byte aligned and end in the 64-byte-aligned lock table (stripe_locks.h).
 int64_t load_element(const SignalTarget& t, uint64_t byte_offset) {
   char* p = t.w->base() + byte_offset;
-  if (t.width == 4) return std::atomic_ref<int32_t>(*reinterpret_cast<int32_t*>(p)).load(std::memory_order_acquire);
+  if (t.width == 4) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint64_t word =
+        std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(a & ~uintptr_t{7})).load(std::memory_order_acquire);
+    return static_cast<int32_t>(static_cast<uint32_t>(word >> ((a & 7) * 8)));
+  }
   return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(p)).load(std::memory_order_acquire);
 }
 

@@ -168,28 +168,30 @@ TEST_P(Accumulate, NotifyAfterAManySlotPutAddSeesTheSums) {
     Window acc = ctx.alloc_window("acc", DType::I64, {1, count});
     Window mine = ctx.alloc_window("mine", DType::I64, {1, count});
     SignalArray sig = ctx.alloc_signals("sig", 1);
+    SignalArray ack = ctx.alloc_signals("ack", 1);
     for (int64_t i = 0; i < count; ++i) mine.data_as<int64_t>()[i] = (int64_t{r} + 1) << 20 | i;
+    int64_t ranks = 0;
+    for (int q = 0; q < n - 1; ++q) ranks += (int64_t{q} + 1) << 20;
     ctx.barrier();
     constexpr int kRounds = 4;
     if (r != target) {
       for (int k = 0; k < kRounds; ++k) {
         ctx.put(acc.all(), target, mine.all(), AtomicType::Add);
         ctx.notify(sig.at(0), target, 1);
+        // Round by round: the target reads the sums while nothing else lands (a read beside adds
+        // still landing, by another thread where the transport applies them, would race them).
+        ctx.wait(ack.at(0), k + 1, WaitCmp::GE);
       }
     } else {
-      for (int k = 1; k <= kRounds * (n - 1); ++k) {
-        ctx.wait(sig.at(0), k, WaitCmp::GE);
-        const int64_t seen = sig.load(0);
-        // Each of `seen` notifies stands behind one whole put(Add): at least that much is summed. (The
-        // other source's later put(Add)s may be landing meanwhile, by another thread where the transport
-        // applies them itself: a read that races them by design, as over a NIC; sums only grow.)
+      for (int k = 1; k <= kRounds; ++k) {
+        // Every source's notify of round k stands behind its whole put(Add): exactly k rounds summed.
+        ctx.wait(sig.at(0), int64_t{k} * (n - 1), WaitCmp::GE);
         for (int64_t i = 0; i < count; i += 997) {
           const int64_t v = acc.data_as<int64_t>()[i];
-          MP_CHECK(v >= seen * ((int64_t{1} << 20) | i), "after notify " << seen << " acc[" << i << "] = " << v);
+          MP_CHECK(v == k * (ranks + (n - 1) * i), "after round " << k << "'s notifies acc[" << i << "] = " << v);
         }
+        for (int q = 0; q < n - 1; ++q) ctx.notify(ack.at(0), q, 1);
       }
-      int64_t ranks = 0;
-      for (int q = 0; q < n - 1; ++q) ranks += (int64_t{q} + 1) << 20;
       for (int64_t i = 0; i < count; ++i) {
         MP_CHECK(acc.data_as<int64_t>()[i] == kRounds * (ranks + (n - 1) * i), "acc[" << i << "]");
       }
