@@ -232,7 +232,7 @@ uint64_t scratch_off(const TeamState& t, int sender, uint64_t n) {
 // sender's critical path (perf of a 2-rank 8-byte broadcast: the root stalled on it).
 bool landed(const TeamState& t, int p, uint64_t n) {
   const char* slot = t.scratch->base() + scratch_off(t, p, n);
-  const uint32_t seq = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(slot) + kSeqOffset))
+  const uint32_t seq = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(slot)))
                            .load(std::memory_order_acquire);
   if (seq != 0) return seq == static_cast<uint32_t>(n + 1);
   return t.load(data_word(t, p)) >= static_cast<int64_t>(n + 1);
@@ -321,9 +321,8 @@ void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payloa
     std::memcpy(slot + kHeaderBytes, payload, len);
   }
   // Every byte but `seq` (the receiver reads that word atomically while these stores go on), then it.
-  std::memcpy(slot, &h, kSeqOffset);
-  std::memcpy(slot + kInlineOffset, &h.total, kHeaderBytes - kInlineOffset);
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot + kSeqOffset)).store(static_cast<uint32_t>(n + 1), std::memory_order_release);
+  std::memcpy(slot + kSeqBytes, reinterpret_cast<const char*>(&h) + kSeqBytes, kHeaderBytes - kSeqBytes);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(slot)).store(static_cast<uint32_t>(n + 1), std::memory_order_release);
   PeerStats& st = t.c->peer_stats[static_cast<size_t>(t.ranks[static_cast<size_t>(q)])];
   ++st.notifies;
   ++st.puts;
@@ -409,18 +408,17 @@ uint64_t auto_slots(uint64_t slot_bytes) {
 }
 
 namespace {
-// Maps the new regions' pages now, at growth, instead of one page fault per slot in the first calls
-// that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB allreduces on shared
-// memory 3x slower on average). Reads only, in the scratch: a faster member may already be writing
-// its messages there (and into a mapped member's scratch, its own slots, which only we write, are
-// read). The outbox is ours alone and nothing is in flight from it yet.
-void prefault(TeamState& t, uint64_t bytes) {
+// Maps our slots in every mapped member's new scratch now, at growth, instead of one page fault per
+// slot in the first calls that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB
+// allreduces on shared memory 3x slower on average). Reads only, and only of our own slots there, which
+// only we write. Our own scratch and outbox need nothing: every transport zeroes (so faults in) a
+// region before its key leaves this rank; touching our scratch here raced with a faster member's
+// messages already landing in it (own tcp's receiver thread, TSan).
+void prefault(TeamState& t) {
   constexpr uint64_t kPage = 4096;
   auto touch = [](const char* p, uint64_t n) {
     for (uint64_t i = 0; i < n; i += kPage) (void)*reinterpret_cast<const volatile char*>(p + i);
   };
-  touch(t.scratch->base(), bytes);
-  std::memset(t.outbox->base(), 0, bytes);
   const uint64_t mine = t.slots * t.slot_bytes;
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
@@ -516,7 +514,7 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     t.outbox = ov;
     t.slot_bytes = slot;
     t.slots = k;
-    prefault(t, bytes);
+    prefault(t);
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
   } catch (const Error& e) {
@@ -665,13 +663,15 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         any = true;
         continue;
       }
+      // Through the transport: the header from its second word on (MsgHeader::seq stays 0 there).
       char* staged = t.outbox->base() + box;
       std::memcpy(staged, &h, kHeaderBytes);
+      const uint64_t hb = kHeaderBytes - kSeqBytes;
       if (len <= t.cfg.inline_max || x.copy_sources || f.raw) {
         if (len) std::memcpy(staged + kHeaderBytes, payload, len);
-        t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes + len), gp, bytes_of(t.outbox, box, kHeaderBytes + len));
+        t.ctx->put_nbi(bytes_of(t.scratch, dst + kSeqBytes, hb + len), gp, bytes_of(t.outbox, box + kSeqBytes, hb + len));
       } else {
-        t.ctx->put_nbi(bytes_of(t.scratch, dst, kHeaderBytes), gp, bytes_of(t.outbox, box, kHeaderBytes));
+        t.ctx->put_nbi(bytes_of(t.scratch, dst + kSeqBytes, hb), gp, bytes_of(t.outbox, box + kSeqBytes, hb));
         t.ctx->put_nbi(bytes_of(t.scratch, dst + kHeaderBytes, len), gp, bytes_of(f.src, f.offset + j * cp, len));
       }
       t.ctx->notify(sig_at(t, data_word(t, t.me)), gp, 1);

@@ -34,11 +34,21 @@ enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allredu
 const char* coll_kind_name(CollKind k) noexcept;
 
 struct MsgHeader {
+  // First, so that a message through the transport never writes it (its put starts after this word):
+  // stored into a mapped member's slot, the message's number to it (1, 2, ...; low 32 bits), stored
+  // last with release, so the receiver that polls this word sees the whole message without reading
+  // the count word. 0 (never a message's number: the slot was zeroed at allocation) where the message
+  // travels through the transport, whose receiver thread (own tcp) would otherwise write the word
+  // that landed() reads atomically.
+  uint32_t seq = 0;
   uint32_t magic = 0x52574343;  // "RWCC"
   uint8_t kind = 0;             // CollKind
   uint8_t dtype = 0;
   uint8_t op = 0;               // ReduceOp
   uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
+  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
+  uint8_t flags = 0;            // kAckNow, kInline
+  uint8_t pad[2] = {};
   uint64_t team_id = 0;
   uint64_t call_seq = 0;        // collective calls of this team so far, this one included
   int64_t count = 0;            // elements (allreduce, broadcast: the view's; others: S per row)
@@ -46,22 +56,15 @@ struct MsgHeader {
   int32_t sender = -1;          // team rank
   uint32_t chunk = 0;           // chunk index within this call's stream to the receiver
   uint32_t payload = 0;         // payload bytes following the header
-  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
-  uint8_t flags = 0;            // kAckNow, kInline
-  uint8_t pad[2] = {};
-  // Stored into a mapped member's slot: the message's number to it (1, 2, ...; low 32 bits), stored last
-  // with release, so the receiver that polls this word sees the whole message without reading the count
-  // word. 0 (never a message's number) where the message travels through the transport.
-  uint32_t seq = 0;
   // Payload bytes of the whole flow this message belongs to (all its chunks). kInline: the payload
   // itself, when the flow is this one message of at most 8 bytes (total = payload), so a small message
   // is one cache line.
   uint64_t total = 0;
 };
 static_assert(sizeof(MsgHeader) == 64);
-static_assert(offsetof(MsgHeader, seq) == 52 && offsetof(MsgHeader, total) == 56);
+static_assert(offsetof(MsgHeader, seq) == 0 && offsetof(MsgHeader, total) == 56);
 constexpr uint64_t kHeaderBytes = sizeof(MsgHeader);
-constexpr uint64_t kSeqOffset = 52;     // offsetof(MsgHeader, seq)
+constexpr uint64_t kSeqBytes = 4;       // MsgHeader::seq, at offset 0
 constexpr uint64_t kInlineOffset = 56;  // offsetof(MsgHeader, total)
 constexpr uint64_t kInlineBytes = 8;
 constexpr uint8_t kAckNow = 1;  // MsgHeader::flags: the sender waits for this message's acknowledgement in this call
