@@ -38,9 +38,15 @@
 
 #define COLL_MAX_SIZES 64
 
-enum coll_kind { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_BARRIER, COLL_N };
+/* all_to_all_v: the per-peer-count form with every count S (packed), so its result and check are
+   all_to_all's; it measures what the v interface costs each library (rwin: its pull per pair). */
+enum coll_kind {
+  COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCE_SCATTER, COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_BARRIER, COLL_ALL_TO_ALL_V,
+  COLL_N
+};
 static const char* const coll_names[COLL_N] = {"allreduce", "allgather", "reduce_scatter", "all_to_all", "broadcast",
-                                               "barrier"};
+                                               "barrier", "all_to_all_v"};
+static inline int coll_a2a_like(int kind) { return kind == COLL_ALL_TO_ALL || kind == COLL_ALL_TO_ALL_V; }
 enum coll_op { COLL_SUM, COLL_MAX, COLL_MIN, COLL_PROD };
 static const char* const coll_op_names[4] = {"sum", "max", "min", "prod"};
 
@@ -134,7 +140,8 @@ static inline double coll_bus_factor(int kind, int n) {
     case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
     case COLL_ALLGATHER:
     case COLL_REDUCE_SCATTER:
-    case COLL_ALL_TO_ALL: return (double)(n - 1) / n;
+    case COLL_ALL_TO_ALL:
+    case COLL_ALL_TO_ALL_V: return (double)(n - 1) / n;
     case COLL_BROADCAST: return 1.0;
     default: return 0.0;
   }

@@ -125,7 +125,7 @@ struct Args {
 
 bool is_coll(const std::string& t) {
   return t == "allreduce" || t == "allgather" || t == "reduce_scatter" || t == "all_to_all" || t == "broadcast" ||
-         t == "barrier";
+         t == "barrier" || t == "all_to_all_v";
 }
 
 const char* const kPairTests[] = {"put_lat",    "put_bw",      "put_add_bw", "get_lat",      "get_bw",
@@ -210,7 +210,7 @@ Args parse(int argc, char** argv) {
   app.add_option("-t", tests,
                  "tests: put_lat,put_bw,put_add_bw,get_lat,get_bw,notify_lat,notify_rate,ring_shift,fetch_add_lat,\n"
                  "memcpy;\n"
-                 "collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier\n"
+                 "collectives (every rank): allreduce,allgather,reduce_scatter,all_to_all,all_to_all_v,broadcast,barrier\n"
                  "(default: the six pair tests)")
       ->check(CLI::Validator([](std::string& v) { return check_tests(v); }, ""))
       ->type_name("LIST");
@@ -888,15 +888,23 @@ class CollRunner {
     // Views (every rank makes the same ones): a = input side, b = output side.
     rwin::Window in, out;
     if (r.kind != COLL_BARRIER) {
-      const bool in_rows = r.kind == COLL_REDUCE_SCATTER || r.kind == COLL_ALL_TO_ALL;
-      const bool out_rows = r.kind == COLL_ALLGATHER || r.kind == COLL_ALL_TO_ALL;
+      const bool in_rows = r.kind == COLL_REDUCE_SCATTER || coll_a2a_like(r.kind);
+      const bool out_rows = r.kind == COLL_ALLGATHER || coll_a2a_like(r.kind);
       in = ctx_.window(a_buf_, t, {in_rows ? n : 1, S});
       out = ctx_.window(b_buf_, t, {out_rows ? n : 1, S});
+    }
+    // all_to_all_v: the same bytes as one row of n x S, S elements to and from every rank.
+    rwin::Window in1, out1;
+    const std::vector<int64_t> counts(static_cast<size_t>(n), S);
+    if (r.kind == COLL_ALL_TO_ALL_V) {
+      in1 = ctx_.window(a_buf_, t, {1, n * S});
+      out1 = ctx_.window(b_buf_, t, {1, n * S});
     }
     for (int64_t i = 0; i < rows * S; ++i) {
       switch (r.kind) {
         case COLL_ALLGATHER: if (i < S) put_el(t, A, i, coll_value(op, me, i)); break;
-        case COLL_ALL_TO_ALL: put_el(t, A, i, coll_a2a(me, static_cast<int>(i / S), i % S)); break;
+        case COLL_ALL_TO_ALL:
+        case COLL_ALL_TO_ALL_V: put_el(t, A, i, coll_a2a(me, static_cast<int>(i / S), i % S)); break;
         case COLL_BROADCAST: put_el(t, B, i, me == 0 ? coll_value(op, 0, i) : 0); break;
         default: put_el(t, A, i, coll_value(op, me, i)); break;
       }
@@ -907,6 +915,7 @@ class CollRunner {
         case COLL_ALLGATHER: team_.allgather(in, out); break;
         case COLL_REDUCE_SCATTER: team_.reduce_scatter(in, out, a_.op); break;
         case COLL_ALL_TO_ALL: team_.all_to_all(in, out); break;
+        case COLL_ALL_TO_ALL_V: team_.all_to_all_v(in1, counts, out1, counts); break;
         case COLL_BROADCAST: team_.broadcast(out, 0); break;
         default: team_.barrier(); break;
       }
@@ -917,6 +926,7 @@ class CollRunner {
         case COLL_ALLGATHER: return team_.start_allgather(in, out);
         case COLL_REDUCE_SCATTER: return team_.start_reduce_scatter(in, out, a_.op);
         case COLL_ALL_TO_ALL: return team_.start_all_to_all(in, out);
+        case COLL_ALL_TO_ALL_V: return team_.start_all_to_all_v(in1, counts, out1, counts);
         case COLL_BROADCAST: return team_.start_broadcast(out, 0);
         default: return team_.start_barrier();
       }
@@ -939,7 +949,7 @@ class CollRunner {
     if (r.kind == COLL_BROADCAST) {
       if (me != 0) std::memset(B, 0, static_cast<size_t>(S) * es);
     } else if (r.kind != COLL_BARRIER) {
-      std::memset(B, 0, static_cast<size_t>(S * (r.kind == COLL_ALLGATHER || r.kind == COLL_ALL_TO_ALL ? n : 1)) * es);
+      std::memset(B, 0, static_cast<size_t>(S * (r.kind == COLL_ALLGATHER || coll_a2a_like(r.kind) ? n : 1)) * es);
     }
     ctx_.barrier();
     std::vector<double> samples(static_cast<size_t>(r.iters));
@@ -962,6 +972,7 @@ class CollRunner {
           for (int q = 0; q < n && !bad; ++q) bad = !eq_el(t, B, q * S + i, coll_value(op, q, i));
           break;
         case COLL_ALL_TO_ALL:
+        case COLL_ALL_TO_ALL_V:
           for (int q = 0; q < n && !bad; ++q) bad = !eq_el(t, B, q * S + i, coll_a2a(q, me, i));
           break;
         default: break;

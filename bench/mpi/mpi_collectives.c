@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
   if (!src || !dst) MPI_Abort(MPI_COMM_WORLD, 1);
   memset(src, 0, cap);
   memset(dst, 0, cap);
+  int* vcounts = calloc((size_t)n, sizeof(int));  /* all_to_all_v's counts and displacements */
+  int* vdispls = calloc((size_t)n, sizeof(int));
+  if (!vcounts || !vdispls) MPI_Abort(MPI_COMM_WORLD, 1);
   FILE* csv = NULL;
   if (me == 0) {
     if (csv_path) {
@@ -169,11 +172,14 @@ int main(int argc, char** argv) {
       const int64_t total = kind == COLL_ALLREDUCE || kind == COLL_BROADCAST ? S : S * n;  // elements in the buffer
       phase = coll_names[kind];
       alarm((unsigned)deadline);
+      /* all_to_all_v: S elements to and from every rank, packed */
+      for (int r = 0; r < n; ++r) vcounts[r] = (int)S, vdispls[r] = (int)(r * S);
       /* inputs */
       for (int64_t i = 0; i < total; ++i) {
         switch (kind) {
           case COLL_ALLGATHER: if (i < S) put_el(t, src, i, coll_value(op, me, i)); break;
-          case COLL_ALL_TO_ALL: put_el(t, src, i, coll_a2a(me, (int)(i / S), i % S)); break;
+          case COLL_ALL_TO_ALL:
+          case COLL_ALL_TO_ALL_V: put_el(t, src, i, coll_a2a(me, (int)(i / S), i % S)); break;
           case COLL_BROADCAST: put_el(t, dst, i, me == 0 ? coll_value(op, 0, i) : 0); break;
           default: put_el(t, src, i, coll_value(op, me, i)); break;
         }
@@ -200,6 +206,7 @@ int main(int argc, char** argv) {
               case COLL_ALLGATHER: MPI_Iallgather(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD, &rq); break;
               case COLL_REDUCE_SCATTER: MPI_Ireduce_scatter_block(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD, &rq); break;
               case COLL_ALL_TO_ALL: MPI_Ialltoall(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD, &rq); break;
+              case COLL_ALL_TO_ALL_V: MPI_Ialltoallv(src, vcounts, vdispls, t->mpi, dst, vcounts, vdispls, t->mpi, MPI_COMM_WORLD, &rq); break;
               case COLL_BROADCAST: MPI_Ibcast(dst, (int)S, t->mpi, 0, MPI_COMM_WORLD, &rq); break;
               default: MPI_Ibarrier(MPI_COMM_WORLD, &rq); break;
             }
@@ -211,6 +218,7 @@ int main(int argc, char** argv) {
               case COLL_ALLGATHER: MPI_Allgather(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
               case COLL_REDUCE_SCATTER: MPI_Reduce_scatter_block(src, dst, (int)S, t->mpi, mop, MPI_COMM_WORLD); break;
               case COLL_ALL_TO_ALL: MPI_Alltoall(src, (int)S, t->mpi, dst, (int)S, t->mpi, MPI_COMM_WORLD); break;
+              case COLL_ALL_TO_ALL_V: MPI_Alltoallv(src, vcounts, vdispls, t->mpi, dst, vcounts, vdispls, t->mpi, MPI_COMM_WORLD); break;
               case COLL_BROADCAST: MPI_Bcast(dst, (int)S, t->mpi, 0, MPI_COMM_WORLD); break;
               default: MPI_Barrier(MPI_COMM_WORLD); break;
             }
@@ -234,6 +242,7 @@ int main(int argc, char** argv) {
                 for (int r = 0; r < n && !bad; ++r) bad = !eq_el(t, dst, r * S + i, coll_value(op, r, i));
                 break;
               case COLL_ALL_TO_ALL:
+              case COLL_ALL_TO_ALL_V:
                 for (int r = 0; r < n && !bad; ++r) bad = !eq_el(t, dst, r * S + i, coll_a2a(r, me, i));
                 break;
               default: break;
@@ -255,6 +264,8 @@ int main(int argc, char** argv) {
   free(samples);
   free(src);
   free(dst);
+  free(vcounts);
+  free(vdispls);
   MPI_Finalize();
   return 0;
 }

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   int t = T_F32, op = COLL_SUM, deadline = 300;
   const char* csv_path = NULL;
   const char* transport = "";
-  for (int k = 0; k < COLL_N; ++k) kinds[nk++] = k;
+  for (int k = 0; k < COLL_N; ++k) if (k != COLL_ALL_TO_ALL_V) kinds[nk++] = k;
   nsizes = coll_parse_sizes("8,4K,64K,1M", sizes, COLL_MAX_SIZES);
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
       nk = 0;
       for (char* s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
         const int k = coll_parse_kind(s);
-        if (k < 0) bad = 1;
+        if (k < 0 || k == COLL_ALL_TO_ALL_V) bad = 1;  /* OpenSHMEM has no all_to_all_v */
         else kinds[nk++] = k;
       }
     } else if (!strcmp(a, "-s") && v) nsizes = coll_parse_sizes(v, sizes, COLL_MAX_SIZES), bad = nsizes == 0;

@@ -835,6 +835,8 @@ TEST_P(Collectives, PullPathAndItsFallback) {
       }
     }
     const int n = w.size(), me = w.rank();
+    bool mapped = true;
+    for (int p = 0; p < ctx.size(); ++p) mapped = mapped && ctx.rma_mode(p) == "direct";
     WindowBuffer buf = w.alloc_window_buffer("pull_asym", 1 << 16);
     const int64_t s = 1000;  // f32 blocks of 4000 bytes
     const uint64_t shift = me == 1 ? 64 : 0;
@@ -871,6 +873,47 @@ TEST_P(Collectives, PullPathAndItsFallback) {
         std::vector<char> want(static_cast<size_t>(s) * 4);
         fill(DType::F32, want.data(), s, root, 100 + round);
         MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "asymmetric broadcast from " << root << " round " << round);
+      }
+      // all_to_all_v: pairs of 0, 3, 16 (64 bytes: the threshold) and 1000 f32 elements, gaps between
+      // the blocks; in round 1 member 1's send view lies elsewhere, so the large blocks to and from it
+      // travel as messages (a pair pulls only where the sender's view is the receiver's copy).
+      {
+        const auto count = [](int from, int to) -> int64_t {  // members 1 and 2 send one large block each
+          static const int64_t kCounts[] = {0, 3, 16, 1000};
+          return kCounts[(from * 3 + to) % 4];
+        };
+        std::vector<int64_t> sc(static_cast<size_t>(n)), so(sc.size()), rc(sc.size()), ro(sc.size());
+        int64_t sat = 0, rat = 0;
+        for (int q = n - 1; q >= 0; --q) {
+          const auto i = static_cast<size_t>(q);
+          sc[i] = count(me, q);
+          rc[i] = count(q, me);
+          so[i] = sat;
+          ro[i] = rat;
+          sat += sc[i] + 5;
+          rat += rc[i] + 5;
+        }
+        Window vs = ctx.window(buf, DType::F32, {1, 3 * 1005}, round == 1 ? 24576 + shift : 24576);
+        Window vr = ctx.window(buf, DType::F32, {1, 3 * 1005}, 40960);
+        std::memset(vr.data(), 0x5a, 3 * 1005 * 4);
+        for (int q = 0; q < n; ++q) {
+          fill(DType::F32, static_cast<char*>(vs.data()) + so[static_cast<size_t>(q)] * 4, sc[static_cast<size_t>(q)], me * 8 + q, 80 + round);
+        }
+        const Stats before = ctx.stats();
+        w.all_to_all_v(vs, sc, so, vr, rc, ro);
+        // Pulled: this member's large block never travelled (only offers and flags did). Not pulled
+        // (round 1: both large blocks go to or come from member 1; or nobody mapped): it did.
+        const uint64_t moved = ctx.stats().total.put_bytes - before.total.put_bytes;
+        if (me != 0) {
+          const bool pulled = mapped && round == 0;
+          MP_CHECK(pulled ? moved < 4000 : moved >= 4000, "all_to_all_v round " << round << ": " << moved << " bytes sent");
+        }
+        std::vector<char> want(3 * 1005 * 4, 0x5a);
+        for (int q = 0; q < n; ++q) {
+          fill(DType::F32, want.data() + ro[static_cast<size_t>(q)] * 4, rc[static_cast<size_t>(q)], q * 8 + me, 80 + round);
+        }
+        MP_CHECK(same_bytes(vr.data(), want.data(), want.size()), "all_to_all_v round " << round << " (blocks and gaps)");
+        w.barrier();  // nobody rewrites vs's region (the next round's stage) while a member may still read it
       }
       // allreduce with member 1's src elsewhere (every member falls back to messages), then with only
       // its dst elsewhere (the reduction pulls, the gather falls back for the pairs with member 1).
@@ -909,6 +952,56 @@ TEST_P(Collectives, PullPathMismatch) {
       std::vector<char> want(256 * 4);
       fill(DType::F32, want.data(), 256, 2, 80);
       MP_CHECK(same_bytes(static_cast<char*>(data.data()) + 2 * want.size(), want.data(), want.size()), "row 2");
+    }
+  }, o);
+}
+
+// all_to_all_v's pairs decide alone whether a block is pulled (by the count both ends hold): ends that
+// count a block differently end the call in CollectiveMismatch on every member, the member that
+// found it naming both counts, whether both counts are above RWIN_COLL_PULL_MIN (the offer carries
+// the sender's), on either side of it (one end offers, the other expects a message), or below it
+// (the message path's check). On every transport: where nobody pulls, the message path reports them.
+TEST_P(Collectives, AllToAllVCountMismatchWithPulls) {
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(5000);
+  run(3, [](Context& ctx) {
+    ::setenv("RWIN_COLL_PULL_MIN", "64", 1);
+    const int r = ctx.rank();
+    bool mapped = true;
+    for (int p = 0; p < ctx.size(); ++p) mapped = mapped && ctx.rma_mode(p) == "direct";
+    // member 0 sends member 1 `sent` f32 elements, member 1 expects `expected`; every other pair 100
+    const struct {
+      int64_t sent, expected;
+      const char* says;  // what member 1's error says where both ends pull
+    } kCases[] = {{200, 100, "sends 200 elements (800 bytes) to team rank 1 (job rank 1), which expects 100 elements (400 bytes)"},
+                  {100, 10, "count the block between them differently"},
+                  {10, 100, "count the block between them differently"},
+                  {5, 3, "sends 5 elements (20 bytes) to team rank 1 (job rank 1), which expects 3 elements (12 bytes)"}};
+    int k = 0;
+    for (const auto& c : kCases) {
+      Team t = make_team(ctx, {0, 1, 2});  // a fresh team per case: a mismatch leaves a team unusable
+      Window y = t.alloc_window("cm_send" + std::to_string(k), DType::F32, {1, 3 * 200});
+      Window z = t.alloc_window("cm_recv" + std::to_string(k++), DType::F32, {1, 3 * 200});
+      std::vector<int64_t> sends{100, 100, 100}, recvs{100, 100, 100};
+      if (r == 0) sends[1] = c.sent;
+      if (r == 1) recvs[0] = c.expected;
+      bool threw = false;
+      try {
+        t.all_to_all_v(y, sends, z, recvs);
+        t.barrier();
+      } catch (const Error& e) {
+        threw = true;
+        MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, "case " << c.sent << "/" << c.expected << ": " << e.what());
+        const std::string what = e.what();
+        if (r == 1 && what.find("found that the members' calls") == std::string::npos) {
+          // member 1 found it (else another member did first and told it)
+          const std::string says = mapped || c.says[0] != 'c'
+                                       ? c.says
+                                       : "sends " + std::to_string(c.sent) + " elements (" + std::to_string(c.sent * 4) + " bytes)";
+          MP_CHECK(what.find(says) != std::string::npos, "case " << c.sent << "/" << c.expected << ": " << what);
+        }
+      }
+      MP_CHECK(threw, "case " << c.sent << "/" << c.expected << ": no error on rank " << r);
     }
   }, o);
 }

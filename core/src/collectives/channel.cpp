@@ -26,6 +26,7 @@
 #include "backoff.h"
 #include "bootstrap/parse_number.h"
 #include "common/knobs.h"
+#include "collectives/pull.h"
 #include "collectives/team_state.h"
 #include "ops.h"
 
@@ -189,10 +190,10 @@ void store_count(TeamState& t, int q, int64_t* word, int64_t count) {
                   " differ (its error names both sides)");
 }
 
-// Tells every other member (so that each one's wait ends now, not at its deadline), then throws.
-// `detail`, when given, says what differs instead of the two headers (all_to_all_v's counts).
+}  // namespace
+
 [[noreturn]] void report_mismatch(TeamState& t, int q, const MsgHeader& theirs, const MsgHeader& mine,
-                                  const char* what, const std::string& detail = std::string()) {
+                                  const char* what, const std::string& detail) {
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
     try {
@@ -203,6 +204,19 @@ void store_count(TeamState& t, int q, int64_t* word, int64_t count) {
     }
   }
   const bool foreign = theirs.magic != mine.magic || theirs.team_id != mine.team_id;
+  if (detail.empty() && !foreign && theirs.call_seq == mine.call_seq &&
+      theirs.kind == static_cast<uint8_t>(CollKind::AllToAllV) && mine.kind == theirs.kind && theirs.mode == kPullMode &&
+      mine.mode == kPullMode && theirs.dtype == mine.dtype) {
+    // all_to_all_v by pull, the same call on both ends but a message the other did not expect: each
+    // pair decides by its own count whether the block is read in place (an offer) or sent (a
+    // message), and the two ends decided differently, so they count it differently.
+    throw Error(ErrorCode::CollectiveMismatch,
+                t.c->who() + ": " + what + " on " + t.describe() + " (call #" + std::to_string(mine.call_seq) + "): " +
+                    peer_name(t, q) + " and " + peer_name(t, t.me) +
+                    " count the block between them differently (one end takes it for at least RWIN_COLL_PULL_MIN = " +
+                    std::to_string(t.cfg.pull_min) + " bytes, read in place, the other for fewer: " +
+                    describe_header(theirs) + " against " + describe_header(mine) + ")");
+  }
   if (!detail.empty()) {
     throw Error(ErrorCode::CollectiveMismatch, t.c->who() + ": " + what + " on " + t.describe() + " (call #" +
                                                    std::to_string(mine.call_seq) + "): " + detail);
@@ -214,6 +228,12 @@ void store_count(TeamState& t, int q, int64_t* word, int64_t count) {
                   ", team rank " + std::to_string(t.me) + " (job rank " + std::to_string(t.c->rank) + ") called " +
                   describe_header(mine));
 }
+
+std::string peer_name(const TeamState& t, int p) {
+  return "team rank " + std::to_string(p) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(p)]) + ")";
+}
+
+namespace {
 
 bool same_call(const MsgHeader& a, const MsgHeader& b) {
   return a.magic == b.magic && a.team_id == b.team_id && a.call_seq == b.call_seq && a.kind == b.kind &&
@@ -347,10 +367,6 @@ uint8_t check_message(TeamState& t, int q, const char* slot, const MsgHeader& mi
   }
   if (!same_call(h, mine) || h.chunk != j || h.payload != len) report_mismatch(t, q, h, mine, what);
   return h.flags;
-}
-
-std::string peer_name(const TeamState& t, int p) {
-  return "team rank " + std::to_string(p) + " (job rank " + std::to_string(t.ranks[static_cast<size_t>(p)]) + ")";
 }
 
 }  // namespace

@@ -331,12 +331,25 @@ void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_c
   }
   const auto esz = static_cast<uint64_t>(dtype_size(s.dtype));
   const auto bytes = [esz](int64_t elements) { return static_cast<uint64_t>(elements) * esz; };
+  // Every member in shared memory: the pairs whose block is large read it in place (pull.h); a pair
+  // decides by its own count, which both ends hold, so the call's mode depends on the knob alone.
+  const bool pull = t.nr > 1 && pulls(t, t.cfg.pull_min);
   call.run(CollKind::AllToAllV, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(s.dtype);
     h.count = 0;  // per flow: each message carries its flow's bytes (MsgHeader::total), checked by the receiver
+    if (pull) h.mode = kPullMode;
     if (send_counts[me]) std::memcpy(d.base() + bytes(recv_offsets[me]), s.base() + bytes(send_offsets[me]), bytes(send_counts[me]));
     if (t.nr == 1) return;
     ensure_workspace(t, t.cfg.chunk_bytes, &h);
+    if (pull) {
+      std::vector<Block> to(static_cast<size_t>(t.nr)), from(static_cast<size_t>(t.nr));
+      for (size_t q = 0; q < to.size(); ++q) {
+        to[q] = Block{bytes(send_offsets[q]), bytes(send_counts[q])};
+        from[q] = Block{bytes(recv_offsets[q]), bytes(recv_counts[q])};
+      }
+      pull_pairs(t, h, s, to, d.base(), from, "all_to_all_v");
+      return;
+    }
     ByteView sb(s);
     Exchange ex;
     ex.header = h;

@@ -7,6 +7,7 @@
 // travels as ordinary messages.
 #include "collectives/pull.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace rwin::detail {
@@ -15,21 +16,26 @@ bool pulls(const TeamState& t, uint64_t block) { return t.mapped && t.cfg.pull_m
 
 namespace {
 
-// One message of `bytes` to every other member (header phase `phase`), its payload at payload(p);
-// take(q, payload) for each one received.
-template <class Payload, class Take>
+bool everyone(int) { return true; }
+
+// One message of `bytes` to every other member p with to(p) (header phase `phase`), its payload at
+// payload(p); take(q, payload) for each one received, from every member q with from(q).
+template <class Payload, class Take, class To = bool (*)(int), class From = bool (*)(int)>
 void small_round(TeamState& t, const MsgHeader& h, uint8_t phase, uint64_t bytes, Payload&& payload, Take&& take,
-                 const char* what) {
+                 const char* what, To&& to = everyone, From&& from = everyone) {
   Exchange ex;
   ex.header = h;
   ex.header.phase = phase;
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
-    OutFlow f{p, nullptr, 0, bytes};
-    f.raw = static_cast<const char*>(payload(p));
-    ex.out.push_back(f);
-    ex.in.push_back(InFlow{p, bytes});
+    if (to(p)) {
+      OutFlow f{p, nullptr, 0, bytes};
+      f.raw = static_cast<const char*>(payload(p));
+      ex.out.push_back(f);
+    }
+    if (from(p)) ex.in.push_back(InFlow{p, bytes});
   }
+  if (ex.out.empty() && ex.in.empty()) return;
   auto consume = [&](uint64_t, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i] && lens[i] == bytes) take(static_cast<size_t>(ex.in[i].peer), parts[i]);
@@ -106,6 +112,71 @@ void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& view, char
   auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     for (size_t i = 0; i < parts.size(); ++i) {
       if (lens[i]) std::memcpy(out + piece(ex.in[i].peer, t.me).dst_off + j * cp, parts[i], lens[i]);
+    }
+  };
+  ex.consume = consume;
+  ex.final_acks = false;
+  run_exchange(t, ex, what);
+}
+
+void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, const std::vector<Block>& to, char* out,
+                const std::vector<Block>& from, const char* what) {
+  const auto nr = static_cast<size_t>(t.nr);
+  const uint64_t min = t.cfg.pull_min;
+  auto big_to = [&](int p) { return to[static_cast<size_t>(p)].len >= min; };
+  auto big_from = [&](int p) { return from[static_cast<size_t>(p)].len >= min; };
+  // Offers, to the members that take a large block from this one: where the send view lies (as its
+  // owner's key publishes it) and which block of it is theirs.
+  struct Offer {
+    uint64_t base = 0, bytes = 0, off = 0, len = 0;
+  };
+  std::vector<Offer> mine(nr), theirs(nr);
+  for (size_t q = 0; q < nr; ++q) mine[q] = Offer{send.remote_base(t.c->rank), send.bytes, to[q].off, to[q].len};
+  small_round(
+      t, h, 3, sizeof(Offer), [&](int p) -> const void* { return &mine[static_cast<size_t>(p)]; },
+      [&](size_t q, const char* b) { std::memcpy(&theirs[q], b, sizeof(Offer)); }, what, big_to, big_from);
+  std::vector<uint64_t> pulled(nr, 0);
+  for (int p = 0; p < t.nr; ++p) {
+    const auto q = static_cast<size_t>(p);
+    if (p == t.me || !big_from(p)) continue;
+    const Offer& o = theirs[q];
+    if (o.len != from[q].len) {
+      const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
+      const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
+      report_mismatch(t, p, h, h, what,
+                      peer_name(t, p) + " sends " + els(o.len) + " to " + peer_name(t, t.me) + ", which expects " +
+                          els(from[q].len) + " from it");
+    }
+    const char* src = send.mapped(t.ranks[q]);
+    // Its block must lie inside its view, which must be this one's copy (same buffer, same offset, same size).
+    if (src && o.base == send.remote_base(t.ranks[q]) && o.bytes == send.bytes && o.off <= o.bytes &&
+        o.len <= o.bytes - o.off) {
+      std::memcpy(out + from[q].off, src + o.off, o.len);
+      pulled[q] = 1;
+    }
+  }
+  // Every member that takes a large block from this one says whether it read it in place; after
+  // this round none reads this one's send view any more.
+  std::vector<uint64_t> their_pulled(nr, 0);
+  small_round(
+      t, h, 4, 8, [&](int p) -> const void* { return &pulled[static_cast<size_t>(p)]; },
+      [&](size_t q, const char* b) { std::memcpy(&their_pulled[q], b, 8); }, what, big_from, big_to);
+  // The small blocks, and the large ones that could not be read in place: ordinary messages.
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = 5;
+  ByteView vb(send);
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    const auto q = static_cast<size_t>(p);
+    if (!big_to(p) || !their_pulled[q]) ex.out.push_back(OutFlow{p, vb.ptr(), to[q].off, to[q].len});
+    if (!big_from(p) || !pulled[q]) ex.in.push_back(InFlow{p, from[q].len});
+  }
+  if (ex.out.empty() && ex.in.empty()) return;
+  const uint64_t cp = chunk_payload(t);
+  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (lens[i]) std::memcpy(out + from[static_cast<size_t>(ex.in[i].peer)].off + j * cp, parts[i], lens[i]);
     }
   };
   ex.consume = consume;

@@ -1,5 +1,5 @@
 // Collectives by pull on a team all in shared memory (pull.cpp; docs/CONTRACT.md, "Collectives").
-// Header phases: 3 offers, 4 pulled flags, 5 blocks not pulled (pull_blocks); 8 offers, 9 verdicts
+// Header phases: 3 offers, 4 pulled flags, 5 blocks not pulled (pull_blocks, pull_pairs); 8 offers, 9 verdicts
 // (pull_reduce); 10 "done reading" (reduce_scatter). Every call that pulls carries mode 6.
 #pragma once
 
@@ -37,6 +37,18 @@ using PieceOf = std::function<Piece(int sender, int receiver)>;
 // from this one.
 void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& view, char* out, const PieceOf& piece,
                  const char* what);
+
+// all_to_all_v by pull. Its members know their own counts only, so each pair decides alone, by the
+// count both of its ends hold (and check against each other): a block of at least RWIN_COLL_PULL_MIN
+// bytes is read in place by its receiver, where the sender's send view is this one's copy; the other
+// blocks travel as messages (header phases 3, 4, 5 as pull_blocks). to[p]: the bytes this member
+// sends member p, at that offset of `send`; from[p]: the bytes it takes from p, at that offset of
+// `out`. Returns once every member has read what it pulled from this one.
+struct Block {
+  uint64_t off = 0, len = 0;
+};
+void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, const std::vector<Block>& to, char* out,
+                const std::vector<Block>& from, const char* what);
 
 // Reduces bytes [off, off + len) of every member's `src` (read in place, team-rank order) into `out`.
 // False, on every member alike and with nothing done, when some member's src is not another's copy.

@@ -301,6 +301,13 @@ const char* gathered(const TeamState& t, int q, uint64_t row);
 uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))
 uint64_t chunk_payload(const TeamState& t);                // payload bytes per message now
 
+// Tells every other member that the calls differ (so that each one's wait ends now, not at its
+// deadline), then throws CollectiveMismatch naming both sides' calls; `detail`, when given, says what
+// differs instead of the two headers (all_to_all_v's counts).
+[[noreturn]] void report_mismatch(TeamState& t, int q, const MsgHeader& theirs, const MsgHeader& mine, const char* what,
+                                  const std::string& detail = std::string());
+std::string peer_name(const TeamState& t, int p);  // "team rank 2 (job rank 5)"
+
 // Starts a call: checks the team is usable, bumps call_seq, returns the header to fill.
 MsgHeader begin_call(TeamState& t, CollKind kind, const char* what);
 // A call that threw: the team is marked broken (every later call says so).
