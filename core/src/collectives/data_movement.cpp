@@ -342,12 +342,14 @@ void Team::all_to_all_v(const Window& send_w, const std::vector<int64_t>& send_c
     if (t.nr == 1) return;
     ensure_workspace(t, t.cfg.chunk_bytes, &h);
     if (pull) {
-      std::vector<Block> to(static_cast<size_t>(t.nr)), from(static_cast<size_t>(t.nr));
-      for (size_t q = 0; q < to.size(); ++q) {
-        to[q] = Block{bytes(send_offsets[q]), bytes(send_counts[q])};
-        from[q] = Block{bytes(recv_offsets[q]), bytes(recv_counts[q])};
+      TeamState::PairArrays& a = t.pa;
+      a.to.resize(static_cast<size_t>(t.nr));
+      a.from.resize(static_cast<size_t>(t.nr));
+      for (size_t q = 0; q < a.to.size(); ++q) {
+        a.to[q] = Block{bytes(send_offsets[q]), bytes(send_counts[q])};
+        a.from[q] = Block{bytes(recv_offsets[q]), bytes(recv_counts[q])};
       }
-      pull_pairs(t, h, s, to, d.base(), from, "all_to_all_v");
+      pull_pairs(t, h, s, d.base(), "all_to_all_v");
       return;
     }
     ByteView sb(s);

@@ -119,48 +119,53 @@ void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& view, char
   run_exchange(t, ex, what);
 }
 
-void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, const std::vector<Block>& to, char* out,
-                const std::vector<Block>& from, const char* what) {
+void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, char* out, const char* what) {
   const auto nr = static_cast<size_t>(t.nr);
   const uint64_t min = t.cfg.pull_min;
+  TeamState::PairArrays& a = t.pa;
+  const std::vector<Block>& to = a.to;
+  const std::vector<Block>& from = a.from;
   auto big_to = [&](int p) { return to[static_cast<size_t>(p)].len >= min; };
   auto big_from = [&](int p) { return from[static_cast<size_t>(p)].len >= min; };
-  // Offers, to the members that take a large block from this one: where the send view lies (as its
-  // owner's key publishes it) and which block of it is theirs.
-  struct Offer {
-    uint64_t base = 0, bytes = 0, off = 0, len = 0;
-  };
-  std::vector<Offer> mine(nr), theirs(nr);
-  for (size_t q = 0; q < nr; ++q) mine[q] = Offer{send.remote_base(t.c->rank), send.bytes, to[q].off, to[q].len};
-  small_round(
-      t, h, 3, sizeof(Offer), [&](int p) -> const void* { return &mine[static_cast<size_t>(p)]; },
-      [&](size_t q, const char* b) { std::memcpy(&theirs[q], b, sizeof(Offer)); }, what, big_to, big_from);
-  std::vector<uint64_t> pulled(nr, 0);
-  for (int p = 0; p < t.nr; ++p) {
-    const auto q = static_cast<size_t>(p);
-    if (p == t.me || !big_from(p)) continue;
-    const Offer& o = theirs[q];
-    if (o.len != from[q].len) {
-      const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
-      const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
-      report_mismatch(t, p, h, h, what,
-                      peer_name(t, p) + " sends " + els(o.len) + " to " + peer_name(t, t.me) + ", which expects " +
-                          els(from[q].len) + " from it");
+  a.pulled.assign(nr, 0);
+  a.their_pulled.assign(nr, 0);
+  bool any = false;  // a large block to or from this member: else no offers, no flags, only messages
+  for (int p = 0; p < t.nr; ++p) any = any || (p != t.me && (big_to(p) || big_from(p)));
+  if (any) {
+    // Offers, to the members that take a large block from this one: where the send view lies (as
+    // its owner's key publishes it), its size, and which block of it is theirs.
+    enum { kBase, kBytes, kOff, kLen };
+    a.mine.resize(nr);
+    a.theirs.resize(nr);
+    for (size_t q = 0; q < nr; ++q) a.mine[q] = {send.remote_base(t.c->rank), send.bytes, to[q].off, to[q].len};
+    small_round(
+        t, h, 3, sizeof a.mine[0], [&](int p) -> const void* { return a.mine[static_cast<size_t>(p)].data(); },
+        [&](size_t q, const char* b) { std::memcpy(a.theirs[q].data(), b, sizeof a.theirs[q]); }, what, big_to, big_from);
+    for (int p = 0; p < t.nr; ++p) {
+      const auto q = static_cast<size_t>(p);
+      if (p == t.me || !big_from(p)) continue;
+      const std::array<uint64_t, 4>& o = a.theirs[q];
+      if (o[kLen] != from[q].len) {
+        const uint64_t esz = std::max<uint64_t>(1, dtype_size(static_cast<DType>(h.dtype)));
+        const auto els = [esz](uint64_t b) { return std::to_string(b / esz) + " elements (" + std::to_string(b) + " bytes)"; };
+        report_mismatch(t, p, h, h, what,
+                        peer_name(t, p) + " sends " + els(o[kLen]) + " to " + peer_name(t, t.me) + ", which expects " +
+                            els(from[q].len) + " from it");
+      }
+      const char* src = send.mapped(t.ranks[q]);
+      // Its block must lie inside its view, which must be this one's copy (same buffer, same offset, same size).
+      if (src && o[kBase] == send.remote_base(t.ranks[q]) && o[kBytes] == send.bytes && o[kOff] <= o[kBytes] &&
+          o[kLen] <= o[kBytes] - o[kOff]) {
+        std::memcpy(out + from[q].off, src + o[kOff], o[kLen]);
+        a.pulled[q] = 1;
+      }
     }
-    const char* src = send.mapped(t.ranks[q]);
-    // Its block must lie inside its view, which must be this one's copy (same buffer, same offset, same size).
-    if (src && o.base == send.remote_base(t.ranks[q]) && o.bytes == send.bytes && o.off <= o.bytes &&
-        o.len <= o.bytes - o.off) {
-      std::memcpy(out + from[q].off, src + o.off, o.len);
-      pulled[q] = 1;
-    }
+    // Every member that takes a large block from this one says whether it read it in place; after
+    // this round none reads this one's send view any more.
+    small_round(
+        t, h, 4, 8, [&](int p) -> const void* { return &a.pulled[static_cast<size_t>(p)]; },
+        [&](size_t q, const char* b) { std::memcpy(&a.their_pulled[q], b, 8); }, what, big_from, big_to);
   }
-  // Every member that takes a large block from this one says whether it read it in place; after
-  // this round none reads this one's send view any more.
-  std::vector<uint64_t> their_pulled(nr, 0);
-  small_round(
-      t, h, 4, 8, [&](int p) -> const void* { return &pulled[static_cast<size_t>(p)]; },
-      [&](size_t q, const char* b) { std::memcpy(&their_pulled[q], b, 8); }, what, big_from, big_to);
   // The small blocks, and the large ones that could not be read in place: ordinary messages.
   Exchange ex;
   ex.header = h;
@@ -169,8 +174,8 @@ void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, const
   for (int p = 0; p < t.nr; ++p) {
     if (p == t.me) continue;
     const auto q = static_cast<size_t>(p);
-    if (!big_to(p) || !their_pulled[q]) ex.out.push_back(OutFlow{p, vb.ptr(), to[q].off, to[q].len});
-    if (!big_from(p) || !pulled[q]) ex.in.push_back(InFlow{p, from[q].len});
+    if (!big_to(p) || !a.their_pulled[q]) ex.out.push_back(OutFlow{p, vb.ptr(), to[q].off, to[q].len});
+    if (!big_from(p) || !a.pulled[q]) ex.in.push_back(InFlow{p, from[q].len});
   }
   if (ex.out.empty() && ex.in.empty()) return;
   const uint64_t cp = chunk_payload(t);

@@ -43,12 +43,9 @@ void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& view, char
 // bytes is read in place by its receiver, where the sender's send view is this one's copy; the other
 // blocks travel as messages (header phases 3, 4, 5 as pull_blocks). to[p]: the bytes this member
 // sends member p, at that offset of `send`; from[p]: the bytes it takes from p, at that offset of
-// `out`. Returns once every member has read what it pulled from this one.
-struct Block {
-  uint64_t off = 0, len = 0;
-};
-void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, const std::vector<Block>& to, char* out,
-                const std::vector<Block>& from, const char* what);
+// `out` (the caller fills t.pa.to and t.pa.from). Returns once every member has read what it pulled
+// from this one.
+void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, char* out, const char* what);
 
 // Reduces bytes [off, off + len) of every member's `src` (read in place, team-rank order) into `out`.
 // False, on every member alike and with nothing done, when some member's src is not another's copy.

@@ -33,6 +33,11 @@ struct ContextAccess {
 enum class CollKind : uint8_t { Broadcast = 1, Allgather, ReduceScatter, Allreduce, AllToAll, Barrier, AllToAllV };
 const char* coll_kind_name(CollKind k) noexcept;
 
+// A block of bytes of a member's view: `len` bytes at `off`.
+struct Block {
+  uint64_t off = 0, len = 0;
+};
+
 struct MsgHeader {
   // First, so that a message through the transport never writes it (its put starts after this word):
   // stored into a mapped member's slot, the message's number to it (1, 2, ...; low 32 bits), stored
@@ -145,6 +150,13 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   // call uses them only inside its own exchanges, which never nest).
   std::vector<const void*> inputs;
   std::vector<uint64_t> offsets;
+  // all_to_all_v by pull (pull_pairs): each member's block to and from this one, what was pulled,
+  // the offers (kept: four allocations per call cost a small call 10 %, measured).
+  struct PairArrays {
+    std::vector<Block> to, from;
+    std::vector<uint64_t> pulled, their_pulled;
+    std::vector<std::array<uint64_t, 4>> mine, theirs;
+  } pa;
   // run_exchange's per-call arrays, kept so a small call allocates none of them. run_exchange never
   // nests (a workspace growth's handshake ends before the call's own exchange starts); it checks.
   struct ExchangeArrays {
