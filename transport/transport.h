@@ -278,6 +278,12 @@ class Transport {
   // them (core/src/context.cpp, choose_spin): a transport whose waiting differs then may adapt.
   // Called once, from the owner's thread, after connect().
   virtual void set_oversubscribed(bool yes) noexcept { (void)yes; }
+  // Orders what this transport's own threads did to this process's memory so far (peers' writes
+  // and atomics landed, reads served) before the caller's next access, where the caller learned of it
+  // through another channel (the store's barrier, after the peers' quiet): the happens-before that
+  // a signal's acquire gives otherwise. Nothing to do where no thread of the transport's touches
+  // windows (UCX, verbs: the NIC, or the owner's own progress). Bounded (the thread's hold is short).
+  virtual void sync_arrivals() noexcept {}
   virtual int wait_fd() const noexcept { return -1; }
   virtual bool arm() noexcept { return false; }
   // The owner's thread leaves the transport (an agent call returned, or its progress thread sleeps

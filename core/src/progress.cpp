@@ -199,6 +199,9 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
       progress();
       sched_yield();  // each store round trip already costs tens of microseconds
     });
+    // The peers' puts and gets before the barrier were complete at their quiet; a transport whose
+    // own thread served them (rwin's tcp) is ordered before what this caller does next.
+    tp->sync_arrivals();
   } catch (const bootstrap::BootstrapError& e) {
     watch_now();  // learn the failure the barrier saw, so shutdown knows
     degraded = true;

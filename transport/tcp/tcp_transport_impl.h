@@ -237,6 +237,9 @@ class TcpTransport final : public Transport {
   std::unique_ptr<RemoteKey> unpack_key(int peer, std::span<const uint8_t> packed) override;
   PostResult post(const Work& w) override;
   void poll(std::vector<Completion>& out) override;
+  // Every arrival is served under rx_mu_ (the receiver thread's or the owner's poll()): taking it
+  // once orders all that were served before.
+  void sync_arrivals() noexcept override { std::lock_guard<std::mutex> g(rx_mu_); }
   std::string peer_error(int peer) const override;
   std::string rma_mode(int peer) const override;
   void* mapped(int peer, const RemoteKey& key, uint64_t remote_addr, size_t bytes) const noexcept override;
