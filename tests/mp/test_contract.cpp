@@ -677,22 +677,25 @@ TEST_P(Contract, PutAddIsOrderedBeforeNotify) {
     const int r = ctx.rank();
     Window acc = ctx.alloc_window("acc", DType::F64, {1, 100});
     Window one = ctx.alloc_window("one", DType::F64, {1, 100});
-    auto sig = ctx.alloc_signals("sig", 1);
+    auto sig = ctx.alloc_signals("sig", 2);  // [0]: rank 0's notifies, [1]: rank 1's acks
     std::fill(one.data_as<double>(), one.data_as<double>() + 100, 1.0);
     ctx.barrier();
     if (r == 0) {
       for (int k = 1; k <= 20; ++k) {
         ctx.put(acc.all(), 1, one.all(), AtomicType::Add);
         ctx.notify(sig.at(0), 1, 1);
+        // Round by round: rank 1 reads the sums while nothing else lands (a read beside a later
+        // put(Add) landing, by another thread where the transport applies it, would race it).
+        ctx.wait(sig.at(1), k, WaitCmp::GE);
       }
     } else {
       for (int k = 1; k <= 20; ++k) {
         ctx.wait(sig.at(0), k, WaitCmp::GE);
-        const int64_t seen = sig.load(0);
         for (int i = 0; i < 100; ++i) {
-          MP_CHECK(acc.data_as<double>()[i] >= static_cast<double>(seen),
-                   "after notify " << seen << " acc[" << i << "] = " << acc.data_as<double>()[i]);
+          MP_CHECK(acc.data_as<double>()[i] == static_cast<double>(k),
+                   "after notify " << k << " acc[" << i << "] = " << acc.data_as<double>()[i]);
         }
+        ctx.notify(sig.at(1), 0, 1);
       }
     }
     ctx.barrier();
