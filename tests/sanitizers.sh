@@ -2,7 +2,8 @@
 # Sanitizer jobs (issue 9, item 8) and the bounded fuzz run (item 7), each in its own build dir:
 #   asan  build-asan (gcc, -DRWIN_SANITIZE=address,undefined): the host ctest under ASan+UBSan+LSan
 #   tsan  build-tsan (gcc, -DRWIN_SANITIZE=thread): the threaded parts (store server thread, rwinrun,
-#         the agent and its progress thread, the nonblocking collectives' worker)
+#         the agent and its progress thread, the nonblocking collectives' worker, rwin's own tcp
+#         transport's receiver thread under every transport-parameterised suite)
 #   fuzz  build-fuzz (clang, -DRWIN_FUZZ=ON): tests/fuzz/run.sh, RWIN_FUZZ_SECONDS per target
 # RWIN_TEST_TIER=ci (tests/run-all.sh's default) runs ASan+UBSan over a representative subset of the
 # host suite and fuzzes 2 s per target, as many targets at a time as there are cores; full (run-all.sh --full, or no tier set) runs all of it, 15 s.
@@ -72,7 +73,7 @@ run_asan() {
 
 build_tsan() {
   configure build-tsan OFF -DRWIN_SANITIZE=thread -DRWIN_BUILD_BENCH=OFF -DRWIN_TEST_CXX_FLAGS=-O0 "$gcc_san_flags" "${unity[@]}" &&
-    build build-tsan rwin_unit_tests rwinrun ring_shift overlap rwin_agent_tests
+    build build-tsan rwin_unit_tests rwin_mp_tests rwinrun ring_shift overlap rwin_agent_tests
 }
 run_tsan() {
   # UCX's mmap hooks crash TSan's runtime; rwin does not need them (it maps its own windows).
@@ -109,16 +110,25 @@ run_tsan() {
   done
   echo "tsan: ring_shift put/get over tcp and shared memory: OK"
   # Nonblocking collectives (examples/overlap.cpp): the caller lends its context to the collective
-  # worker thread and takes it back at wait(). (Over rwin's own tcp, collectives read messages the
-  # receiver thread wrote through a count protocol TSan cannot follow: UCX lanes only.)
-  for tls in tcp posix,sysv,self; do
-    out=$(UCX_MEM_MMAP_HOOK_MODE=none UCX_TLS=$tls TSAN_OPTIONS=halt_on_error=1 \
+  # worker thread and takes it back at wait(); over UCX's tcp, shared memory and rwin's own tcp
+  # (whose receiver thread lands the messages beside both).
+  local lane
+  for lane in UCX_TLS=tcp UCX_TLS=posix,sysv,self RWIN_TRANSPORT=tcp; do
+    out=$(env "$lane" UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1 \
       build-tsan/bin/rwinrun -n 3 --timeout 300 -- build-tsan/bin/overlap --size 100003 --iters 3 --compute-us 1000 2>&1)
     if [[ $(grep -c 'OK$' <<<"$out") -ne 3 ]] || grep -q "ThreadSanitizer" <<<"$out"; then
-      echo "tsan: overlap UCX_TLS=$tls failed:"; echo "$out"; return 1
+      echo "tsan: overlap $lane failed:"; echo "$out"; return 1
     fi
   done
-  echo "tsan: overlap (nonblocking collectives) over tcp and shared memory: OK"
+  echo "tsan: overlap (nonblocking collectives) over UCX tcp, shared memory and rwin's own tcp: OK"
+  # Every transport-parameterised suite over rwin's own tcp (contract, memory model, accumulate,
+  # collectives, ...: the receiver thread applies writes, atomics and put(Add)s while the main thread
+  # reads what they publish), and the nonblocking collectives over every lane.
+  # tests/tsan-mp.supp: the one test that reads a window while puts land in it, on purpose.
+  UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan-mp.supp \
+    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
+    { echo "tsan: rwin_mp_tests over own tcp failed:"; grep -v '^skipped' build-tsan.mp.log | tail -60; return 1; }
+  echo "tsan: rwin_mp_tests over rwin's own tcp (and *Nonblocking* everywhere): OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
   # atomics and put(Add)s (its RegionAdder takes the stripe locks) while the main thread posts and waits.
   for mode in put get add; do
