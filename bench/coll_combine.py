@@ -31,9 +31,10 @@ for f in sorted(glob.glob(os.path.join(out, "raw", "*.csv"))):
             row.update(tool=tool, tr=tr, np=np_, round=rnd, size=int(row["size"]))
             rows.append(row)
 
-COLLS = ["allreduce", "allgather", "reduce_scatter", "all_to_all", "broadcast", "barrier"]
+COLLS = ["allreduce", "allgather", "reduce_scatter", "all_to_all", "all_to_all_v", "broadcast", "barrier"]
 FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
           "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+          "all_to_all_v": lambda n: (n - 1) / n,
           "broadcast": lambda n: 1.0, "barrier": lambda n: 0.0}
 by = defaultdict(dict)  # (np, tr, coll, size) -> tool -> {round: row}
 for r in rows:
