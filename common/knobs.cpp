@@ -95,7 +95,7 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_COPY_MAX", K::Size, "64 KiB (verbs: 16 KiB)", "0..1073741824", "core",
      "collectives: a message's payload up to this many bytes is copied into the outbox (the call then waits for no ack)"},
     {"RWIN_COLL_PULL_MIN", K::Size, "8 KiB", "0..4611686018427387904", "core",
-     "allgather, all_to_all, reduce_scatter, allreduce (ring) in shared memory: blocks of at least this many bytes are read from the members' windows; 0: never"},
+     "allgather, all_to_all, all_to_all_v (per pair), reduce_scatter, allreduce (ring), broadcast (from 16x) in shared memory: blocks of at least this many bytes are read from the members' windows; 0: never"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
     {"RWIN_COLL_TUNING", K::String, "unset: the built-in rules", "a JSON file (docs/CONFIG.md, \"Collective tuning\")", "core",
      "collectives: rules tried before the built-in ones that pick each call's algorithm"},
