@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Collectives across two "hosts" (issue 27's across-host goal): two network namespaces joined by a veth,
-# each with its own hostname (a UTS namespace) and its own CPU (host a: CPU 0, host b: CPU 1), ranks
-# split evenly (2 x 2 for 4 ranks, 2 x 4 for 8). rwin runs over its own tcp transport between every
-# pair (it has no path that keeps shared memory inside a host and tcp across: docs/TCP.md; and UCX
-# cannot stand in for one here: it reaches the other namespace through shared memory, the boot id being
-# the same, measured 2026-12-06); Open MPI
-# 4.1 runs with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
-# mpirun through an rsh agent that enters the namespaces. Same placement, same CPUs, same sizes.
+# Collectives across two "hosts" (issue 27's across-host goal). Each host is a set of namespaces of its
+# own: network (a veth between the two), mount (its own /dev/shm, its own sysfs, and a boot id of its
+# own bind-mounted over /proc/sys/kernel/random/boot_id, which is what UCX compares to decide that a
+# peer shares its memory), IPC and UTS (its hostname, so Open MPI sees two nodes), and its own CPU (host
+# a: CPU 0, host b: CPU 1). So UCX and Open MPI keep shared memory inside a host and use tcp across, as
+# on two machines. Ranks split evenly: 2 x 2 for 4 ranks, 2 x 4 for 8.
+#   rwin, transport label "2hosts": its defaults, UCX: direct shared memory to the peers on its host,
+#     UCX's tcp (rwin's am mode) to the others;
+#   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included (it has
+#     no per-peer choice of transport yet: docs/TCP.md);
+#   Open MPI 4.1 with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
+#     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
 #   env: NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
 #        all_to_all,broadcast,barrier), ITERS (100), ROUNDS (3)
-# Writes OUT/raw/{rwin,mpi}_2hosts_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
+# Writes OUT/raw/{rwin,mpi}_<label>_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
 # (bench/coll_combine.py: ratio = MPI time / rwin time, > 1: rwin faster).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,61 +28,86 @@ SIZES=${SIZES:-8,64,512,4K,64K,1M,16M}
 TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 ITERS=${ITERS:-100}
 ROUNDS=${ROUNDS:-3}
-[[ $(id -u) == 0 ]] || { echo "coll_across_hosts: needs root (ip netns)" >&2; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "coll_across_hosts: needs root (namespaces)" >&2; exit 2; }
 [[ -x $BIN/rwin-perf ]] || { echo "coll_across_hosts: $BIN/rwin-perf not built" >&2; exit 2; }
 MPI=$BIN/rwin_mpi_collectives
 [[ -x $MPI ]] || { echo "coll_across_hosts: $MPI not built (mpicc missing?)" >&2; exit 2; }
 mkdir -p "$OUT/raw"
+OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/run.log
 log() { echo "coll-2hosts: $*" | tee -a "$LOG" >&2; }
 
 source "$ROOT/tests/lib/netns.sh"
 NETNS_SELF=coll_across_hosts
 P=cah$$
-AGENT=$(mktemp "${TMPDIR:-/tmp}/coll-2hosts-agent.XXXXXX")
-cleanup() { netns_cleanup; rm -f "$AGENT"; }
+NS=$(mktemp -d "${TMPDIR:-/tmp}/coll-2hosts.XXXXXX")  # the hosts' namespace files and the agent
+AGENT=$NS/agent
+cleanup() {
+  netns_cleanup
+  local f
+  for f in "$NS"/mnt-* "$NS"/ipc-* "$NS"/uts-*; do umount "$f" 2>/dev/null; done
+  umount "$NS" 2>/dev/null
+  rm -rf "$NS"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 netns_add "$P-a" && netns_add "$P-b" && netns_link "$P-a" v0 10.77.31.1/24 "$P-b" v1 10.77.31.2/24 &&
   netns_hosts_file "$P-a" "127.0.0.1 localhost" "10.77.31.1 ha" "10.77.31.2 hb" &&
-  netns_hosts_file "$P-b" "127.0.0.1 localhost" "10.77.31.1 ha" "10.77.31.2 hb" || exit 1
-# How a command enters host X (ha/hb): its namespace, its hostname, its CPU. mpirun's rsh agent and
-# the rwin ranks below go through the same door.
-cat >"$AGENT" <<EOF
+  netns_hosts_file "$P-b" "127.0.0.1 localhost" "10.77.31.1 ha" "10.77.31.2 hb" &&
+  netns_wait_carrier "$P-a" v0 "$P-b" v1 || exit 1  # UCX refuses an interface without carrier
+# Namespace files can only be bind-mounted below a private mount.
+mount --bind "$NS" "$NS" && mount --make-private "$NS" || { echo "coll_across_hosts: cannot make $NS private" >&2; exit 1; }
+for h in a b; do
+  touch "$NS/mnt-$h" "$NS/ipc-$h" "$NS/uts-$h"
+  cat /proc/sys/kernel/random/uuid >"$NS/boot-$h"
+  unshare --mount="$NS/mnt-$h" --ipc="$NS/ipc-$h" --uts="$NS/uts-$h" --propagation private /bin/sh -c \
+    "hostname h$h && mount --bind $NS/boot-$h /proc/sys/kernel/random/boot_id && mount -t tmpfs -o size=4g tmpfs /dev/shm" &&
+    nsenter --mount="$NS/mnt-$h" --net="/var/run/netns/$P-$h" mount -t sysfs sysfs /sys ||
+    { echo "coll_across_hosts: setting up host h$h failed" >&2; exit 1; }
+done
+# How a command enters host ha or hb: its namespaces and its CPU. mpirun's rsh agent (AGENT HOST CMD...)
+# and the rwin ranks below go through the same door.
+cat >"$AGENT" <<AGENT_EOF
 #!/bin/bash
-# Open MPI rsh agent: AGENT HOST CMD... (HOST ha or hb)
 host=\$1; shift
-ns=$P-a cpu=0
-[[ \$host == hb ]] && ns=$P-b cpu=1
-exec ip netns exec "\$ns" unshare --uts taskset -c "\$cpu" /bin/sh -c "hostname \$host && exec \$*"
-EOF
+h=a cpu=0
+[[ \$host == hb ]] && h=b cpu=1
+exec nsenter --mount=$NS/mnt-\$h --ipc=$NS/ipc-\$h --uts=$NS/uts-\$h --net=/var/run/netns/$P-\$h \\
+  taskset -c \$cpu /bin/sh -c "exec \$*"
+AGENT_EOF
 chmod +x "$AGENT"
 
-COMMON=(-t "$TESTS" -s "$SIZES" -n "$ITERS" -w 5 --max-bytes 256M --min-iters 5)
+COMMON="-t $TESTS -s $SIZES -n $ITERS -w 5 --max-bytes 256M --min-iters 5"
 
-run_rwin() {  # np round
-  local np=$1 r=$2 half=$(($1 / 2)) port=$((29500 + $2)) pids=() rank host ifname rc=0
-  local key
+run_rwin() {  # np round lane (ucx | owntcp)
+  local np=$1 r=$2 lane=$3 half=$(($1 / 2)) pids=() rank host ifname rc=0 label=2hosts port=$((29500 + $2)) envs key
   key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+  [[ $lane == owntcp ]] && label=2hostsowntcp port=$((29600 + $2))
   for ((rank = 0; rank < np; rank++)); do
     host=ha ifname=v0
     ((rank >= half)) && host=hb ifname=v1
-    "$AGENT" "$host" env RWIN_RANK=$rank RWIN_NRANKS="$np" RWIN_ROOT=10.77.31.1:$port RWIN_JOB_KEY="$key" \
-      RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname timeout 1500 "$BIN/rwin-perf" "${COMMON[@]}" --label 2hosts \
-      --timeout-ms 120000 -o "$OUT/raw/rwin_2hosts_np${np}_r$r.csv" --csv >>"$LOG" 2>&1 &
+    envs="UCX_NET_DEVICES=$ifname RWIN_IFNAME=$ifname"
+    [[ $lane == owntcp ]] && envs="RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname"
+    "$AGENT" "$host" "env RWIN_RANK=$rank RWIN_NRANKS=$np RWIN_ROOT=10.77.31.1:$port RWIN_JOB_KEY=$key $envs \
+      timeout 1500 $BIN/rwin-perf $COMMON --label $label --timeout-ms 120000 \
+      -o $OUT/raw/rwin_${label}_np${np}_r$r.csv --csv" >>"$LOG" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  ((rc == 0)) || log "rwin np$np round $r failed (rc $rc)"
+  ((rc == 0)) || log "rwin $lane np$np round $r failed (rc $rc)"
 }
-run_mpi() {  # np round
-  local np=$1 r=$2 half=$(($1 / 2))
-  ip netns exec "$P-a" timeout 1500 mpirun --allow-run-as-root --host "ha:$half,hb:$half" --bind-to none \
+run_mpi() {  # np round: its results stand against both rwin lanes
+  local np=$1 r=$2 half=$(($1 / 2)) f=$OUT/raw/mpi_2hosts_np$1_r$2.csv
+  # mpirun itself in host a's network only (nsenter, not `ip netns exec`: in a mount namespace of its
+  # own the agent could not enter the hosts' mount namespaces); it runs no rank, its daemons do.
+  nsenter --net="/var/run/netns/$P-a" timeout 1500 mpirun --allow-run-as-root --host "ha:$half,hb:$half" --bind-to none \
     --mca mpi_yield_when_idle 1 --mca plm_rsh_agent "$AGENT" --mca oob_tcp_if_include 10.77.31.0/24 \
     --mca btl_tcp_if_include 10.77.31.0/24 --mca pml ob1 --mca btl vader,tcp,self --mca osc ^rdma -np "$np" \
-    "$MPI" "${COMMON[@]}" --transport 2hosts -o "$OUT/raw/mpi_2hosts_np${np}_r$r.csv" >>"$LOG" 2>&1 ||
-    log "mpi np$np round $r failed (rc $?)"
+    "$MPI" $COMMON --transport 2hosts -o "$f" >>"$LOG" 2>&1 || log "mpi np$np round $r failed (rc $?)"
+  sed 's/^mpi,"*2hosts"*,/mpi,2hostsowntcp,/' "$f" >"$OUT/raw/mpi_2hostsowntcp_np${np}_r$r.csv" 2>/dev/null
 }
+run_rwinucx() { run_rwin "$1" "$2" ucx; }
+run_rwinowntcp() { run_rwin "$1" "$2" owntcp; }
 
 {
   echo "date: $(date -u +%FT%TZ)  host load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -87,8 +116,8 @@ run_mpi() {  # np round
 start=$SECONDS
 for np in $NPS; do
   for r in $(seq 1 "$ROUNDS"); do
-    order="rwin mpi"
-    ((r % 2 == 0)) && order="mpi rwin"  # who goes first alternates
+    order="rwinucx rwinowntcp mpi"
+    ((r % 2 == 0)) && order="mpi rwinowntcp rwinucx"  # who goes first alternates
     for tool in $order; do
       log "np $np round $r/$ROUNDS: $tool ($((SECONDS - start)) s)"
       "run_$tool" "$np" "$r"
