@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace rwin::detail {
 
@@ -39,6 +40,33 @@ void small_round(TeamState& t, const MsgHeader& h, uint8_t phase, uint64_t bytes
   auto consume = [&](uint64_t, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i] && lens[i] == bytes) take(static_cast<size_t>(ex.in[i].peer), parts[i]);
+    }
+  };
+  ex.consume = consume;
+  ex.final_acks = false;
+  run_exchange(t, ex, what);
+}
+
+// The last phase of a pull (5): what could not be read in place travels as ordinary messages.
+// send(p): the block of `view` this member sends p, if any; take(p): the block of `out` that p's
+// message fills, if any.
+template <class Send, class Take>
+void send_the_rest(TeamState& t, const MsgHeader& h, const WindowState& view, char* out, Send&& send, Take&& take,
+                   const char* what) {
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = 5;
+  ByteView vb(view);
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    if (const std::optional<Block> b = send(p)) ex.out.push_back(OutFlow{p, vb.ptr(), b->off, b->len});
+    if (const std::optional<Block> b = take(p)) ex.in.push_back(InFlow{p, b->len});
+  }
+  if (ex.out.empty() && ex.in.empty()) return;
+  const uint64_t cp = chunk_payload(t);
+  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (lens[i]) std::memcpy(out + take(ex.in[i].peer)->off + j * cp, parts[i], lens[i]);
     }
   };
   ex.consume = consume;
@@ -94,29 +122,19 @@ void pull_blocks(TeamState& t, const MsgHeader& h, const WindowState& view, char
   // After this round every member has read what it pulled from this one (its view may change then).
   const std::vector<uint64_t> their_pulled = flag_round(t, h, 4, pulled, what);
   // What a member could not pull (its view is not this one's copy): ordinary messages.
-  Exchange ex;
-  ex.header = h;
-  ex.header.phase = 5;
-  ByteView vb(view);
-  for (int p = 0; p < t.nr; ++p) {
-    if (p == t.me) continue;
-    const auto q = static_cast<size_t>(p);
-    if (!their_pulled[q]) {
-      const Piece pc = piece(t.me, p);
-      ex.out.push_back(OutFlow{p, vb.ptr(), pc.src_off, pc.len});
-    }
-    if (!pulled[q]) ex.in.push_back(InFlow{p, piece(p, t.me).len});
-  }
-  if (ex.out.empty() && ex.in.empty()) return;
-  const uint64_t cp = chunk_payload(t);
-  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (lens[i]) std::memcpy(out + piece(ex.in[i].peer, t.me).dst_off + j * cp, parts[i], lens[i]);
-    }
-  };
-  ex.consume = consume;
-  ex.final_acks = false;
-  run_exchange(t, ex, what);
+  send_the_rest(
+      t, h, view, out,
+      [&](int p) -> std::optional<Block> {
+        if (their_pulled[static_cast<size_t>(p)]) return std::nullopt;
+        const Piece pc = piece(t.me, p);
+        return Block{pc.src_off, pc.len};
+      },
+      [&](int p) -> std::optional<Block> {
+        if (pulled[static_cast<size_t>(p)]) return std::nullopt;
+        const Piece pc = piece(p, t.me);
+        return Block{pc.dst_off, pc.len};
+      },
+      what);
 }
 
 void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, char* out, const char* what) {
@@ -167,26 +185,17 @@ void pull_pairs(TeamState& t, const MsgHeader& h, const WindowState& send, char*
         [&](size_t q, const char* b) { std::memcpy(&a.their_pulled[q], b, 8); }, what, big_from, big_to);
   }
   // The small blocks, and the large ones that could not be read in place: ordinary messages.
-  Exchange ex;
-  ex.header = h;
-  ex.header.phase = 5;
-  ByteView vb(send);
-  for (int p = 0; p < t.nr; ++p) {
-    if (p == t.me) continue;
-    const auto q = static_cast<size_t>(p);
-    if (!big_to(p) || !a.their_pulled[q]) ex.out.push_back(OutFlow{p, vb.ptr(), to[q].off, to[q].len});
-    if (!big_from(p) || !a.pulled[q]) ex.in.push_back(InFlow{p, from[q].len});
-  }
-  if (ex.out.empty() && ex.in.empty()) return;
-  const uint64_t cp = chunk_payload(t);
-  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (lens[i]) std::memcpy(out + from[static_cast<size_t>(ex.in[i].peer)].off + j * cp, parts[i], lens[i]);
-    }
-  };
-  ex.consume = consume;
-  ex.final_acks = false;
-  run_exchange(t, ex, what);
+  send_the_rest(
+      t, h, send, out,
+      [&](int p) -> std::optional<Block> {
+        if (big_to(p) && a.their_pulled[static_cast<size_t>(p)]) return std::nullopt;
+        return to[static_cast<size_t>(p)];
+      },
+      [&](int p) -> std::optional<Block> {
+        if (big_from(p) && a.pulled[static_cast<size_t>(p)]) return std::nullopt;
+        return from[static_cast<size_t>(p)];
+      },
+      what);
 }
 
 bool pull_reduce(TeamState& t, const MsgHeader& h, ReduceOp op, DType dtype, const WindowState& src, uint64_t off,
