@@ -1216,12 +1216,17 @@ TEST_P(Collectives, NonblockingErrorsAndUnwaitedRequests) {
 TEST_P(Collectives, NonblockingPeerDeathEndsTheStartedCollective) {
   Options o;
   o.op_timeout = std::chrono::milliseconds(20000);
-  run(3, [](Context& ctx) {
+  const Pipe passed;  // the survivors are past the barrier (else they may learn of the death inside it)
+  run(3, [&passed](Context& ctx) {
     Team w = world(ctx);
     Window x = ctx.alloc_window("nb_dead", DType::F64, {1, 4096});
     Window y = ctx.alloc_window("nb_after", DType::I32, {1, 4});
     w.barrier();
-    if (ctx.rank() == 2) ::_exit(0);  // dies without a word
+    if (ctx.rank() == 2) {
+      MP_CHECK(passed.await_byte() && passed.await_byte(), "the survivors never passed the barrier");
+      ::_exit(0);  // dies without a word
+    }
+    passed.put_byte();
     CollectiveRequest req = w.start_allreduce(x);
     const auto t0 = std::chrono::steady_clock::now();
     expect_error([&] { req.wait(); }, ErrorCode::PeerFailed, {"allreduce", "2"});
@@ -1250,13 +1255,16 @@ TEST_P(Collectives, MemberDyingMidCollectiveEndsItForTheSurvivors) {
   Options o;
   o.op_timeout = std::chrono::milliseconds(20000);
   for (int trial = 0; trial < 3; ++trial) {
-    run(3, [trial](Context& ctx) {
+    const Pipe passed;  // the survivors are past the barrier (else they may learn of the death inside it)
+    run(3, [trial, &passed](Context& ctx) {
       Team w = world(ctx);
       const int64_t s = 64 * 1024;  // f32 rows of 256 KiB: the pull path in shared memory
       Window stage = ctx.alloc_window("die_stage", DType::F32, {1, s});
       Window data = ctx.alloc_window("die_data", DType::F32, {3, s});
       w.barrier();
+      if (ctx.rank() != 2) passed.put_byte();
       if (ctx.rank() == 2) {
+        MP_CHECK(passed.await_byte() && passed.await_byte(), "the survivors never passed the barrier");
         fill(DType::F32, stage.data(), s, 2, 7);
         CollectiveRequest r = w.start_allgather(stage, data);
         if (trial > 0) std::this_thread::sleep_for(std::chrono::microseconds(200 * trial));
