@@ -1,5 +1,6 @@
-// The collectives' message layer: the team workspace (scratch slots and counters), messages with a
-// header through per-peer slots under credits, mismatch reporting, and the dissemination barrier.
+// The collectives' message layer: messages with a header through per-peer slots under credits,
+// mismatch reporting, and the dissemination barrier. The slots and counters themselves (the team
+// workspace) are workspace.cpp's; Bruck's rounds over this layer are bruck.cpp's.
 //
 // A message from member s to member r goes to slot (n mod K) of r's scratch region for s, where n
 // counts s's messages to r over the team's life (`sent` on s, `recvd` on r: both sides count alike
@@ -401,7 +402,6 @@ void rethrow_in_call(const Error& e, TeamState& t, const char* what) {
   throw Error(e.code(), bare + " (in " + what + " on " + t.describe() + ", call #" + std::to_string(t.call_seq) + ")");
 }
 
-// Acknowledges to member q what this member consumed from it and has not acknowledged yet.
 void send_acks(TeamState& t, size_t q) {
   if (t.unacked[q] == 0) return;
   const int gq = t.ranks[q];
@@ -411,136 +411,6 @@ void send_acks(TeamState& t, size_t q) {
     t.ctx->notify(sig_at(t, ack_word(t, t.me)), gq, static_cast<int64_t>(t.unacked[q]));
   }
   t.unacked[q] = 0;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Workspace
-
-// Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 4 to 64. Small
-// messages get a deep window, so a member running calls ahead (a broadcast's root) stalls on credit
-// far less often (measured in bench/RESULTS.md); large ones keep 4 (256 KiB chunks: 1 MiB per peer).
-uint64_t auto_slots(uint64_t slot_bytes) {
-  return std::clamp<uint64_t>((uint64_t{256} << 10) / slot_bytes, 4, 64);
-}
-
-namespace {
-// Maps our slots in every mapped member's new scratch now, at growth, instead of one page fault per
-// slot in the first calls that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB
-// allreduces on shared memory 3x slower on average). Reads only, and only of our own slots there, which
-// only we write. Our own scratch and outbox need nothing: every transport zeroes (so faults in) a
-// region before its key leaves this rank; touching our scratch here raced with a faster member's
-// messages already landing in it (own tcp's receiver thread, TSan).
-void prefault(TeamState& t) {
-  constexpr uint64_t kPage = 4096;
-  auto touch = [](const char* p, uint64_t n) {
-    for (uint64_t i = 0; i < n; i += kPage) (void)*reinterpret_cast<const volatile char*>(p + i);
-  };
-  const uint64_t mine = t.slots * t.slot_bytes;
-  for (int p = 0; p < t.nr; ++p) {
-    if (p == t.me) continue;
-    if (const char* m = t.scratch->mapped(t.ranks[static_cast<size_t>(p)])) touch(m + static_cast<uint64_t>(t.me) * mine, mine);
-  }
-}
-}  // namespace
-
-void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
-  ContextImpl& c = t.live("collective workspace");
-  const uint64_t want = std::min<uint64_t>((payload_bytes + 63) & ~uint64_t{63}, t.cfg.chunk_bytes);
-  uint64_t slot = kHeaderBytes + std::max<uint64_t>(want, 64);
-  if (t.signals && t.slot_bytes >= slot) return;
-  // A phase of its own in the timeline: the first call (and a growth) registers and exchanges windows.
-  TraceSpan span(c.trace.get(), "workspace", "coll");
-  if (span.on()) span.event().bytes = payload_bytes;
-  if (t.scratch && h) {
-    // Growing is collective: first make sure every member grows in this call (a member with other
-    // arguments, which does not, finds a handshake where it expects data: a mismatch on both sides).
-    Exchange g;
-    g.header = *h;
-    g.header.phase = 1;
-    for (int p = 0; p < t.nr; ++p) {
-      if (p == t.me) continue;
-      g.out.push_back(OutFlow{p, t.outbox, 0, 0});
-      g.in.push_back(InFlow{p, 0});
-    }
-    g.final_acks = false;
-    // Named for the call that grows it: a failure here is that collective's ("allreduce (its
-    // workspace growth) on world: ...").
-    const std::string what = std::string(coll_kind_name(static_cast<CollKind>(h->kind))) + " (its workspace growth)";
-    run_exchange(t, g, what.c_str());
-    // Every message any member sent into the old slots is now consumed (the new registration below
-    // waits for every member, each past this handshake): acknowledge them all, so credits start
-    // whole however the slot count changes (a lazy ack owed from 32 messages of a 64-deep window
-    // would never come under a 4-deep one).
-    for (int p = 0; p < t.nr; ++p) {
-      if (p != t.me) send_acks(t, static_cast<size_t>(p));
-    }
-  }
-  // Grow geometrically (slot payloads of 64 B, 128 B, ... up to the chunk size): few regrowths.
-  uint64_t p = 64;
-  while (p < want) p *= 2;
-  slot = kHeaderBytes + std::min(p, t.cfg.chunk_bytes);
-  const uint64_t k = t.cfg.slots > 0 ? static_cast<uint64_t>(t.cfg.slots) : auto_slots(slot);
-  const uint64_t nr = static_cast<uint64_t>(t.nr);
-  try {
-    if (!t.signals) {
-      const int64_t words = kDataWord + 2 * t.nr;
-      auto v = std::make_shared<WindowState>();
-      v->dtype = DType::I64;
-      v->shape = {1, words};
-      v->bytes = static_cast<size_t>(words) * 8;
-      v->owns_buffer = true;
-      v->is_signal = true;
-      v->buf = create_team_buffer(t, "collective workspace", "rwin.coll.signals", v->bytes, BufferState::Kind::Signals,
-                                  DType::I64, v->shape, "collective signals");
-      t.signals = v;
-    }
-    const uint64_t bytes = nr * k * slot;
-    auto sb = create_team_buffer(t, "collective workspace", "rwin.coll.scratch", bytes, BufferState::Kind::Buffer,
-                                 DType::I32, Shape2{1, static_cast<int64_t>(bytes)},
-                                 "collective scratch of " + std::to_string(bytes) + " bytes");
-    // Old regions: every message into them was consumed before this call began (each member
-    // finished the previous call first), yet they stay registered until teardown, as free()'s do.
-    auto retire = [&c](const std::shared_ptr<WindowState>& w) {
-      if (!w) return;
-      c.graveyard.push_back(std::move(w->buf->mr));
-      w->buf->release();
-      std::erase(c.buffers, w->buf);
-    };
-    retire(t.scratch);
-    retire(t.outbox);
-    auto sv = std::make_shared<WindowState>();
-    sv->buf = sb;
-    sv->dtype = DType::U8;
-    sv->shape = {1, static_cast<int64_t>(bytes)};
-    sv->bytes = bytes;
-    t.scratch = sv;
-    // The outbox: local only (never a remote target; rkeys stay empty).
-    auto ob = std::make_shared<BufferState>();
-    ob->name = "rwin.coll.outbox";
-    ob->bytes = bytes;
-    ob->mr = c.tp->allocate(bytes);
-    ob->rkeys.resize(static_cast<size_t>(c.nranks));
-    ob->ctx = &c;
-    c.buffers.push_back(ob);
-    auto ov = std::make_shared<WindowState>();
-    ov->buf = ob;
-    ov->dtype = DType::U8;
-    ov->shape = {1, static_cast<int64_t>(bytes)};
-    ov->bytes = bytes;
-    t.outbox = ov;
-    t.slot_bytes = slot;
-    t.slots = k;
-    prefault(t);
-  } catch (const transport::TransportError& e) {
-    throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::WindowMismatch) throw;
-    const std::string mine = h ? describe_header(*h) : "call #" + std::to_string(t.call_seq);
-    throw Error(ErrorCode::CollectiveMismatch,
-                c.who() + ": " + (h ? coll_kind_name(static_cast<CollKind>(h->kind)) : "collective") + " on " +
-                    t.describe() + ": members need different scratch sizes, so their calls differ (this rank called " +
-                    mine + "): " + e.what());
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -821,85 +691,6 @@ bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t by
   t.recvd[qi] = n + 1;
   if (++t.unacked[qi] >= (t.slots + 1) / 2 || (flags & kAckNow)) send_acks(t, qi);
   return true;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Bruck's allgather (small messages: one message per round instead of NR - 1 at once; what a
-// member waits for per message, a scheduler hand-off when ranks outnumber cores, dominates there)
-
-uint64_t bruck_largest_message(int nr, uint64_t row) {
-  uint64_t most = 0;
-  for (int d = 1; d < nr; d *= 2) most = std::max<uint64_t>(most, static_cast<uint64_t>(std::min(d, nr - d)));
-  return most * row;
-}
-
-namespace {
-
-// One round of Bruck's algorithms: `bytes` of plain memory at `out` to team rank `to`, as many from
-// `from` into `in`, as an exchange of this call with phase 16 + round (staged: nothing of the caller's
-// is read after it, so nobody waits for acks).
-void bruck_round(TeamState& t, const MsgHeader& h, int round, int to, const char* out, int from, char* in,
-                 uint64_t bytes, const char* what) {
-  Exchange ex;
-  ex.header = h;
-  ex.header.phase = static_cast<uint8_t>(16 + round);
-  OutFlow o{to, nullptr, 0, bytes};
-  o.raw = out;
-  ex.out.push_back(o);
-  ex.in.push_back(InFlow{from, bytes});
-  const uint64_t cp = chunk_payload(t);
-  auto consume = [in, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-    if (lens[0]) std::memcpy(in + j * cp, parts[0], lens[0]);
-  };
-  ex.consume = consume;
-  ex.final_acks = false;
-  run_exchange(t, ex, what);
-}
-
-}  // namespace
-
-void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, const char* what) {
-  t.gather.resize(static_cast<size_t>(static_cast<uint64_t>(t.nr) * row));
-  char* g = t.gather.data();
-  if (row) std::memcpy(g, mine, row);
-  int round = 0;
-  for (int d = 1; d < t.nr; d *= 2, ++round) {
-    const uint64_t bytes = static_cast<uint64_t>(std::min(d, t.nr - d)) * row;
-    bruck_round(t, h, round, (t.me - d + t.nr) % t.nr, g, (t.me + d) % t.nr, g + static_cast<uint64_t>(d) * row, bytes, what);
-  }
-}
-
-const char* gathered(const TeamState& t, int q, uint64_t row) {
-  return t.gather.data() + static_cast<uint64_t>((q - t.me + t.nr) % t.nr) * row;
-}
-
-void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what) {
-  const auto nr = static_cast<uint64_t>(t.nr);
-  // Rotated: index i holds the block for team rank me + i. A block moves by 2^k in every round k whose
-  // bit its index has, so the block at index i ends at me + i, which is its destination.
-  t.gather.resize(static_cast<size_t>(nr * block));
-  char* g = t.gather.data();
-  for (uint64_t i = 0; i < nr && block; ++i) std::memcpy(g + i * block, stage + ((static_cast<uint64_t>(t.me) + i) % nr) * block, block);
-  int round = 0;
-  for (int d = 1; d < t.nr; d *= 2, ++round) {
-    uint64_t n = 0;
-    for (int i = 0; i < t.nr; ++i) n += (i & d) ? 1 : 0;
-    t.pack_out.resize(static_cast<size_t>(n * block));
-    t.pack_in.resize(static_cast<size_t>(n * block));
-    uint64_t at = 0;
-    for (int i = 0; i < t.nr && block; ++i) {
-      if (i & d) std::memcpy(t.pack_out.data() + (at++) * block, g + static_cast<uint64_t>(i) * block, block);
-    }
-    bruck_round(t, h, round, (t.me + d) % t.nr, t.pack_out.data(), (t.me - d + t.nr) % t.nr, t.pack_in.data(), n * block, what);
-    at = 0;
-    for (int i = 0; i < t.nr && block; ++i) {
-      if (i & d) std::memcpy(g + static_cast<uint64_t>(i) * block, t.pack_in.data() + (at++) * block, block);
-    }
-  }
-  // Index i came from team rank me - i.
-  for (uint64_t i = 0; i < nr && block; ++i) {
-    std::memcpy(data + ((static_cast<uint64_t>(t.me) + nr - i) % nr) * block, g + i * block, block);
-  }
 }
 
 }  // namespace rwin::detail

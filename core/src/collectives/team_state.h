@@ -319,6 +319,8 @@ uint64_t chunk_payload(const TeamState& t);                // payload bytes per 
 [[noreturn]] void report_mismatch(TeamState& t, int q, const MsgHeader& theirs, const MsgHeader& mine, const char* what,
                                   const std::string& detail = std::string());
 std::string peer_name(const TeamState& t, int p);  // "team rank 2 (job rank 5)"
+// Acknowledges to member q what this member consumed from it and has not acknowledged yet.
+void send_acks(TeamState& t, size_t q);
 
 // Starts a call: checks the team is usable, bumps call_seq, returns the header to fill.
 MsgHeader begin_call(TeamState& t, CollKind kind, const char* what);

@@ -1,0 +1,140 @@
+// The team workspace: the scratch slots messages land in, the outbox they leave from and the signal
+// words that count them (channel.cpp describes the protocol), grown collectively when a call needs
+// larger slots.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/team_state.h"
+#include "ops.h"
+
+namespace rwin::detail {
+
+namespace {
+
+// Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 4 to 64. Small
+// messages get a deep window, so a member running calls ahead (a broadcast's root) stalls on credit
+// far less often (measured in bench/RESULTS.md); large ones keep 4 (256 KiB chunks: 1 MiB per peer).
+uint64_t auto_slots(uint64_t slot_bytes) {
+  return std::clamp<uint64_t>((uint64_t{256} << 10) / slot_bytes, 4, 64);
+}
+
+// Maps our slots in every mapped member's new scratch now, at growth, instead of one page fault per
+// slot in the first calls that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB
+// allreduces on shared memory 3x slower on average). Reads only, and only of our own slots there, which
+// only we write. Our own scratch and outbox need nothing: every transport zeroes (so faults in) a
+// region before its key leaves this rank; touching our scratch here raced with a faster member's
+// messages already landing in it (own tcp's receiver thread, TSan).
+void prefault(TeamState& t) {
+  constexpr uint64_t kPage = 4096;
+  auto touch = [](const char* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i += kPage) (void)*reinterpret_cast<const volatile char*>(p + i);
+  };
+  const uint64_t mine = t.slots * t.slot_bytes;
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    if (const char* m = t.scratch->mapped(t.ranks[static_cast<size_t>(p)])) touch(m + static_cast<uint64_t>(t.me) * mine, mine);
+  }
+}
+}  // namespace
+
+void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
+  ContextImpl& c = t.live("collective workspace");
+  const uint64_t want = std::min<uint64_t>((payload_bytes + 63) & ~uint64_t{63}, t.cfg.chunk_bytes);
+  uint64_t slot = kHeaderBytes + std::max<uint64_t>(want, 64);
+  if (t.signals && t.slot_bytes >= slot) return;
+  // A phase of its own in the timeline: the first call (and a growth) registers and exchanges windows.
+  TraceSpan span(c.trace.get(), "workspace", "coll");
+  if (span.on()) span.event().bytes = payload_bytes;
+  if (t.scratch && h) {
+    // Growing is collective: first make sure every member grows in this call (a member with other
+    // arguments, which does not, finds a handshake where it expects data: a mismatch on both sides).
+    Exchange g;
+    g.header = *h;
+    g.header.phase = 1;
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      g.out.push_back(OutFlow{p, t.outbox, 0, 0});
+      g.in.push_back(InFlow{p, 0});
+    }
+    g.final_acks = false;
+    // Named for the call that grows it: a failure here is that collective's ("allreduce (its
+    // workspace growth) on world: ...").
+    const std::string what = std::string(coll_kind_name(static_cast<CollKind>(h->kind))) + " (its workspace growth)";
+    run_exchange(t, g, what.c_str());
+    // Every message any member sent into the old slots is now consumed (the new registration below
+    // waits for every member, each past this handshake): acknowledge them all, so credits start
+    // whole however the slot count changes (a lazy ack owed from 32 messages of a 64-deep window
+    // would never come under a 4-deep one).
+    for (int p = 0; p < t.nr; ++p) {
+      if (p != t.me) send_acks(t, static_cast<size_t>(p));
+    }
+  }
+  // Grow geometrically (slot payloads of 64 B, 128 B, ... up to the chunk size): few regrowths.
+  uint64_t p = 64;
+  while (p < want) p *= 2;
+  slot = kHeaderBytes + std::min(p, t.cfg.chunk_bytes);
+  const uint64_t k = t.cfg.slots > 0 ? static_cast<uint64_t>(t.cfg.slots) : auto_slots(slot);
+  const uint64_t nr = static_cast<uint64_t>(t.nr);
+  try {
+    if (!t.signals) {
+      const int64_t words = kDataWord + 2 * t.nr;
+      auto v = std::make_shared<WindowState>();
+      v->dtype = DType::I64;
+      v->shape = {1, words};
+      v->bytes = static_cast<size_t>(words) * 8;
+      v->owns_buffer = true;
+      v->is_signal = true;
+      v->buf = create_team_buffer(t, "collective workspace", "rwin.coll.signals", v->bytes, BufferState::Kind::Signals,
+                                  DType::I64, v->shape, "collective signals");
+      t.signals = v;
+    }
+    const uint64_t bytes = nr * k * slot;
+    auto sb = create_team_buffer(t, "collective workspace", "rwin.coll.scratch", bytes, BufferState::Kind::Buffer,
+                                 DType::I32, Shape2{1, static_cast<int64_t>(bytes)},
+                                 "collective scratch of " + std::to_string(bytes) + " bytes");
+    // Old regions: every message into them was consumed before this call began (each member
+    // finished the previous call first), yet they stay registered until teardown, as free()'s do.
+    auto retire = [&c](const std::shared_ptr<WindowState>& w) {
+      if (!w) return;
+      c.graveyard.push_back(std::move(w->buf->mr));
+      w->buf->release();
+      std::erase(c.buffers, w->buf);
+    };
+    retire(t.scratch);
+    retire(t.outbox);
+    auto sv = std::make_shared<WindowState>();
+    sv->buf = sb;
+    sv->dtype = DType::U8;
+    sv->shape = {1, static_cast<int64_t>(bytes)};
+    sv->bytes = bytes;
+    t.scratch = sv;
+    // The outbox: local only (never a remote target; rkeys stay empty).
+    auto ob = std::make_shared<BufferState>();
+    ob->name = "rwin.coll.outbox";
+    ob->bytes = bytes;
+    ob->mr = c.tp->allocate(bytes);
+    ob->rkeys.resize(static_cast<size_t>(c.nranks));
+    ob->ctx = &c;
+    c.buffers.push_back(ob);
+    auto ov = std::make_shared<WindowState>();
+    ov->buf = ob;
+    ov->dtype = DType::U8;
+    ov->shape = {1, static_cast<int64_t>(bytes)};
+    ov->bytes = bytes;
+    t.outbox = ov;
+    t.slot_bytes = slot;
+    t.slots = k;
+    prefault(t);
+  } catch (const transport::TransportError& e) {
+    throw Error(ErrorCode::Transport, c.who() + ": collective workspace on " + t.describe() + ": " + e.what());
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::WindowMismatch) throw;
+    const std::string mine = h ? describe_header(*h) : "call #" + std::to_string(t.call_seq);
+    throw Error(ErrorCode::CollectiveMismatch,
+                c.who() + ": " + (h ? coll_kind_name(static_cast<CollKind>(h->kind)) : "collective") + " on " +
+                    t.describe() + ": members need different scratch sizes, so their calls differ (this rank called " +
+                    mine + "): " + e.what());
+  }
+}
+
+}  // namespace rwin::detail
