@@ -5,15 +5,16 @@
 # peer shares its memory), IPC and UTS (its hostname, so Open MPI sees two nodes), and its own CPU (host
 # a: CPU 0, host b: CPU 1). So UCX and Open MPI keep shared memory inside a host and use tcp across, as
 # on two machines. Ranks split evenly: 2 x 2 for 4 ranks, 2 x 4 for 8.
-#   rwin, transport label "2hosts": its defaults, UCX: direct shared memory to the peers on its host,
-#     UCX's tcp (rwin's am mode) to the others;
-#   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included (it has
-#     no per-peer choice of transport yet: docs/TCP.md);
+#   rwin, transport label "2hosts": its defaults (RWIN_TRANSPORT=auto, which picks "mixed" here: UCX's
+#     direct shared memory to the peers on its host, rwin's own tcp to the others, transport/mixed);
+#   rwin, label "2hostsucx": UCX to every peer (RWIN_TRANSPORT=ucx: shared memory on its host, UCX's tcp
+#     in rwin's am mode across; the default before "auto");
+#   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included;
 #   Open MPI 4.1 with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
 #     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
-#   env: NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
+#   env: LANES ("auto ucx owntcp": which rwin lanes), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
 #        all_to_all,broadcast,barrier), ITERS (100), ROUNDS (3)
 # Writes OUT/raw/{rwin,mpi}_<label>_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
 # (bench/coll_combine.py: ratio = MPI time / rwin time, > 1: rwin faster).
@@ -28,6 +29,7 @@ SIZES=${SIZES:-8,64,512,4K,64K,1M,16M}
 TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 ITERS=${ITERS:-100}
 ROUNDS=${ROUNDS:-3}
+LANES=${LANES:-auto ucx owntcp}
 [[ $(id -u) == 0 ]] || { echo "coll_across_hosts: needs root (namespaces)" >&2; exit 2; }
 [[ -x $BIN/rwin-perf ]] || { echo "coll_across_hosts: $BIN/rwin-perf not built" >&2; exit 2; }
 MPI=$BIN/rwin_mpi_collectives
@@ -79,14 +81,17 @@ chmod +x "$AGENT"
 
 COMMON="-t $TESTS -s $SIZES -n $ITERS -w 5 --max-bytes 256M --min-iters 5"
 
-run_rwin() {  # np round lane (ucx | owntcp)
-  local np=$1 r=$2 lane=$3 half=$(($1 / 2)) pids=() rank host ifname rc=0 label=2hosts port=$((29500 + $2)) envs key
+label_of() { case $1 in auto) echo 2hosts ;; *) echo "2hosts$1" ;; esac; }
+run_rwin() {  # np round lane (auto | ucx | owntcp)
+  local np=$1 r=$2 lane=$3 half=$(($1 / 2)) pids=() rank host ifname rc=0 label port envs key
+  label=$(label_of "$lane")
+  case $lane in auto) port=$((29500 + r)) ;; ucx) port=$((29700 + r)) ;; *) port=$((29600 + r)) ;; esac
   key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-  [[ $lane == owntcp ]] && label=2hostsowntcp port=$((29600 + $2))
   for ((rank = 0; rank < np; rank++)); do
     host=ha ifname=v0
     ((rank >= half)) && host=hb ifname=v1
     envs="UCX_NET_DEVICES=$ifname RWIN_IFNAME=$ifname"
+    [[ $lane == ucx ]] && envs="RWIN_TRANSPORT=ucx $envs"
     [[ $lane == owntcp ]] && envs="RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname"
     "$AGENT" "$host" "env RWIN_RANK=$rank RWIN_NRANKS=$np RWIN_ROOT=10.77.31.1:$port RWIN_JOB_KEY=$key $envs \
       timeout 1500 $BIN/rwin-perf $COMMON --label $label --timeout-ms 120000 \
@@ -96,28 +101,35 @@ run_rwin() {  # np round lane (ucx | owntcp)
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   ((rc == 0)) || log "rwin $lane np$np round $r failed (rc $rc)"
 }
-run_mpi() {  # np round: its results stand against both rwin lanes
-  local np=$1 r=$2 half=$(($1 / 2)) f=$OUT/raw/mpi_2hosts_np$1_r$2.csv
+run_mpi() {  # np round: its results stand against every rwin lane
+  local np=$1 r=$2 half=$(($1 / 2)) f=$OUT/raw/mpi_2hosts_np$1_r$2.csv lane label
   # mpirun itself in host a's network only (nsenter, not `ip netns exec`: in a mount namespace of its
   # own the agent could not enter the hosts' mount namespaces); it runs no rank, its daemons do.
   nsenter --net="/var/run/netns/$P-a" timeout 1500 mpirun --allow-run-as-root --host "ha:$half,hb:$half" --bind-to none \
     --mca mpi_yield_when_idle 1 --mca plm_rsh_agent "$AGENT" --mca oob_tcp_if_include 10.77.31.0/24 \
     --mca btl_tcp_if_include 10.77.31.0/24 --mca pml ob1 --mca btl vader,tcp,self --mca osc ^rdma -np "$np" \
     "$MPI" $COMMON --transport 2hosts -o "$f" >>"$LOG" 2>&1 || log "mpi np$np round $r failed (rc $?)"
-  sed 's/^mpi,"*2hosts"*,/mpi,2hostsowntcp,/' "$f" >"$OUT/raw/mpi_2hostsowntcp_np${np}_r$r.csv" 2>/dev/null
+  for lane in $LANES; do
+    label=$(label_of "$lane")
+    [[ $label == 2hosts ]] || sed "s/^mpi,\"*2hosts\"*,/mpi,$label,/" "$f" >"$OUT/raw/mpi_${label}_np${np}_r$r.csv" 2>/dev/null
+  done
+  [[ " $LANES " == *" auto "* ]] || rm -f "$f"
 }
+run_rwinauto() { run_rwin "$1" "$2" auto; }
 run_rwinucx() { run_rwin "$1" "$2" ucx; }
 run_rwinowntcp() { run_rwin "$1" "$2" owntcp; }
 
 {
   echo "date: $(date -u +%FT%TZ)  host load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "sizes: $SIZES  iters: $ITERS  rounds: $ROUNDS  nps: $NPS (two hosts, half the ranks each)  rwin: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+  echo "sizes: $SIZES  iters: $ITERS  rounds: $ROUNDS  nps: $NPS (two hosts, half the ranks each)  lanes: $LANES  rwin: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 } | tee -a "$LOG" >&2
 start=$SECONDS
 for np in $NPS; do
   for r in $(seq 1 "$ROUNDS"); do
-    order="rwinucx rwinowntcp mpi"
-    ((r % 2 == 0)) && order="mpi rwinowntcp rwinucx"  # who goes first alternates
+    order="" rev=""
+    for lane in $LANES; do order="$order rwin$lane" rev="rwin$lane $rev"; done
+    order="$order mpi" rev="mpi $rev"
+    ((r % 2 == 0)) && order=$rev  # who goes first alternates
     for tool in $order; do
       log "np $np round $r/$ROUNDS: $tool ($((SECONDS - start)) s)"
       "run_$tool" "$np" "$r"

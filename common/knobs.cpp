@@ -35,7 +35,11 @@ constexpr Knob kTable[] = {
     {"RWIN_TIMEOUT_MS", K::Int, "60000", "1..86400000", "core",
      "default deadline of every blocking operation and later bootstrap call"},
     // transport choice and tuning
-    {"RWIN_TRANSPORT", K::Enum, "ucx", "ucx|tcp|verbs", "core", "the transport (tcp: rwin's own sockets, docs/TCP.md)"},
+    {"RWIN_TRANSPORT", K::Enum, "auto", "auto|ucx|tcp|mixed|verbs", "core",
+     "the transport (tcp: rwin's own sockets, docs/TCP.md; mixed: UCX on each host, tcp across; auto: ucx on one "
+     "host or where every host has RDMA, else mixed)"},
+    {"RWIN_HOST_ID", K::String, "the kernel's boot id", "1-255 characters, no white space", "core",
+     "this rank's host: ranks with equal ids share one (their CPUs, shared memory; mixed's choice per peer)"},
     {"RWIN_TCP_OWNER_SERVES", K::Enum, "1", "1|0", "transport",
      "tcp: a rank waiting inside rwin serves its own arrivals (0: only its receiver thread does)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",

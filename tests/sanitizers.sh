@@ -121,14 +121,15 @@ run_tsan() {
     fi
   done
   echo "tsan: overlap (nonblocking collectives) over UCX tcp, shared memory and rwin's own tcp: OK"
-  # Every transport-parameterised suite over rwin's own tcp (contract, memory model, accumulate,
-  # collectives, ...: the receiver thread applies writes, atomics and put(Add)s while the main thread
-  # reads what they publish), and the nonblocking collectives over every lane.
+  # Every transport-parameterised suite over rwin's own tcp and over mixed (contract, memory model,
+  # accumulate, collectives, ...: the receiver thread applies writes, atomics and put(Add)s while the
+  # main thread reads what they publish; in mixed beside shared-memory peers' CPU stores and atomics on
+  # the same windows), the mixed transport's own tests, and the nonblocking collectives over every lane.
   # tests/tsan-mp.supp: the one test that reads a window while puts land in it, on purpose.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan-mp.supp \
-    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
-    { echo "tsan: rwin_mp_tests over own tcp failed:"; grep -v '^skipped' build-tsan.mp.log | tail -60; return 1; }
-  echo "tsan: rwin_mp_tests over rwin's own tcp (and *Nonblocking* everywhere): OK"
+    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*/mixed:MixedTransport.*:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
+    { echo "tsan: rwin_mp_tests over own tcp and mixed failed:"; grep -v '^skipped' build-tsan.mp.log | tail -60; return 1; }
+  echo "tsan: rwin_mp_tests over rwin's own tcp and mixed (and *Nonblocking* everywhere): OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and
   # atomics and put(Add)s (its RegionAdder takes the stripe locks) while the main thread posts and waits.
   for mode in put get add; do

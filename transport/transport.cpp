@@ -1,5 +1,6 @@
 #include "transport/transport.h"
 
+#include "transport/mixed/mixed_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/ucx/ucx_transport.h"
 #ifdef RWIN_HAVE_VERBS
@@ -38,14 +39,15 @@ std::unique_ptr<MemoryRegion> Transport::expose_memory(void* addr, size_t bytes)
 std::unique_ptr<Transport> make_transport(const TransportConfig& cfg) {
   if (cfg.name == "ucx") return make_ucx_transport(cfg);
   if (cfg.name == "tcp") return make_tcp_transport(cfg);
+  if (cfg.name == "mixed") return make_mixed_transport(cfg);
 #ifdef RWIN_HAVE_VERBS
   if (cfg.name == "verbs") return make_verbs_transport(cfg);
-  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp, verbs)");
+  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp, mixed, verbs)");
 #else
   if (cfg.name == "verbs") {
     throw TransportError("transport 'verbs' is not built in (libibverbs-dev was not found at configure time)");
   }
-  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp)");
+  throw TransportError("unknown transport '" + cfg.name + "' (known: ucx, tcp, mixed)");
 #endif
 }
 

@@ -295,7 +295,7 @@ class Transport {
 };
 
 struct TransportConfig {
-  std::string name;        // "ucx", "tcp" or "verbs"
+  std::string name;        // "ucx", "tcp", "mixed" or "verbs"
   std::string ib_device;   // verbs: device name, empty = first usable
   int ib_port = 1;         // verbs: port number
   int gid_index = -1;      // verbs: -1 = auto (RoCE v2 IPv4-mapped GID where present)
@@ -312,6 +312,8 @@ struct TransportConfig {
   bool dynamic_peers = false;    // peers are added at run time (add_peer/connect_peer), never connect();
                                  // rank and nranks are unused (0 and 0)
   bool ucx_wakeup = false;       // ucx, dynamic_peers: UCP_FEATURE_WAKEUP and wait_fd() (agents: on unless RWIN_AGENT_UCX_WAKEUP=0)
+  std::vector<int> host_of;      // mixed: each rank's host, equal numbers for ranks that share one (the same
+                                 // vector on every rank, from the bootstrap: core/src/context.cpp); empty: one host
   std::string listen_host;       // tcp, dynamic_peers: the IPv4 address its listener binds (the agent's control
                                  // address); empty: RWIN_IFNAME's address, else the one a route chooses
 };

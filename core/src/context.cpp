@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 
 #include "bootstrap/netif.h"
@@ -73,9 +74,11 @@ ContextImpl::~ContextImpl() {
 
 namespace {
 
-// This machine's identity for counting the job's ranks per host: the kernel's boot id (containers
-// and network namespaces of one machine share it, and its CPUs), else the host name.
+// This machine's identity for counting the job's ranks per host: RWIN_HOST_ID when set (checked by
+// options_from_env), else the kernel's boot id (containers and network namespaces of one machine share
+// it, and its CPUs), else the host name.
 std::string host_identity() {
+  if (const char* v = knobs::env("RWIN_HOST_ID")) return v;
   std::string id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
   if (!id.empty()) return id;
@@ -84,7 +87,102 @@ std::string host_identity() {
   return name;
 }
 
-// Collective: sets the process-wide spin window (backoff.h) from Options::spin_us, or by comparing
+bool have_rdma_devices() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
+// What each rank tells the others before any transport exists: its host, the transport it was asked
+// for, whether it sees an RDMA device, and the CPUs it may run on.
+struct RankPlace {
+  std::string host;
+  std::string transport;  // as asked ("auto" included)
+  bool rdma = false;
+  bool have_mask = false;
+  cpu_set_t mask{};
+};
+
+// Collective (one bootstrap allgather). Wire form: "<host>\n<transport>\n<0|1>\n<affinity mask bytes>",
+// no mask when the kernel would not say. Host and transport hold no newline (options_from_env).
+std::vector<RankPlace> gather_places(ContextImpl& c) {
+  RankPlace me;
+  me.host = host_identity();
+  me.transport = c.opt.transport;
+  me.rdma = have_rdma_devices();
+  me.have_mask = sched_getaffinity(0, sizeof me.mask, &me.mask) == 0;
+  std::string head = me.host + "\n" + me.transport + "\n" + (me.rdma ? "1" : "0") + "\n";
+  std::vector<uint8_t> blob(head.begin(), head.end());
+  if (me.have_mask) {
+    const auto* m = reinterpret_cast<const uint8_t*>(&me.mask);
+    blob.insert(blob.end(), m, m + sizeof me.mask);
+  }
+  const auto all = c.bs->allgather(blob);
+  std::vector<RankPlace> out;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto& h = all[r];
+    RankPlace p;
+    auto at = h.begin();
+    std::string fields[3];
+    for (auto& f : fields) {
+      const auto nl = std::find(at, h.end(), uint8_t('\n'));
+      if (nl == h.end()) {
+        throw Error(ErrorCode::Bootstrap, c.who() + ": rank " + std::to_string(r) +
+                                              " published a malformed host record (" + std::to_string(h.size()) +
+                                              " bytes): every rank must run the same rwin version");
+      }
+      f.assign(at, nl);
+      at = nl + 1;
+    }
+    p.host = fields[0];
+    p.transport = fields[1];
+    p.rdma = fields[2] == "1";
+    if (static_cast<size_t>(h.end() - at) == sizeof(cpu_set_t)) {
+      std::memcpy(&p.mask, &*at, sizeof p.mask);
+      p.have_mask = true;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// RWIN_TRANSPORT=auto (the default): UCX when the job runs on one host (its shared memory) or every
+// host has an RDMA device (UCX drives it); otherwise "mixed": UCX inside each host, rwin's own tcp
+// between hosts (transport/mixed, docs/TCP.md "Across hosts"). The same answer on every rank: it
+// depends only on what every rank published.
+std::string resolve_transport(const std::string& asked, const std::vector<RankPlace>& all) {
+  if (asked != "auto") return asked;
+  const bool spans = std::any_of(all.begin(), all.end(), [&](const RankPlace& p) { return p.host != all[0].host; });
+  const bool all_rdma = std::all_of(all.begin(), all.end(), [](const RankPlace& p) { return p.rdma; });
+  return !spans || all_rdma ? "ucx" : "mixed";
+}
+
+// Sets c.opt.transport to what this rank's setting resolves to, after checking that every rank's does
+// the same (a rank on another transport would otherwise fail inside a transport's connect, or hang in
+// an allgather the others never make). Returns each rank's host as a number (first appearance order).
+std::vector<int> choose_transport(ContextImpl& c, const std::vector<RankPlace>& all) {
+  const std::string mine = resolve_transport(c.opt.transport, all);
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string theirs = resolve_transport(all[r].transport, all);
+    if (theirs != mine) {
+      throw Error(ErrorCode::InvalidArgument,
+                  c.who() + ": rank " + std::to_string(r) + " uses transport '" + theirs + "' (RWIN_TRANSPORT=" +
+                      all[r].transport + "), this rank '" + mine + "' (RWIN_TRANSPORT=" + c.opt.transport +
+                      "): every rank of a job must use the same one");
+    }
+  }
+  c.opt.transport = mine;
+  std::vector<int> host_of;
+  std::vector<std::string> seen;
+  for (const auto& p : all) {
+    auto it = std::find(seen.begin(), seen.end(), p.host);
+    if (it == seen.end()) it = seen.insert(seen.end(), p.host);
+    host_of.push_back(static_cast<int>(it - seen.begin()));
+  }
+  return host_of;
+}
+
+// Sets the process-wide spin window (backoff.h) from Options::spin_us, or by comparing
 // the ranks on this host with the CPUs they may use together: the union of their affinity masks,
 // not this process's own. A launcher that binds each rank to a core (Open MPI does for small jobs,
 // rwin-perf pins rank r to CPU r) leaves every rank one CPU; counted alone, that looked
@@ -92,36 +190,23 @@ std::string host_identity() {
 // 8 B put_lat beside one CPU hog per core averaged 0.8-2.5 ms instead of 1-7 us (bench/RESULTS.md
 // "Waiting when the CPUs are shared").
 // Returns which ranks share this host (for the start-up log line).
-std::vector<bool> choose_spin(ContextImpl& c) {
-  const std::string me = host_identity();
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  const bool have_mask = sched_getaffinity(0, sizeof mine, &mine) == 0;
-  // "<host identity>\n<affinity mask bytes>" (no mask when the kernel would not say).
-  std::vector<uint8_t> blob(me.begin(), me.end());
-  blob.push_back('\n');
-  if (have_mask) {
-    const auto* m = reinterpret_cast<const uint8_t*>(&mine);
-    blob.insert(blob.end(), m, m + sizeof mine);
-  }
-  const auto all = c.bs->allgather(blob);
+std::vector<bool> choose_spin(ContextImpl& c, const std::vector<RankPlace>& all) {
+  const std::string& me = all[static_cast<size_t>(c.rank)].host;
   std::vector<bool> same_host;
   cpu_set_t here_cpus;
   CPU_ZERO(&here_cpus);
   bool masks_known = true;
   int here = 0;
-  for (const auto& h : all) {
-    const auto nl = std::find(h.begin(), h.end(), uint8_t('\n'));
-    const bool same = std::string(h.begin(), nl) == me;
+  for (const auto& p : all) {
+    const bool same = p.host == me;
     same_host.push_back(same);
     if (!same) continue;
     ++here;
-    if (nl == h.end() || static_cast<size_t>(h.end() - (nl + 1)) != sizeof(cpu_set_t)) {
+    if (!p.have_mask) {
       masks_known = false;
       continue;
     }
-    cpu_set_t theirs;
-    std::memcpy(&theirs, &*(nl + 1), sizeof theirs);
+    cpu_set_t theirs = p.mask;
     CPU_OR(&here_cpus, &here_cpus, &theirs);
   }
   const int cpus = masks_known ? CPU_COUNT(&here_cpus) : 0;
@@ -307,7 +392,16 @@ void start_data_path(ContextImpl& c) {
   }
   TraceSpan connect_span(c.trace.get(), "connect", "startup");
   std::vector<bool> same_host(static_cast<size_t>(c.nranks), false);
+  std::vector<RankPlace> places;
   transport::TransportConfig tc;
+  try {
+    places = gather_places(c);
+    // Every rank leaves that allgather at about the same moment: the trace's cross-host alignment.
+    if (c.trace) c.trace->sync_point(Tracer::now(), host_identity());
+    tc.host_of = choose_transport(c, places);
+  } catch (const bootstrap::BootstrapError& e) {
+    throw Error(error_code(e), c.who() + ": exchanging hosts: " + e.what());
+  }
   tc.name = c.opt.transport;
   tc.ib_device = c.opt.ib_device;
   tc.ib_port = c.opt.ib_port;
@@ -316,7 +410,7 @@ void start_data_path(ContextImpl& c) {
   tc.nranks = c.nranks;
   tc.ucx_rma = c.opt.ucx_rma;
   tc.ucx_tcp_zcopy = c.opt.ucx_tcp_zcopy == 1;
-  if (tc.name == "ucx" || tc.name == "tcp") {
+  if (tc.name == "ucx" || tc.name == "tcp" || tc.name == "mixed") {
     // The interface that reaches the root carries UCX's (or rwin's own) tcp traffic too. Asked for by name
     // (RWIN_IFNAME), a wrong one is an error; found by routing, a failure just leaves UCX's default.
     // On a caller's store there is no root to route to: RWIN_IFNAME or UCX's own choice.
@@ -334,9 +428,7 @@ void start_data_path(ContextImpl& c) {
     if (tc.name == "verbs") tc.verbs = transport::VerbsParams::from_env();
     c.tp = transport::make_transport(tc);
     c.tp->connect(*c.bs);
-    same_host = choose_spin(c);
-    // Every rank leaves that allgather at about the same moment: the trace's cross-host alignment.
-    if (c.trace) c.trace->sync_point(Tracer::now(), host_identity());
+    same_host = choose_spin(c, places);
     c.caps = c.tp->capabilities();
     c.chunk_from = c.opt.chunk_bytes == 0 ? "the transport's default" : "RWIN_CHUNK_BYTES / Options";
     c.depth_from = c.opt.pipeline_depth <= 0 ? "the transport's default" : "RWIN_PIPELINE_DEPTH / Options";

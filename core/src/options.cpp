@@ -1,5 +1,6 @@
 // Reads the RWIN_* variables of rwin::Options through the knob table (common/knobs.h, which
 // docs/CONFIG.md is checked against); a field set in code wins and is recorded as such.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -212,7 +213,23 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bo
   }
   if (o.transport.empty()) {
     const char* v = env("RWIN_TRANSPORT");
-    o.transport = v ? v : "ucx";
+    o.transport = v ? v : "auto";
+  }
+  {
+    static const char* const kTransports[] = {"auto", "ucx", "tcp", "mixed", "verbs"};
+    if (std::find(std::begin(kTransports), std::end(kTransports), o.transport) == std::end(kTransports)) {
+      throw Error(ErrorCode::InvalidArgument, "transport '" + o.transport +
+                                                  "' (Options::transport / RWIN_TRANSPORT) is not one of auto, ucx, "
+                                                  "tcp, mixed, verbs");
+    }
+  }
+  // RWIN_HOST_ID: which ranks share a host, when the boot id would say it wrong (docs/CONFIG.md).
+  if (const char* v = env("RWIN_HOST_ID")) {
+    const std::string id = v;
+    if (id.empty() || id.size() > 255 || id.find_first_of(" \t\r\n") != std::string::npos) {
+      throw Error(ErrorCode::InvalidArgument, "RWIN_HOST_ID='" + id.substr(0, 64) +
+                                                  "' must be 1-255 characters without white space");
+    }
   }
   if (o.ib_device.empty()) {
     if (const char* v = env("RWIN_IB_DEVICE")) o.ib_device = v;

@@ -43,6 +43,9 @@ TRANSPORTS = {
     "shm": {"RWIN_TRANSPORT": "ucx", "UCX_TLS": "posix,sysv,self"},
     "verbs": {"RWIN_TRANSPORT": "verbs"},
     "owntcp": {"RWIN_TRANSPORT": "tcp"},  # rwin's own sockets (transport/tcp)
+    # UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
+    # Job.start gives rank r RWIN_HOST_ID=faulthost<r % 2>
+    "mixed": {"RWIN_TRANSPORT": "mixed", "UCX_TLS": "posix,sysv,self", "RWIN_IFNAME": "lo"},
 }
 # What a survivor must never print: sanitizers, glibc heap checks, assertions (rwin's or UCX's), UCX's
 # own fatal-signal handler, an uncaught exception.
@@ -198,6 +201,8 @@ class Job:
     def start(self, r, tag=None, env=None):
         tag = tag or f"r{r}"
         e = dict(self.env, RWIN_RANK=str(r), **(env or {}))
+        if e.get("RWIN_TRANSPORT") == "mixed":
+            e["RWIN_HOST_ID"] = f"faulthost{r % 2}"
         ready = os.path.join(self.dir, f"{tag}.ready")
         out, err = os.path.join(self.dir, f"{tag}.out"), os.path.join(self.dir, f"{tag}.err")
         p = REG.spawn([os.path.join(self.bin, "ring_shift"), *self.args, "--ready-file", ready], e, out, err)
@@ -512,8 +517,9 @@ def main():
                    help="kill trials of ring_shift --mode add (put(Add)) per transport and build (default 3)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--only", default="kill,stop,stranger", help="comma list of kill, stop, stranger")
-    p.add_argument("--transports", default="tcp,shm,owntcp",
-                   help="comma list of tcp (UCX's), shm, owntcp (RWIN_TRANSPORT=tcp), verbs (default tcp,shm,owntcp)")
+    p.add_argument("--transports", default="tcp,shm,owntcp,mixed",
+                   help="comma list of tcp (UCX's), shm, owntcp (RWIN_TRANSPORT=tcp), mixed (shm to even or odd"
+                        " ranks, own tcp to the others), verbs (default tcp,shm,owntcp,mixed)")
     p.add_argument("--size", type=int, default=4000000, help="ring_shift --size for kill/stop trials")
     p.add_argument("--delay", default="0.3:2.5", help="kill delay range after start-up, s (default 0.3:2.5)")
     p.add_argument("--bound", type=float, default=5.0, help="detection bound, s (default 5; verbs: 10)")

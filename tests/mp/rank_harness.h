@@ -90,6 +90,9 @@ struct TransportParam {
   // Whether traffic to a dead peer fails. Over shared memory it need not: the peer's segment
   // stays mapped in our process, so a get still reads its (last) contents.
   bool detects_dead_peer = true;
+  // > 0: rank r runs as if on host r % hosts (RWIN_HOST_ID), so the mixed transport reaches some peers
+  // through UCX's shared memory and the others through rwin's tcp, on one machine.
+  int hosts = 0;
 };
 
 // The CI tier (RWIN_TEST_TIER=ci, tests/run-all.sh's default, which also reaches the soft-RoCE guest)
@@ -112,6 +115,9 @@ inline std::vector<TransportParam> transports() {
       {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false},
       {"ucx_shm_native", "ucx", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_UCX_RMA", "native"}}, false},
       {"tcp", "tcp", {{"RWIN_IFNAME", "lo"}}, true},  // rwin's own sockets (transport/tcp)
+      // UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
+      // every ring neighbour is on the "other host".
+      {"mixed", "mixed", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_IFNAME", "lo"}}, false, 2},
       {"verbs", "verbs", {}, true},
   };
 }
@@ -193,6 +199,7 @@ inline RunResult run_ranks(int n, const TransportParam& p, const RankBody& body,
       ::dup2(pfd[1], 2);
       ::close(pfd[1]);
       for (const auto& [k, v] : p.env) ::setenv(k.c_str(), v.c_str(), 1);
+      if (p.hosts > 0) ::setenv("RWIN_HOST_ID", ("testhost" + std::to_string(r % p.hosts)).c_str(), 1);
       int code = 0;
       try {
         body(r, n, root);

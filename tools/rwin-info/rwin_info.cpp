@@ -45,7 +45,7 @@ json build_info() {
 }
 
 json transports() {
-  json t = json::array({"ucx", "tcp"});  // tcp: rwin's own sockets, always built (docs/TCP.md)
+  json t = json::array({"ucx", "tcp", "mixed"});  // tcp: rwin's own sockets, always built (docs/TCP.md)
   if (RWIN_INFO_HAVE_VERBS) t.push_back("verbs");
   return t;
 }
@@ -121,12 +121,16 @@ json rma_modes(const std::string& transport, const std::string& rma) {
   if (transport == "verbs" || transport == "tcp") {
     return {{"self", "native"}, {"same_host", "native"}, {"other_host", "native"}};
   }
-  if (rma == "native" || rma == "am") return {{"self", rma}, {"same_host", rma}, {"other_host", rma}};
+  // mixed (and auto across hosts without RDMA): rwin's tcp to other hosts, which reports "native".
+  const bool own_tcp_across = transport == "mixed" || (transport == "auto" && !have_rdma_devices());
+  if (rma == "native" || rma == "am") return {{"self", rma}, {"same_host", rma}, {"other_host", own_tcp_across ? "native" : rma}};
   const char* t = std::getenv("UCX_TLS");
   const std::string tls = t ? t : "";
   const bool shm = tls_allow(tls, {"posix", "sysv", "sm", "shm"});
   const char* remote = have_rdma_devices() ? "native" : "am";
-  return {{"self", shm ? "direct" : remote}, {"same_host", shm ? "direct" : remote}, {"other_host", remote}};
+  return {{"self", shm ? "direct" : remote},
+          {"same_host", shm ? "direct" : remote},
+          {"other_host", own_tcp_across ? "native" : remote}};
 }
 
 #if RWIN_INFO_HAVE_VERBS
@@ -420,7 +424,7 @@ int main(int argc, char** argv) {
   const bool all = !config_only && !devices_only;
   json j;
   j["version"] = rwin::version();
-  std::string transport = "ucx", rma = "auto";
+  std::string transport = "auto", rma = "auto";
   if (all || config_only) j["config"] = knobs_section(transport, rma);
   if (all) {
     j["build"] = build_info();
@@ -436,7 +440,10 @@ int main(int argc, char** argv) {
     }
     j["ucx"] = {{"version", ucp_get_version_string()}, {"resources", ucx_resources()}};
     j["rma_modes"] = rma_modes(transport, rma);
-    j["rma_modes_for"] = transport == "verbs" ? std::string("verbs") : "ucx, RWIN_UCX_RMA=" + rma;
+    const bool mixed = transport == "mixed" || (transport == "auto" && !have_rdma_devices());
+    j["rma_modes_for"] = transport == "verbs" || transport == "tcp" ? transport
+                         : mixed ? "ucx on this host (RWIN_UCX_RMA=" + rma + "), rwin's tcp to other hosts"
+                                 : "ucx, RWIN_UCX_RMA=" + rma;
     j["verbs"] = verbs_devices();
   }
   if (as_json) {

@@ -134,7 +134,7 @@ struct Options {
   int rank = -1;           // -1: from the launcher's environment
   int nranks = -1;         // -1: from the launcher's environment
   std::string root;        // "host:port" of the bootstrap store (rank 0 serves it)
-  std::string transport;   // "ucx" | "tcp" | "verbs"; empty: RWIN_TRANSPORT, else "ucx"
+  std::string transport;   // "auto" | "ucx" | "tcp" | "mixed" | "verbs"; empty: RWIN_TRANSPORT, else "auto"
   std::string ib_device;   // verbs device; empty: RWIN_IB_DEVICE, else the first usable one
   int ib_port = 1;         // verbs port (RWIN_IB_PORT)
   int gid_index = -1;      // verbs GID index; -1: auto (RWIN_GID_INDEX)

@@ -101,7 +101,7 @@ struct CollConfig {
   uint64_t pull_min = 8 * 1024;  // measured: break-even at 4 KiB blocks (4 and 8 ranks on 2 cores), 1.6-3.5x from 8 KiB
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
-  // `transport`: the job's ("ucx", "tcp", "verbs"), for defaults that depend on it.
+  // `transport`: the job's ("ucx", "tcp", "mixed", "verbs"), for defaults that depend on it.
   static CollConfig from_env(const std::string& transport);
 };
 

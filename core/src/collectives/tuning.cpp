@@ -111,8 +111,9 @@ TuningRule rule_of(const json& r, const std::string& where) {
   if (r.contains("transport")) {
     out.transport = text_of(r["transport"], where + ".transport");
     if (out.transport == "any") out.transport.clear();
-    if (!out.transport.empty() && out.transport != "ucx" && out.transport != "tcp" && out.transport != "verbs") {
-      bad(where + ".transport", "'" + out.transport + "' is not ucx, tcp, verbs or any");
+    if (!out.transport.empty() && out.transport != "ucx" && out.transport != "tcp" && out.transport != "mixed" &&
+        out.transport != "verbs") {
+      bad(where + ".transport", "'" + out.transport + "' is not ucx, tcp, mixed, verbs or any");
     }
   }
   if (r.contains("ranks")) range_of<int64_t>(r["ranks"], where + ".ranks", out.ranks_lo, out.ranks_hi, ranks_of);

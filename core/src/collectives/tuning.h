@@ -34,7 +34,7 @@ enum class TunedPath : uint8_t { Any, Shm, Net };  // Shm: every member's memory
 struct TuningRule {
   TunedColl coll = TunedColl::Allreduce;
   TunedPath path = TunedPath::Any;
-  std::string transport;  // "ucx", "tcp", "verbs"; empty: any
+  std::string transport;  // "ucx", "tcp", "mixed", "verbs"; empty: any
   int64_t ranks_lo = 1, ranks_hi = std::numeric_limits<int64_t>::max();
   uint64_t bytes_lo = 0, bytes_hi = std::numeric_limits<uint64_t>::max();
   CollAlgo algo = CollAlgo::Direct;

@@ -1,0 +1,127 @@
+// The mixed transport (transport/mixed) and the transport choice at start-up: RWIN_TRANSPORT=auto
+// resolving by hosts, RWIN_HOST_ID, and ranks that ask for different transports. The transport-
+// parameterised suites run everything else over mixed too (their "mixed" lane).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rank_harness.h"
+
+using namespace rwin;
+using rwin_test::expect_error;
+using rwin_test::TransportParam;
+
+namespace {
+
+TransportParam shm_lane(const std::string& transport, int hosts) {
+  return {"shm", transport, {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_IFNAME", "lo"}}, false, hosts};
+}
+
+// Every rank puts a row (several chunks) into every rank's window, adds into a shared counter by put(Add)
+// and fetch_add, and notifies: data, sums and signals checked exactly.
+void exchange_with_everyone(Context& ctx) {
+  const int rank = ctx.rank(), n = ctx.size();
+  constexpr int64_t kCols = 3 * 65536 + 7;  // several chunks where the transport cuts them
+  Window w = ctx.alloc_window("w", DType::I32, {n, kCols});
+  Window acc = ctx.alloc_window("acc", DType::I64, {1, 4});
+  SignalArray sig = ctx.alloc_signals("sig", 2);
+  Window src = ctx.alloc_window("src", DType::I32, {1, kCols});
+  Window add = ctx.alloc_window("add", DType::I64, {1, 3});  // put(Add) on acc 0-2, fetch_add on 3 (no mix on one word)
+  for (int64_t i = 0; i < kCols; ++i) src.data_as<int32_t>()[i] = rank * 1000003 + static_cast<int32_t>(i);
+  for (int i = 0; i < 3; ++i) add.data_as<int64_t>()[i] = rank + 1;
+  ctx.barrier();
+  for (int p = 0; p < n; ++p) {
+    ctx.put(w.slice({rank, 0}, {1, kCols}), p, src.all());
+    ctx.put(acc.slice({0, 0}, {1, 3}), p, add.all(), AtomicType::Add);
+    (void)ctx.fetch_add(acc.slice({0, 3}, {1, 1}), p, 100);
+    ctx.notify(sig.at(0), p, 1);
+  }
+  ctx.wait(sig.at(0), n);
+  const auto* rows = w.data_as<int32_t>();
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < kCols; i += 4099) {
+      const int32_t got = rows[static_cast<size_t>(r * kCols + i)], want = r * 1000003 + static_cast<int32_t>(i);
+      MP_CHECK(got == want, "row " << r << " [" << i << "] = " << got << ", wanted " << want);
+    }
+    MP_CHECK(rows[static_cast<size_t>(r * kCols + kCols - 1)] == r * 1000003 + static_cast<int32_t>(kCols - 1),
+             "last element of row " << r);
+  }
+  const auto* sums = acc.data_as<int64_t>();
+  const int64_t total = n * (n + 1) / 2;  // every rank added rank + 1
+  for (int i = 0; i < 3; ++i) MP_CHECK(sums[i] == total, "acc[" << i << "] = " << sums[i] << ", wanted " << total);
+  MP_CHECK(sums[3] == 100 * n, "acc[3] = " << sums[3] << ", wanted " << 100 * n);
+}
+
+// Four ranks on two "hosts" (even, odd): every rank reaches its own host's ranks through UCX's shared
+// memory (direct) and the others through rwin's tcp ("native"), and data, signals, put(Add) and fetching
+// atomics arrive exactly over both, into one window from both kinds of peer at once.
+TEST(MixedTransport, EachPeerGoesByItsHost) {
+  const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 2), [](int rank, int n, const std::string& root) {
+    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 2)));
+    const std::string name = ctx.transport_name();
+    MP_CHECK(name.rfind("mixed(ucx", 0) == 0 && name.find("tcp") != std::string::npos &&
+                 name.find("2 of 4 ranks on other hosts") != std::string::npos,
+             name);
+    for (int p = 0; p < n; ++p) {
+      const std::string want = p % 2 == rank % 2 ? "direct" : "native";
+      MP_CHECK(ctx.rma_mode(p) == want, "rank " << rank << " -> " << p << ": " << ctx.rma_mode(p) << ", wanted " << want);
+    }
+    exchange_with_everyone(ctx);
+    ctx.barrier();
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+}
+
+// RWIN_TRANSPORT unset (auto): UCX when the ranks share a host; across hosts "mixed", unless every host
+// has an RDMA device (then UCX, which drives it: the soft-RoCE guest).
+TEST(MixedTransport, AutoPicksByHosts) {
+  for (const int hosts : {0, 2}) {
+    const auto res = rwin_test::run_ranks(2, shm_lane("", hosts), [hosts](int rank, int n, const std::string& root) {
+      ::unsetenv("RWIN_TRANSPORT");
+      Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("", hosts)));
+      const bool mixed = hosts > 0 && !rwin_test::have_rdma_device();
+      const std::string name = ctx.transport_name();
+      MP_CHECK(name.rfind(mixed ? "mixed(ucx" : "ucx(", 0) == 0, "hosts " << hosts << ": " << name);
+      exchange_with_everyone(ctx);
+      ctx.barrier();
+    });
+    ASSERT_TRUE(res.all_ok()) << "hosts " << hosts << ": " << res.report();
+  }
+}
+
+// Ranks that ask for transports that do not resolve to the same one fail at start-up on every rank,
+// naming the other rank and both settings; ranks whose settings resolve alike (auto and ucx on one
+// host) run.
+TEST(MixedTransport, RanksMustAgreeOnTheTransport) {
+  const auto res = rwin_test::run_ranks(2, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
+    Options o = rwin_test::rank_options(rank, n, root, shm_lane(rank == 0 ? "tcp" : "mixed", 0));
+    o.startup_timeout = std::chrono::milliseconds(10000);
+    const std::string other = rank == 0 ? "rank 1 uses transport 'mixed'" : "rank 0 uses transport 'tcp'";
+    expect_error([&] { Context ctx(o); }, ErrorCode::InvalidArgument, {other, "every rank of a job must use the same one"});
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+  const auto ok = rwin_test::run_ranks(2, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
+    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane(rank == 0 ? "auto" : "ucx", 0)));
+    MP_CHECK(ctx.transport_name().rfind("ucx(", 0) == 0, ctx.transport_name());
+    ctx.barrier();
+  });
+  ASSERT_TRUE(ok.all_ok()) << ok.report();
+}
+
+TEST(MixedTransport, BadSettingsFailAtStartUp) {
+  const auto res = rwin_test::run_ranks(1, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
+    ::setenv("RWIN_HOST_ID", "two words", 1);
+    expect_error([&] { Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("ucx", 0))); },
+                 ErrorCode::InvalidArgument, {"RWIN_HOST_ID='two words'", "without white space"});
+    ::unsetenv("RWIN_HOST_ID");
+    expect_error([&] { Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("rdma", 0))); },
+                 ErrorCode::InvalidArgument, {"transport 'rdma'", "auto, ucx, tcp, mixed, verbs"});
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+}
+
+
+}  // namespace
