@@ -10,11 +10,13 @@
 #   rwin, label "2hostsucx": UCX to every peer (RWIN_TRANSPORT=ucx: shared memory on its host, UCX's tcp
 #     in rwin's am mode across; the default before "auto");
 #   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included;
+#   rwin, label "2hostsautoflat" (not in the default LANES): the defaults with AUTOFLAT_ENV (default
+#     RWIN_COLL_HIER_MAX=0: flat small collectives, no gathering through host leaders);
 #   Open MPI 4.1 with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
 #     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
-#   env: LANES ("auto ucx owntcp": which rwin lanes), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
+#   env: LANES ("auto ucx owntcp": which rwin lanes; also autoflat), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
 #        all_to_all,broadcast,barrier), ITERS (100), ROUNDS (3)
 # Writes OUT/raw/{rwin,mpi}_<label>_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
 # (bench/coll_combine.py: ratio = MPI time / rwin time, > 1: rwin faster).
@@ -30,6 +32,7 @@ TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 ITERS=${ITERS:-100}
 ROUNDS=${ROUNDS:-3}
 LANES=${LANES:-auto ucx owntcp}
+AUTOFLAT_ENV=${AUTOFLAT_ENV:-RWIN_COLL_HIER_MAX=0}  # lane autoflat: the defaults plus this
 [[ $(id -u) == 0 ]] || { echo "coll_across_hosts: needs root (namespaces)" >&2; exit 2; }
 [[ -x $BIN/rwin-perf ]] || { echo "coll_across_hosts: $BIN/rwin-perf not built" >&2; exit 2; }
 MPI=$BIN/rwin_mpi_collectives
@@ -85,13 +88,14 @@ label_of() { case $1 in auto) echo 2hosts ;; *) echo "2hosts$1" ;; esac; }
 run_rwin() {  # np round lane (auto | ucx | owntcp)
   local np=$1 r=$2 lane=$3 half=$(($1 / 2)) pids=() rank host ifname rc=0 label port envs key
   label=$(label_of "$lane")
-  case $lane in auto) port=$((29500 + r)) ;; ucx) port=$((29700 + r)) ;; *) port=$((29600 + r)) ;; esac
+  case $lane in auto) port=$((29500 + r)) ;; ucx) port=$((29700 + r)) ;; autoflat) port=$((29800 + r)) ;; *) port=$((29600 + r)) ;; esac
   key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
   for ((rank = 0; rank < np; rank++)); do
     host=ha ifname=v0
     ((rank >= half)) && host=hb ifname=v1
     envs="UCX_NET_DEVICES=$ifname RWIN_IFNAME=$ifname"
     [[ $lane == ucx ]] && envs="RWIN_TRANSPORT=ucx $envs"
+    [[ $lane == autoflat ]] && envs="$AUTOFLAT_ENV $envs"
     [[ $lane == owntcp ]] && envs="RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname"
     "$AGENT" "$host" "env RWIN_RANK=$rank RWIN_NRANKS=$np RWIN_ROOT=10.77.31.1:$port RWIN_JOB_KEY=$key $envs \
       timeout 1500 $BIN/rwin-perf $COMMON --label $label --timeout-ms 120000 \
@@ -118,6 +122,7 @@ run_mpi() {  # np round: its results stand against every rwin lane
 run_rwinauto() { run_rwin "$1" "$2" auto; }
 run_rwinucx() { run_rwin "$1" "$2" ucx; }
 run_rwinowntcp() { run_rwin "$1" "$2" owntcp; }
+run_rwinautoflat() { run_rwin "$1" "$2" autoflat; }
 
 {
   echo "date: $(date -u +%FT%TZ)  host load: $(cut -d' ' -f1-3 /proc/loadavg)"

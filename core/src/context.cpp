@@ -399,6 +399,7 @@ void start_data_path(ContextImpl& c) {
     // Every rank leaves that allgather at about the same moment: the trace's cross-host alignment.
     if (c.trace) c.trace->sync_point(Tracer::now(), host_identity());
     tc.host_of = choose_transport(c, places);
+    c.host_of = tc.host_of;
   } catch (const bootstrap::BootstrapError& e) {
     throw Error(error_code(e), c.who() + ": exchanging hosts: " + e.what());
   }

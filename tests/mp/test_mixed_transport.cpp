@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "rank_harness.h"
+#include "rwin/collectives.h"
 
 using namespace rwin;
 using rwin_test::expect_error;
@@ -123,5 +125,76 @@ TEST(MixedTransport, BadSettingsFailAtStartUp) {
   ASSERT_TRUE(res.all_ok()) << res.report();
 }
 
+// Collectives across hosts gather small vectors through one leader per host (core/src/collectives/
+// hier.cpp): 4 ranks on 2 hosts (even, odd). An allreduce of floats whose sum depends on the order gives
+// the same bits as Bruck's (every member reduces all inputs in team-rank order), allgather the exact rows,
+// reduce_scatter the exact sums, broadcast from every root, on the world and on a 3-member team; a member whose count differs ends the call in CollectiveMismatch
+// on every member naming the hierarchy's mode (so the path was taken); RWIN_COLL_HIER_MAX=0 turns it off.
+TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
+  for (const bool off : {false, true}) {
+    const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 2), [off](int rank, int n, const std::string& root) {
+      if (off) ::setenv("RWIN_COLL_HIER_MAX", "0", 1);
+      Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 2)));
+      for (const bool whole : {true, false}) {
+        if (!whole && rank == 3) break;
+        Team t = whole ? world(ctx) : make_team(ctx, {2, 1, 0});
+        const int me = t.rank(), nr = t.size();
+        constexpr int64_t kN = 257;
+        Window x = t.alloc_window("x", DType::F32, {1, kN});
+        Window a = t.alloc_window("a", DType::F32, {1, kN});
+        Window b = t.alloc_window("b", DType::F32, {1, kN});
+        Window rows = t.alloc_window("rows", DType::F32, {nr, kN});
+        for (int64_t i = 0; i < kN; ++i) x.data_as<float>()[i] = 1.0f / static_cast<float>(3 + (me * 7919 + i * 104729) % 1000);
+        t.allreduce(x, a);
+        t.allreduce(x, b, ReduceOp::Sum, AllreduceMode::Bruck);
+        MP_CHECK(std::memcmp(a.data(), b.data(), kN * 4) == 0, "allreduce bits differ from Bruck's on team rank " << me);
+        t.allgather(x, rows);
+        for (int q = 0; q < nr; ++q) {
+          for (int64_t i = 0; i < kN; i += 16) {
+            const float want = 1.0f / static_cast<float>(3 + (q * 7919 + i * 104729) % 1000);
+            MP_CHECK(rows.data_as<float>()[q * kN + i] == want, "row " << q << " [" << i << "]");
+          }
+        }
+        Window bc = t.alloc_window("bc", DType::I64, {1, 1000});
+        for (int root = 0; root < nr; ++root) {
+          for (int64_t i = 0; i < 1000; ++i) bc.data_as<int64_t>()[i] = me == root ? root * 1000003 + i : -1;
+          t.broadcast(bc, root);
+          for (int64_t i = 0; i < 1000; i += 7) MP_CHECK(bc.data_as<int64_t>()[i] == root * 1000003 + i, "broadcast from " << root);
+        }
+        Window rs = t.alloc_window("rs", DType::I32, {nr, 33});
+        for (int q = 0; q < nr; ++q) {
+          for (int64_t i = 0; i < 33; ++i) rs.data_as<int32_t>()[q * 33 + i] = (me + 1) * 1000 + q * 100 + static_cast<int32_t>(i);
+        }
+        t.reduce_scatter(rs);
+        for (int64_t i = 0; i < 33; ++i) {
+          const int32_t want = 1000 * nr * (nr + 1) / 2 + nr * (me * 100 + static_cast<int32_t>(i));
+          MP_CHECK(rs.data_as<int32_t>()[me * 33 + i] == want, "reduce_scatter [" << i << "]");
+        }
+        Window x65 = ctx.window(x.buffer(), DType::F32, {1, 65}), x64 = ctx.window(x.buffer(), DType::F32, {1, 64});
+        try {
+          t.allreduce(me == 1 ? x65 : x64);
+          t.barrier();
+          MP_CHECK(false, "no error on team rank " << me);
+        } catch (const Error& e) {
+          MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
+          // The member that found it names both calls (the others: "team rank q found that ...").
+          const std::string what = e.what();
+          if (what.find("its error names both sides") == std::string::npos) {
+            const bool named = what.find("through the host leaders") != std::string::npos;
+            MP_CHECK(named != off, (off ? "RWIN_COLL_HIER_MAX=0 still went through the leaders: " : "not the hierarchy's mode: ")
+                                       << what);
+            std::printf("FOUND IT (%s team)\n", whole ? "world" : "3-member");
+          }
+        }
+      }
+    });
+    ASSERT_TRUE(res.all_ok()) << (off ? "RWIN_COLL_HIER_MAX=0: " : "") << res.report();
+    for (const char* team : {"world", "3-member"}) {
+      bool found = false;
+      for (const auto& r : res.ranks) found = found || r.output.find(std::string("FOUND IT (") + team) != std::string::npos;
+      EXPECT_TRUE(found) << "no member found the mismatch on the " << team << " team: " << res.report();
+    }
+  }
+}
 
 }  // namespace

@@ -57,8 +57,10 @@ std::string describe_header(const MsgHeader& h) {
     s += std::string(" op ") + reduce_op_name(static_cast<ReduceOp>(h.op));
   }
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
-    s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : h.mode == 6 ? " mode ring (pull)" : " mode mesh";
+    s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : h.mode == 6 ? " mode ring (pull)"
+         : h.mode == kHierMode ? " mode hier (through the host leaders)" : " mode mesh";
   }
+  if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierMode) s += " (through the host leaders)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";
@@ -69,7 +71,10 @@ std::string describe_header(const MsgHeader& h) {
                                          "pull verdicts", "done reading"};
     s += std::string(" [") + kPhase[h.phase - 3] + "]";
   }
-  if (h.phase >= 16) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
+  if (h.phase >= 16 && h.phase < 64) s += " [bruck round " + std::to_string(h.phase - 16) + "]";
+  if (h.phase == 64) s += " [to the host leader]";
+  if (h.phase == 65) s += " [between host leaders]";
+  if (h.phase == 66) s += " [from the host leader]";
   s += " (call #" + std::to_string(h.call_seq) + ")";
   return s;
 }
@@ -116,17 +121,22 @@ CollConfig CollConfig::from_env(const std::string& transport) {
   }
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
   c.pull_min = env_size("RWIN_COLL_PULL_MIN", c.pull_min, 0, uint64_t{1} << 62);
+  c.hier_max = env_size("RWIN_COLL_HIER_MAX", c.hier_max, 0, uint64_t{1} << 62);
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }
 
-CollAlgo TeamState::algo(TunedColl coll, uint64_t bytes) const {
+CollAlgo TeamState::algo(TunedColl coll, uint64_t bytes, bool* users) const {
   if (coll == TunedColl::ReduceScatter) {
     uint64_t gathered = 0;
     bytes = __builtin_mul_overflow(bytes, static_cast<uint64_t>(nr), &gathered) ? UINT64_MAX / 2 : gathered / 2;
   }
   AlgoMemo& m = algo_memo[static_cast<size_t>(coll)];
-  if (!m.valid || m.bytes != bytes) m = AlgoMemo{true, bytes, cfg.tuning->choose(TuningKey{coll, mapped, c->opt.transport, nr, bytes}).algo};
+  if (!m.valid || m.bytes != bytes) {
+    const TuningRule& r = cfg.tuning->choose(TuningKey{coll, mapped, c->opt.transport, nr, bytes});
+    m = AlgoMemo{true, bytes, r.algo, r.from.rfind("built-in", 0) != 0};
+  }
+  if (users) *users = m.users;
   return m.algo;
 }
 

@@ -51,8 +51,14 @@ void Team::broadcast(const Window& xw, int root) {
                   [&x, root](int from, int) { return Piece{0, from == root ? x.bytes : 0, 0}; }, "broadcast");
       return;
     }
-    const CollAlgo algo = t.algo(TunedColl::Broadcast, x.bytes);
-    if (algo != CollAlgo::Direct) h.mode = static_cast<uint8_t>(algo);
+    // Across hosts: a tree through the host leaders (hier.cpp), one message per other host across.
+    const bool hier = hier_pays(t, TunedColl::Broadcast, x.bytes);
+    const CollAlgo algo = hier ? CollAlgo::Tree : t.algo(TunedColl::Broadcast, x.bytes);
+    if (hier) {
+      h.mode = kHierMode;
+    } else if (algo != CollAlgo::Direct) {
+      h.mode = static_cast<uint8_t>(algo);
+    }
     ensure_workspace(t, x.bytes, &h);
     const int pos = (t.me - root + t.nr) % t.nr;
     auto abs_rank = [&](int rel) { return (rel + root) % t.nr; };
@@ -60,10 +66,18 @@ void Team::broadcast(const Window& xw, int root) {
     // 2^k above pos's highest bit, farthest (largest subtree) first.
     const int high = pos > 0 ? static_cast<int>(std::bit_width(static_cast<unsigned>(pos))) - 1 : 0;
     int parent = -1;  // the member this one receives from (-1: the root)
-    if (pos > 0) parent = algo == CollAlgo::Direct ? root : algo == CollAlgo::Tree ? abs_rank(pos - (1 << high)) : (t.me - 1 + t.nr) % t.nr;
+    if (hier) {
+      parent = hier_parent(t, root);
+    } else if (pos > 0) {
+      parent = algo == CollAlgo::Direct ? root : algo == CollAlgo::Tree ? abs_rank(pos - (1 << high)) : (t.me - 1 + t.nr) % t.nr;
+    }
     // Calls fn(member) for each member this one sends to, in order, until fn returns false.
     auto each_child = [&](auto&& fn) {
-      if (algo == CollAlgo::Direct) {
+      if (hier) {
+        for (const int p : hier_children(t, root)) {
+          if (!fn(p)) return;
+        }
+      } else if (algo == CollAlgo::Direct) {
         for (int p = 0; p < t.nr && pos == 0; ++p) {
           if (p != t.me && !fn(p)) return;
         }
@@ -159,6 +173,12 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
     h.count = s;
     if (row) std::memmove(d.base() + static_cast<uint64_t>(t.me) * row, st.base(), row);
     if (t.nr == 1) return;
+    if (hier_pays(t, TunedColl::Allgather, row)) {  // across hosts: through one leader per host (hier.cpp), straight into data
+      h.mode = kHierMode;
+      ensure_workspace(t, static_cast<uint64_t>(t.nr) * row, &h);
+      hier_allgather(t, h, st.base(), row, d.base(), "allgather");
+      return;
+    }
     if (t.algo(TunedColl::Allgather, row) == CollAlgo::Bruck) {
       h.mode = 3;  // members that disagree on the algorithm (their tuning tables) mismatch
       ensure_workspace(t, bruck_largest_message(t.nr, row), &h);

@@ -87,6 +87,20 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       if (out != d.base() + my_off && row) std::memmove(out, d.base() + my_off, row);
       return;
     }
+    if (hier_pays(t, TunedColl::ReduceScatter, d.bytes)) {
+      // Across hosts: every member gathers every member's whole data through the host leaders
+      // (hier.cpp) and reduces its own row in team-rank order: the pairwise algorithm's bits.
+      h.mode = kHierMode;
+      const uint64_t all = static_cast<uint64_t>(t.nr) * d.bytes;
+      ensure_workspace(t, all, &h);
+      t.hier.resize(static_cast<size_t>(all));
+      hier_allgather(t, h, d.base(), d.bytes, t.hier.data(), "reduce_scatter");
+      std::vector<const void*>& inputs = t.inputs;
+      inputs.assign(static_cast<size_t>(t.nr), nullptr);
+      for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = t.hier.data() + static_cast<uint64_t>(q) * d.bytes + my_off;
+      reduce_arrays(d.dtype, op, out, inputs.data(), t.nr, row / dtype_size(d.dtype));
+      return;
+    }
     if (t.algo(TunedColl::ReduceScatter, d.bytes) == CollAlgo::Bruck) {
       // Small: every member gathers every member's whole data (Bruck, log2 NR rounds) and reduces its
       // own row in team-rank order, as the pairwise algorithm does: the same bits. It moves NR times
@@ -158,17 +172,30 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
   static_assert(static_cast<int>(CollAlgo::Mesh) == static_cast<int>(AllreduceMode::Mesh) &&
                 static_cast<int>(CollAlgo::Ring) == static_cast<int>(AllreduceMode::Ring) &&
                 static_cast<int>(CollAlgo::Bruck) == static_cast<int>(AllreduceMode::Bruck));
+  // Across hosts, small vectors gather through one leader per host (hier.cpp) unless a mode is forced.
+  const bool hier = m == AllreduceMode::Auto && hier_pays(t, TunedColl::Allreduce, src.bytes);
   if (m == AllreduceMode::Auto) m = static_cast<AllreduceMode>(t.algo(TunedColl::Allreduce, src.bytes));
   call.run(CollKind::Allreduce, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(src.dtype);
     h.count = Call::elements(src);
     h.op = static_cast<uint8_t>(op);
-    h.mode = static_cast<uint8_t>(m);
+    h.mode = hier ? kHierMode : static_cast<uint8_t>(m);
     if (t.nr == 1) {
       if (!same) std::memcpy(dst.base(), src.base(), src.bytes);
       return;
     }
     const size_t esz = dtype_size(src.dtype);
+    if (hier) {
+      // Every member gathers all NR inputs and reduces them in team-rank order: Mesh's and Bruck's bits.
+      ensure_workspace(t, static_cast<uint64_t>(t.nr) * src.bytes, &h);
+      t.hier.resize(static_cast<size_t>(t.nr) * src.bytes);
+      hier_allgather(t, h, src.base(), src.bytes, t.hier.data(), "allreduce");
+      std::vector<const void*>& inputs = t.inputs;
+      inputs.assign(static_cast<size_t>(t.nr), nullptr);
+      for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = t.hier.data() + static_cast<uint64_t>(q) * src.bytes;
+      reduce_arrays(src.dtype, op, dst.base(), inputs.data(), t.nr, src.bytes / esz);
+      return;
+    }
     if (m == AllreduceMode::Bruck) {
       // Every member gathers all NR inputs (log2 NR rounds) and reduces them itself in team-rank
       // order: the same bits as Mesh, on every member.

@@ -51,7 +51,8 @@ struct MsgHeader {
   uint8_t dtype = 0;
   uint8_t op = 0;               // ReduceOp
   uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
-  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather
+  uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather;
+                                // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders (hier.cpp)
   uint8_t flags = 0;            // kAckNow, kInline
   uint8_t pad[2] = {};
   uint64_t team_id = 0;
@@ -99,6 +100,11 @@ struct CollConfig {
   // shared memory (TeamState::mapped) read blocks of at least this many bytes straight from the
   // members' windows (pull.h); 0: never.
   uint64_t pull_min = 8 * 1024;  // measured: break-even at 4 KiB blocks (4 and 8 ranks on 2 cores), 1.6-3.5x from 8 KiB
+  // RWIN_COLL_HIER_MAX: allreduce (Auto) vectors and reduce_scatter data up to this many bytes, and
+  // allgather rows up to 16x, on a
+  // team whose members span hosts with some host holding two or more of them, gather through one leader
+  // per host (hier.cpp). 0: never.
+  uint64_t hier_max = 16 * 1024;
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
   // `transport`: the job's ("ucx", "tcp", "mixed", "verbs"), for defaults that depend on it.
@@ -145,7 +151,17 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> recvd; // messages consumed from each team rank
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
-  std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round
+  std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round; hier_allgather's host blocks
+  // The members by host (hier.cpp), from the hosts the ranks published at start-up; made at first use.
+  struct Hosts {
+    bool ready = false;
+    bool pays = false;           // 2+ hosts, and some host holds 2+ members
+    std::vector<int> host_of;    // team rank -> host index (0.. in order of first appearance)
+    std::vector<int> leader;     // host -> its lowest team rank
+    std::vector<std::vector<int>> members;  // host -> team ranks, ascending
+  } hosts;
+  std::vector<char> hier;      // allreduce's rows from hier_allgather, in team-rank order (kept: no allocation per call)
+  std::vector<int> hier_kids;  // hier_children's answer
   // reduce_arrays' input pointers and a reduction's block offsets (kept: no allocation per call; a
   // call uses them only inside its own exchanges, which never nest).
   std::vector<const void*> inputs;
@@ -166,13 +182,16 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   } xa;
   // The tuning table's choice for a call of `bytes` (tuned_size_meaning: reduce_scatter passes its
   // data's bytes, counted here as NR x bytes / 2, saturating).
-  CollAlgo algo(TunedColl coll, uint64_t bytes) const;
+  // `users`: set to whether the rule came from the user's file (RWIN_COLL_TUNING), which also wins over
+  // the hierarchy (hier_pays).
+  CollAlgo algo(TunedColl coll, uint64_t bytes, bool* users = nullptr) const;
   // The last choice per collective: the other keys are the team's, so back-to-back calls of one size
   // skip the walk over the rules.
   struct AlgoMemo {
     bool valid = false;
     uint64_t bytes = 0;
     CollAlgo algo = CollAlgo::Direct;
+    bool users = false;
   };
   mutable std::array<AlgoMemo, kTunedColls> algo_memo{};
 
@@ -308,6 +327,20 @@ void bruck_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_
 // block q from team rank q. Rounds as above, each sending the blocks whose rotated index has bit k set.
 void bruck_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what);
 uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest round's message
+// hier.cpp: two-level gathering for teams across hosts. hier_pays: whether a call of `bytes` (the
+// vector, a row) goes through it (RWIN_COLL_HIER_MAX, the team's hosts, no rule of the user's tuning
+// file for it; the same answer on every member of a matching call). hier_allgather: every member ends with all NR rows of `row` bytes at `out`, in
+// team-rank order (`mine` may be out's own row): each member's row to its host's leader, the leaders' host blocks to each other, the
+// whole to every member from its leader (phases 64, 65, 66 of this call). The caller sized the
+// workspace: ensure_workspace(t, NR x row).
+bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes);
+void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* out, const char* what);
+constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through the host leaders
+// broadcast's tree through the host leaders: the root sends to the other hosts' leaders and to its own
+// host's members, each other leader to its host's members. hier_parent: whom this member receives from
+// (-1: it is the root); hier_children: whom it sends to, in order (t.hier_kids, valid until the next call).
+int hier_parent(TeamState& t, int root);
+const std::vector<int>& hier_children(TeamState& t, int root);
 // After bruck_allgather with rows of `row` bytes: team rank q's row.
 const char* gathered(const TeamState& t, int q, uint64_t row);
 uint64_t chunk_count(const TeamState& t, uint64_t bytes);  // max(1, ceil(bytes / chunk payload))

@@ -1,0 +1,187 @@
+// Two-level gathering for teams across hosts (issue 27, "hierarchy"). A flat algorithm has every member
+// talk to members on other hosts: Bruck's log2 NR rounds each cross the link, so a 2 x 4 allreduce of 8
+// bytes paid ~3 cross-host latencies per member where Open MPI pays about one. Here each member gives
+// its row to its host's leader (shared memory: a few stores), the leaders exchange their hosts' rows
+// (one message to each other leader: the only traffic across hosts), and each leader hands every row
+// to its members. Every member then holds all NR rows, so allreduce reduces them itself in team-rank
+// order: the same bits as Mesh and Bruck, on every member.
+//
+// Hosts come from what every rank published at start-up (core/src/context.cpp: RWIN_HOST_ID, else the
+// boot id), so every member of a team sees the same layout and makes the same choice for a call of
+// the same size. Every phase is an exchange of this call (phases 64-66) whose headers carry the call's
+// kind, count, type, op and mode, so members whose calls differ find it at the first message.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/team_state.h"
+#include "context_impl.h"
+
+namespace rwin::detail {
+
+namespace {
+
+void ensure_hosts(TeamState& t) {
+  TeamState::Hosts& H = t.hosts;
+  if (H.ready) return;
+  const std::vector<int>& job_host = t.c->host_of;
+  std::vector<int> seen;  // job host numbers, in order of first appearance in the team
+  H.host_of.assign(static_cast<size_t>(t.nr), 0);
+  for (int q = 0; q < t.nr; ++q) {
+    const size_t r = static_cast<size_t>(t.ranks[static_cast<size_t>(q)]);
+    const int jh = r < job_host.size() ? job_host[r] : 0;
+    auto it = std::find(seen.begin(), seen.end(), jh);
+    if (it == seen.end()) {
+      it = seen.insert(seen.end(), jh);
+      H.leader.push_back(q);
+      H.members.emplace_back();
+    }
+    const int h = static_cast<int>(it - seen.begin());
+    H.host_of[static_cast<size_t>(q)] = h;
+    H.members[static_cast<size_t>(h)].push_back(q);
+  }
+  bool shared = false;
+  for (const auto& m : H.members) shared = shared || m.size() > 1;
+  H.pays = H.members.size() > 1 && shared;
+  H.ready = true;
+}
+
+// One exchange of this call: `out` flows of plain memory, `in` flows consumed into `dst` at each
+// flow's offset (staged sends: nothing of the caller's is read after it returns, so no acks are awaited).
+struct Flow {
+  int peer;
+  const char* src;  // out
+  char* dst;        // in
+  uint64_t bytes;
+};
+void exchange(TeamState& t, const MsgHeader& h, uint8_t phase, const std::vector<Flow>& out, const std::vector<Flow>& in,
+              const char* what) {
+  if (out.empty() && in.empty()) return;
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = phase;
+  for (const Flow& f : out) {
+    OutFlow o{f.peer, nullptr, 0, f.bytes};
+    o.raw = f.src;
+    ex.out.push_back(o);
+  }
+  for (const Flow& f : in) ex.in.push_back(InFlow{f.peer, f.bytes});
+  const uint64_t cp = chunk_payload(t);
+  auto consume = [&in, cp](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (lens[i]) std::memcpy(in[i].dst + j * cp, parts[i], lens[i]);
+    }
+  };
+  ex.consume = consume;
+  ex.final_acks = false;
+  run_exchange(t, ex, what);
+}
+
+}  // namespace
+
+bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
+  // allgather's rows and broadcast's vectors up to 16x the limit: allgather measured ahead of the flat
+  // messages at rows of 4 B-256 KiB (2 x 2 and 2 x 4 ranks), where allreduce's gathering of NR vectors
+  // fell behind Ring above 16 KiB (bench/RESULTS.md, "Small collectives through the host leaders").
+  const bool wide = coll == TunedColl::Allgather || coll == TunedColl::Broadcast;
+  const uint64_t limit = wide ? (t.cfg.hier_max > (UINT64_MAX >> 4) ? UINT64_MAX : t.cfg.hier_max << 4) : t.cfg.hier_max;
+  if (t.nr < 3 || bytes > limit) return false;
+  bool users = false;
+  (void)t.algo(coll, bytes, &users);
+  if (users) return false;  // a rule of the user's tuning file names the algorithm
+  ensure_hosts(t);
+  return t.hosts.pays;
+}
+
+void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* g, const char* what) {
+  ensure_hosts(t);
+  const TeamState::Hosts& H = t.hosts;
+  const auto nr = static_cast<uint64_t>(t.nr);
+  auto row_of = [g, row](int q) { return g + static_cast<uint64_t>(q) * row; };
+  if (row) std::memmove(row_of(t.me), mine, row);
+  const int host = H.host_of[static_cast<size_t>(t.me)];
+  const int leader = H.leader[static_cast<size_t>(host)];
+  const std::vector<int>& local = H.members[static_cast<size_t>(host)];
+  std::vector<Flow> out, in;
+  // 1. Every member's row to its leader.
+  if (t.me != leader) {
+    out.push_back(Flow{leader, mine, nullptr, row});
+  } else {
+    for (int q : local) {
+      if (q != t.me) in.push_back(Flow{q, nullptr, row_of(q), row});
+    }
+  }
+  exchange(t, h, 64, out, in, what);
+  // 2. Leaders: this host's rows (ascending team rank) to every other leader, theirs from them.
+  if (t.me == leader && H.members.size() > 1) {
+    out.clear();
+    in.clear();
+    t.pack_out.resize(static_cast<size_t>(local.size() * row));
+    for (size_t i = 0; i < local.size() && row; ++i) std::memcpy(t.pack_out.data() + i * row, row_of(local[i]), row);
+    uint64_t total = 0;
+    for (size_t k = 0; k < H.members.size(); ++k) {
+      if (static_cast<int>(k) != host) total += H.members[k].size() * row;
+    }
+    t.pack_in.resize(static_cast<size_t>(total));
+    uint64_t at = 0;
+    for (size_t k = 0; k < H.members.size(); ++k) {
+      if (static_cast<int>(k) == host) continue;
+      out.push_back(Flow{H.leader[k], t.pack_out.data(), nullptr, local.size() * row});
+      in.push_back(Flow{H.leader[k], nullptr, t.pack_in.data() + at, H.members[k].size() * row});
+      at += H.members[k].size() * row;
+    }
+    exchange(t, h, 65, out, in, what);
+    at = 0;
+    for (size_t k = 0; k < H.members.size(); ++k) {
+      if (static_cast<int>(k) == host) continue;
+      for (int q : H.members[k]) {
+        if (row) std::memcpy(row_of(q), t.pack_in.data() + at, row);
+        at += row;
+      }
+    }
+  }
+  // 3. Every row from the leader to its members.
+  out.clear();
+  in.clear();
+  if (t.me == leader) {
+    for (int q : local) {
+      if (q != t.me) out.push_back(Flow{q, g, nullptr, nr * row});
+    }
+  } else {
+    in.push_back(Flow{leader, nullptr, g, nr * row});
+  }
+  exchange(t, h, 66, out, in, what);
+}
+
+int hier_parent(TeamState& t, int root) {
+  ensure_hosts(t);
+  const TeamState::Hosts& H = t.hosts;
+  if (t.me == root) return -1;
+  const int host = H.host_of[static_cast<size_t>(t.me)];
+  const int leader = H.leader[static_cast<size_t>(host)];
+  return host == H.host_of[static_cast<size_t>(root)] || t.me == leader ? root : leader;
+}
+
+const std::vector<int>& hier_children(TeamState& t, int root) {
+  ensure_hosts(t);
+  const TeamState::Hosts& H = t.hosts;
+  std::vector<int>& kids = t.hier_kids;
+  kids.clear();
+  const int host = H.host_of[static_cast<size_t>(t.me)];
+  const int root_host = H.host_of[static_cast<size_t>(root)];
+  if (t.me == root) {
+    // The other hosts' leaders first: each forwards to its host, so they start before the local copies.
+    for (size_t k = 0; k < H.members.size(); ++k) {
+      if (static_cast<int>(k) != root_host) kids.push_back(H.leader[k]);
+    }
+    for (int q : H.members[static_cast<size_t>(host)]) {
+      if (q != t.me) kids.push_back(q);
+    }
+  } else if (host != root_host && t.me == H.leader[static_cast<size_t>(host)]) {
+    for (int q : H.members[static_cast<size_t>(host)]) {
+      if (q != t.me) kids.push_back(q);
+    }
+  }
+  return kids;
+}
+
+}  // namespace rwin::detail
