@@ -128,7 +128,8 @@ TEST(MixedTransport, BadSettingsFailAtStartUp) {
 // Collectives across hosts gather small vectors through one leader per host (core/src/collectives/
 // hier.cpp): 4 ranks on 2 hosts (even, odd). An allreduce of floats whose sum depends on the order gives
 // the same bits as Bruck's (every member reduces all inputs in team-rank order), allgather the exact rows,
-// reduce_scatter the exact sums, broadcast from every root, on the world and on a 3-member team; a member whose count differs ends the call in CollectiveMismatch
+// reduce_scatter the exact sums, all_to_all the exact blocks, broadcast from every root, on the world and
+// on a 3-member team; a member whose count differs ends the call in CollectiveMismatch
 // on every member naming the hierarchy's mode (so the path was taken); RWIN_COLL_HIER_MAX=0 turns it off.
 TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
   for (const bool off : {false, true}) {
@@ -156,10 +157,20 @@ TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
           }
         }
         Window bc = t.alloc_window("bc", DType::I64, {1, 1000});
-        for (int root = 0; root < nr; ++root) {
-          for (int64_t i = 0; i < 1000; ++i) bc.data_as<int64_t>()[i] = me == root ? root * 1000003 + i : -1;
-          t.broadcast(bc, root);
-          for (int64_t i = 0; i < 1000; i += 7) MP_CHECK(bc.data_as<int64_t>()[i] == root * 1000003 + i, "broadcast from " << root);
+        for (int from = 0; from < nr; ++from) {
+          for (int64_t i = 0; i < 1000; ++i) bc.data_as<int64_t>()[i] = me == from ? from * 1000003 + i : -1;
+          t.broadcast(bc, from);
+          for (int64_t i = 0; i < 1000; i += 7) MP_CHECK(bc.data_as<int64_t>()[i] == from * 1000003 + i, "broadcast from " << from);
+        }
+        Window st = t.alloc_window("st", DType::I32, {nr, 5}), got = t.alloc_window("got", DType::I32, {nr, 5});
+        for (int q = 0; q < nr; ++q) {
+          for (int64_t i = 0; i < 5; ++i) st.data_as<int32_t>()[q * 5 + i] = me * 10000 + q * 100 + static_cast<int32_t>(i);
+        }
+        t.all_to_all(st, got);
+        for (int s = 0; s < nr; ++s) {
+          for (int64_t i = 0; i < 5; ++i) {
+            MP_CHECK(got.data_as<int32_t>()[s * 5 + i] == s * 10000 + me * 100 + static_cast<int32_t>(i), "all_to_all row " << s);
+          }
         }
         Window rs = t.alloc_window("rs", DType::I32, {nr, 33});
         for (int q = 0; q < nr; ++q) {

@@ -239,6 +239,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
     const uint64_t mine = static_cast<uint64_t>(t.me) * row;
     if (row) std::memcpy(d.base() + mine, st.base() + mine, row);
     if (t.nr == 1) return;
+    if (hier_pays(t, TunedColl::AllToAll, st.bytes)) {  // across hosts: through one leader per host (hier.cpp)
+      h.mode = kHierMode;
+      ensure_workspace(t, st.bytes, &h);
+      hier_all_to_all(t, h, st.base(), d.base(), row, "all_to_all");
+      return;
+    }
     if (t.algo(TunedColl::AllToAll, st.bytes) == CollAlgo::Bruck) {
       h.mode = 3;
       ensure_workspace(t, static_cast<uint64_t>(t.nr / 2 + 1) * row, &h);  // a round moves at most NR / 2 + 1 blocks

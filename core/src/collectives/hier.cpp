@@ -10,6 +10,7 @@
 // boot id), so every member of a team sees the same layout and makes the same choice for a call of
 // the same size. Every phase is an exchange of this call (phases 64-66) whose headers carry the call's
 // kind, count, type, op and mode, so members whose calls differ find it at the first message.
+// all_to_all goes the same three steps with its blocks sorted by destination at the leaders (below).
 #include <algorithm>
 #include <cstring>
 
@@ -79,11 +80,12 @@ void exchange(TeamState& t, const MsgHeader& h, uint8_t phase, const std::vector
 }  // namespace
 
 bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
-  // allgather's rows and broadcast's vectors up to 16x the limit: allgather measured ahead of the flat
-  // messages at rows of 4 B-256 KiB (2 x 2 and 2 x 4 ranks), where allreduce's gathering of NR vectors
-  // fell behind Ring above 16 KiB (bench/RESULTS.md, "Small collectives through the host leaders").
-  const bool wide = coll == TunedColl::Allgather || coll == TunedColl::Broadcast;
-  const uint64_t limit = wide ? (t.cfg.hier_max > (UINT64_MAX >> 4) ? UINT64_MAX : t.cfg.hier_max << 4) : t.cfg.hier_max;
+  // allgather's rows and broadcast's vectors up to 16x the limit, all_to_all's stages up to 4x: measured
+  // ahead of the flat messages at rows of 4 B-256 KiB, broadcasts of 8 B-64 KiB and stages up to 64 KiB
+  // (2 x 2 and 2 x 4 ranks), where allreduce's and reduce_scatter's gathering of NR vectors fell behind
+  // the flat algorithms above 16 KiB (bench/RESULTS.md, "Small collectives through the host leaders").
+  const int shift = coll == TunedColl::Allgather || coll == TunedColl::Broadcast ? 4 : coll == TunedColl::AllToAll ? 2 : 0;
+  const uint64_t limit = t.cfg.hier_max > (UINT64_MAX >> shift) ? UINT64_MAX : t.cfg.hier_max << shift;
   if (t.nr < 3 || bytes > limit) return false;
   bool users = false;
   (void)t.algo(coll, bytes, &users);
@@ -148,6 +150,91 @@ void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t
     }
   } else {
     in.push_back(Flow{leader, nullptr, g, nr * row});
+  }
+  exchange(t, h, 66, out, in, what);
+}
+
+void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what) {
+  ensure_hosts(t);
+  const TeamState::Hosts& H = t.hosts;
+  const auto nr = static_cast<uint64_t>(t.nr);
+  const uint64_t whole = nr * block;  // a member's stage, and what it receives
+  const int host = H.host_of[static_cast<size_t>(t.me)];
+  const int leader = H.leader[static_cast<size_t>(host)];
+  const std::vector<int>& local = H.members[static_cast<size_t>(host)];
+  std::vector<Flow> out, in;
+  if (t.me != leader) {
+    // 1. The whole stage to the leader; 3. every block addressed here back from it.
+    out.push_back(Flow{leader, stage, nullptr, whole});
+    exchange(t, h, 64, out, in, what);
+    out.clear();
+    in.push_back(Flow{leader, nullptr, data, whole});
+    exchange(t, h, 66, out, in, what);
+    return;
+  }
+  // The leader: local members' stages in t.hier (local index i at i x whole).
+  const uint64_t nl = local.size();
+  t.hier.resize(static_cast<size_t>(nl * whole));
+  char* stages = t.hier.data();
+  for (size_t i = 0; i < nl; ++i) {
+    if (local[i] == t.me) {
+      if (whole) std::memcpy(stages + i * whole, stage, whole);
+    } else {
+      in.push_back(Flow{local[i], nullptr, stages + i * whole, whole});
+    }
+  }
+  exchange(t, h, 64, out, in, what);
+  // 2. To each other host's leader: for each local member a (ascending), its blocks for that host's
+  // members (ascending); from it, for each of its members, their blocks for ours.
+  out.clear();
+  in.clear();
+  uint64_t out_bytes = 0, in_bytes = 0;
+  for (size_t k = 0; k < H.members.size(); ++k) {
+    if (static_cast<int>(k) == host) continue;
+    out_bytes += nl * H.members[k].size() * block;
+    in_bytes += H.members[k].size() * nl * block;
+  }
+  t.pack_out.resize(static_cast<size_t>(out_bytes));
+  t.pack_in.resize(static_cast<size_t>(in_bytes));
+  uint64_t oat = 0, iat = 0;
+  for (size_t k = 0; k < H.members.size(); ++k) {
+    if (static_cast<int>(k) == host) continue;
+    const std::vector<int>& theirs = H.members[k];
+    const uint64_t n_out = nl * theirs.size() * block;
+    char* o = t.pack_out.data() + oat;
+    for (size_t i = 0; i < nl && block; ++i) {
+      for (size_t j = 0; j < theirs.size(); ++j) {
+        std::memcpy(o + (i * theirs.size() + j) * block, stages + i * whole + static_cast<uint64_t>(theirs[j]) * block, block);
+      }
+    }
+    out.push_back(Flow{H.leader[k], o, nullptr, n_out});
+    in.push_back(Flow{H.leader[k], nullptr, t.pack_in.data() + iat, theirs.size() * nl * block});
+    oat += n_out;
+    iat += theirs.size() * nl * block;
+  }
+  exchange(t, h, 65, out, in, what);
+  // 3. Each local member b gets row s = member s's block for b: from a local stage, or from the block
+  // s's leader sent (its members in order, each with one block per member of ours).
+  t.pack_out.resize(static_cast<size_t>(nl * whole));
+  for (size_t bi = 0; bi < nl && block; ++bi) {
+    char* row = local[bi] == t.me ? data : t.pack_out.data() + bi * whole;
+    for (size_t li = 0; li < nl; ++li) {
+      std::memcpy(row + static_cast<uint64_t>(local[li]) * block, stages + li * whole + static_cast<uint64_t>(local[bi]) * block, block);
+    }
+    iat = 0;
+    for (size_t k = 0; k < H.members.size(); ++k) {
+      if (static_cast<int>(k) == host) continue;
+      const std::vector<int>& theirs = H.members[k];
+      for (size_t a = 0; a < theirs.size(); ++a) {
+        std::memcpy(row + static_cast<uint64_t>(theirs[a]) * block, t.pack_in.data() + iat + (a * nl + bi) * block, block);
+      }
+      iat += theirs.size() * nl * block;
+    }
+  }
+  out.clear();
+  in.clear();
+  for (size_t bi = 0; bi < nl; ++bi) {
+    if (local[bi] != t.me) out.push_back(Flow{local[bi], t.pack_out.data() + bi * whole, nullptr, whole});
   }
   exchange(t, h, 66, out, in, what);
 }

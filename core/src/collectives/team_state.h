@@ -100,8 +100,8 @@ struct CollConfig {
   // shared memory (TeamState::mapped) read blocks of at least this many bytes straight from the
   // members' windows (pull.h); 0: never.
   uint64_t pull_min = 8 * 1024;  // measured: break-even at 4 KiB blocks (4 and 8 ranks on 2 cores), 1.6-3.5x from 8 KiB
-  // RWIN_COLL_HIER_MAX: allreduce (Auto) vectors and reduce_scatter data up to this many bytes, and
-  // allgather rows up to 16x, on a
+  // RWIN_COLL_HIER_MAX: allreduce (Auto) vectors and reduce_scatter data up to this many bytes, all_to_all
+  // stages up to 4x, allgather rows and broadcast vectors up to 16x, on a
   // team whose members span hosts with some host holding two or more of them, gather through one leader
   // per host (hier.cpp). 0: never.
   uint64_t hier_max = 16 * 1024;
@@ -336,6 +336,10 @@ uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest r
 bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes);
 void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* out, const char* what);
 constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through the host leaders
+// all_to_all through the host leaders: each member's whole stage (NR blocks of `block` bytes) to its
+// leader, each leader to each other leader the blocks of its members for that host's members, each
+// leader to each member its NR blocks (`data`, row s from member s). Phases 64-66.
+void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* data, uint64_t block, const char* what);
 // broadcast's tree through the host leaders: the root sends to the other hosts' leaders and to its own
 // host's members, each other leader to its host's members. hier_parent: whom this member receives from
 // (-1: it is the root); hier_children: whom it sends to, in order (t.hier_kids, valid until the next call).
