@@ -1,4 +1,8 @@
-# Side by side: MPI time / rwin time per lane (> 1: rwin faster), from combined.csv (one run).
+"""rwin's lanes side by side from one bench/coll_across_hosts.sh run (bench/coll_combine.py's combined.csv):
+MPI time / rwin time per lane and cell (> 1: rwin faster), and how many cells each lane has at or ahead.
+
+usage: /usr/bin/python3 bench/coll_lanes.py OUT/combined.csv [LANE,LANE,...]   (default 2hosts,2hostsucx,2hostsowntcp)
+"""
 import csv, sys, collections
 rows = list(csv.DictReader(open(sys.argv[1] if len(sys.argv) > 1 else "combined.csv")))
 t = collections.defaultdict(dict)
