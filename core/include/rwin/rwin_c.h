@@ -86,7 +86,7 @@ typedef struct rwin_options {
   int rank;                  /* -1: from the launcher */
   int nranks;                /* -1: from the launcher */
   const char* root;          /* "host:port" of the bootstrap store */
-  const char* transport;     /* "ucx" | "tcp" | "verbs" */
+  const char* transport;     /* "auto" | "ucx" | "tcp" | "mixed" | "verbs"; NULL: RWIN_TRANSPORT, else "auto" */
   const char* ib_device;
   int ib_port;               /* 0: 1 */
   int gid_index;             /* -1: auto */
