@@ -217,10 +217,10 @@ Options detail::options_from_env(Options o, bootstrap::LaunchEnv* launch_out, bo
   }
   {
     static const char* const kTransports[] = {"auto", "ucx", "tcp", "mixed", "verbs"};
+    // A Transport error, as when the transport layer refused the name itself (before auto existed).
     if (std::find(std::begin(kTransports), std::end(kTransports), o.transport) == std::end(kTransports)) {
-      throw Error(ErrorCode::InvalidArgument, "transport '" + o.transport +
-                                                  "' (Options::transport / RWIN_TRANSPORT) is not one of auto, ucx, "
-                                                  "tcp, mixed, verbs");
+      throw Error(ErrorCode::Transport, "unknown transport '" + o.transport +
+                                            "' (Options::transport / RWIN_TRANSPORT; known: auto, ucx, tcp, mixed, verbs)");
     }
   }
   // RWIN_HOST_ID: which ranks share a host, when the boot id would say it wrong (docs/CONFIG.md).

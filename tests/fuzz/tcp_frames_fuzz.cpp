@@ -24,9 +24,10 @@
 namespace rt = rwin::transport;
 namespace w = rwin::transport::tcpw;
 
-// transport.cpp's factory names the UCX transport, which this harness does not compile in.
+// transport.cpp's factory names the UCX and mixed transports, which this harness does not compile in.
 namespace rwin::transport {
 std::unique_ptr<Transport> make_ucx_transport(const TransportConfig&) { throw TransportError("not in this harness"); }
+std::unique_ptr<Transport> make_mixed_transport(const TransportConfig&) { throw TransportError("not in this harness"); }
 }  // namespace rwin::transport
 
 namespace {

@@ -440,6 +440,61 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
   const int64_t seq = static_cast<int64_t>(++t.barrier_seq);
   Waiter w(t, what);
   w.mine = h;
+  // Across hosts: through the host leaders (hier.cpp), one notify per pair of leaders across, where the
+  // dissemination rounds below cross hosts in most rounds. Every member of the team makes the same choice.
+  if (const TeamState::Hosts* hosts = hier_hosts(t)) {
+    const TeamState::Hosts& H = *hosts;
+    const int host = H.host_of[static_cast<size_t>(t.me)];
+    const int leader = H.leader[static_cast<size_t>(host)];
+    const std::vector<int>& local = H.members[static_cast<size_t>(host)];
+    // Adds 1 to member q's barrier word `k` (several members add to one word: an atomic add, never a store).
+    auto add_one = [&](int q, int64_t k) {
+      if (int64_t* word = mapped_word(t, q, kBarrierWord + k)) {
+        std::atomic_ref<int64_t>(*word).fetch_add(1, std::memory_order_acq_rel);
+        ++c.peer_stats[static_cast<size_t>(t.ranks[static_cast<size_t>(q)])].notifies;
+        return;
+      }
+      PeerState& ps = c.peers[static_cast<size_t>(t.ranks[static_cast<size_t>(q)])];
+      const bool unflushed = ps.unflushed;
+      t.ctx->notify(sig_at(t, kBarrierWord + k), t.ranks[static_cast<size_t>(q)], 1);
+      ps.unflushed = unflushed;  // as in the rounds below: the barrier's own words need no flush
+    };
+    // `stage()` names whom it waits for, built only for an error.
+    auto await = [&](int64_t k, int64_t want, auto&& stage) {
+      while (t.load(kBarrierWord + k) < want) {
+        w.idle([&] {
+          return stage() + " (barrier word " + std::to_string(k) + " at " + std::to_string(t.load(kBarrierWord + k)) +
+                 ", want " + std::to_string(want) + ")";
+        });
+      }
+    };
+    if (t.me != leader) {
+      add_one(leader, kHierArrived);
+      await(kHierReleased, seq, [&] { return "the release from host leader " + peer_name(t, leader); });
+      return;
+    }
+    await(kHierArrived, seq * static_cast<int64_t>(local.size() - 1), [] { return std::string("this host's members"); });
+    // The leaders: a dissemination barrier among them (round k: to leader host + 2^k, one writer per
+    // word and round, as below). A count per word from several leaders would let a leader already in the
+    // next barrier stand in for one still missing from this one.
+    const int nh = static_cast<int>(H.members.size());
+    for (int k = 0; (1 << k) < nh; ++k) {
+      const int to = H.leader[static_cast<size_t>((host + (1 << k)) % nh)];
+      if (int64_t* word = mapped_word(t, to, kBarrierWord + k)) {
+        store_count(t, to, word, seq);
+      } else {
+        add_one(to, k);
+      }
+      await(k, seq, [&] {
+        return "host leader " + peer_name(t, H.leader[static_cast<size_t>((host - (1 << k) + 2 * nh) % nh)]) +
+               " in the leaders' round " + std::to_string(k);
+      });
+    }
+    for (int q : local) {
+      if (q != t.me) add_one(q, kHierReleased);
+    }
+    return;
+  }
   for (int k = 0; (1 << k) < t.nr; ++k) {
     const int to = (t.me + (1 << k)) % t.nr;
     const int job_to = t.ranks[static_cast<size_t>(to)];

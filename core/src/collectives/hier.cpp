@@ -239,6 +239,12 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
   exchange(t, h, 66, out, in, what);
 }
 
+const TeamState::Hosts* hier_hosts(TeamState& t) {
+  if (t.nr < 3 || t.cfg.hier_max == 0) return nullptr;
+  ensure_hosts(t);
+  return t.hosts.pays ? &t.hosts : nullptr;
+}
+
 int hier_parent(TeamState& t, int root) {
   ensure_hosts(t);
   const TeamState::Hosts& H = t.hosts;

@@ -120,6 +120,10 @@ struct CollConfig {
 constexpr int64_t kAbortWord = 0;
 constexpr int64_t kBarrierWord = 1;
 constexpr int64_t kDataWord = 33;
+// The barrier through the host leaders (hier_hosts) counts members' arrivals at their leader and the
+// leader's release in the last two barrier words (rounds 30-31 of a dissemination barrier, which no team
+// of fewer than 2^30 members reaches); the leaders run a dissemination barrier among them in the first.
+constexpr int64_t kHierArrived = 30, kHierReleased = 31;
 
 struct TeamState : std::enable_shared_from_this<TeamState> {
   Context* ctx = nullptr;      // null once the context is gone
@@ -344,6 +348,9 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
 // host's members, each other leader to its host's members. hier_parent: whom this member receives from
 // (-1: it is the root); hier_children: whom it sends to, in order (t.hier_kids, valid until the next call).
 int hier_parent(TeamState& t, int root);
+// The team's hosts when its barrier goes through the host leaders (RWIN_COLL_HIER_MAX > 0, 3+ members,
+// hier_pays' layout rule), else null.
+const TeamState::Hosts* hier_hosts(TeamState& t);
 const std::vector<int>& hier_children(TeamState& t, int root);
 // After bruck_allgather with rows of `row` bytes: team rank q's row.
 const char* gathered(const TeamState& t, int q, uint64_t row);
