@@ -471,6 +471,7 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
     if (t.me != leader) {
       add_one(leader, kHierArrived);
       await(kHierReleased, seq, [&] { return "the release from host leader " + peer_name(t, leader); });
+      c.tp->sync_arrivals();  // see the end of this function
       return;
     }
     await(kHierArrived, seq * static_cast<int64_t>(local.size() - 1), [] { return std::string("this host's members"); });
@@ -493,6 +494,7 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
     for (int q : local) {
       if (q != t.me) add_one(q, kHierReleased);
     }
+    c.tp->sync_arrivals();
     return;
   }
   for (int k = 0; (1 << k) < t.nr; ++k) {
@@ -517,6 +519,11 @@ void team_barrier(TeamState& t, const char* what, const MsgHeader* h) {
       });
     }
   }
+  // What the transport's own thread landed here before the members' quiets (own tcp's receiver thread:
+  // their puts) is ordered before the caller's next access, as Context::barrier does it
+  // (Transport::sync_arrivals): the word that released us may have been written by a thread that
+  // never synchronised with that one (a member on this host, through shared memory; TSan saw it).
+  c.tp->sync_arrivals();
 }
 
 // ---------------------------------------------------------------------------------------------
