@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rank_harness.h"
@@ -27,7 +27,7 @@ TransportParam shm_lane(const std::string& transport, int hosts) {
 // and fetch_add, and notifies: data, sums and signals checked exactly.
 void exchange_with_everyone(Context& ctx) {
   const int rank = ctx.rank(), n = ctx.size();
-  constexpr int64_t kCols = 3 * 65536 + 7;  // several chunks where the transport cuts them
+  constexpr int64_t kCols = 3 * 65536 + 7;  // rows of 786 KB, odd-sized
   Window w = ctx.alloc_window("w", DType::I32, {n, kCols});
   Window acc = ctx.alloc_window("acc", DType::I64, {1, 4});
   SignalArray sig = ctx.alloc_signals("sig", 2);
