@@ -48,12 +48,7 @@ void ensure_hosts(TeamState& t) {
 
 // One exchange of this call: `out` flows of plain memory, `in` flows consumed into `dst` at each
 // flow's offset (staged sends: nothing of the caller's is read after it returns, so no acks are awaited).
-struct Flow {
-  int peer;
-  const char* src;  // out
-  char* dst;        // in
-  uint64_t bytes;
-};
+using Flow = TeamState::HierFlow;
 void exchange(TeamState& t, const MsgHeader& h, uint8_t phase, const std::vector<Flow>& out, const std::vector<Flow>& in,
               const char* what) {
   if (out.empty() && in.empty()) return;
@@ -103,7 +98,10 @@ void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t
   const int host = H.host_of[static_cast<size_t>(t.me)];
   const int leader = H.leader[static_cast<size_t>(host)];
   const std::vector<int>& local = H.members[static_cast<size_t>(host)];
-  std::vector<Flow> out, in;
+  std::vector<Flow>& out = t.hier_out;  // kept in the team: a small call allocates nothing
+  std::vector<Flow>& in = t.hier_in;
+  out.clear();
+  in.clear();
   // 1. Every member's row to its leader.
   if (t.me != leader) {
     out.push_back(Flow{leader, mine, nullptr, row});
@@ -162,7 +160,10 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
   const int host = H.host_of[static_cast<size_t>(t.me)];
   const int leader = H.leader[static_cast<size_t>(host)];
   const std::vector<int>& local = H.members[static_cast<size_t>(host)];
-  std::vector<Flow> out, in;
+  std::vector<Flow>& out = t.hier_out;  // kept in the team: a small call allocates nothing
+  std::vector<Flow>& in = t.hier_in;
+  out.clear();
+  in.clear();
   if (t.me != leader) {
     // 1. The whole stage to the leader; 3. every block addressed here back from it.
     out.push_back(Flow{leader, stage, nullptr, whole});

@@ -166,6 +166,13 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   } hosts;
   std::vector<char> hier;      // allreduce's rows from hier_allgather, in team-rank order (kept: no allocation per call)
   std::vector<int> hier_kids;  // hier_children's answer
+  struct HierFlow {            // one flow of a hier.cpp exchange: plain memory out, or into `dst`
+    int peer;
+    const char* src;
+    char* dst;
+    uint64_t bytes;
+  };
+  std::vector<HierFlow> hier_out, hier_in;  // hier.cpp's flows of the current phase (kept: no allocation per call)
   // reduce_arrays' input pointers and a reduction's block offsets (kept: no allocation per call; a
   // call uses them only inside its own exchanges, which never nest).
   std::vector<const void*> inputs;
