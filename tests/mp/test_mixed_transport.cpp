@@ -3,6 +3,7 @@
 // parameterised suites run everything else over mixed too (their "mixed" lane).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -206,6 +207,103 @@ TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
       for (const auto& r : res.ranks) found = found || r.output.find(std::string("FOUND IT (") + team) != std::string::npos;
       EXPECT_TRUE(found) << "no member found the mismatch on the " << team << " team: " << res.report();
     }
+  }
+}
+
+// Large allreduce along the hosts (hier_chain_allreduce): hosts holding runs of consecutive ranks (rank
+// r on host r / per), each host's k-th member reducing block k with the fold carried from host to host.
+// Its result must be Ring's bits (every element folded in team-rank order) for orders-sensitive float
+// sums and products, f16/bf16 (carried in f32, rounded once), wrapping integers, fmax with NaNs; in
+// place and not; vectors of several chunks whose length the hosts' size does not divide; 2 hosts of 2
+// and 3 members and 3 hosts of 2. A member whose count differs ends the call in CollectiveMismatch
+// naming the chain's mode (so the chain ran). Round-robin hosts (r % 2) do not chain (the flat Ring
+// keeps the bits).
+TEST(MixedTransport, LargeAllreduceChainsAlongTheHosts) {
+  struct Layout {
+    int n, per;
+  };
+  for (const Layout lay : {Layout{4, 2}, Layout{6, 3}, Layout{6, 2}}) {
+    const auto res = rwin_test::run_ranks(lay.n, shm_lane("mixed", 0), [lay](int rank, int n, const std::string& root) {
+      ::setenv("RWIN_HOST_ID", ("chainhost" + std::to_string(rank / lay.per)).c_str(), 1);
+      ::setenv("RWIN_COLL_CHUNK_BYTES", "65536", 1);  // several chunks per block at these sizes
+      Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
+      Team t = world(ctx);
+      struct Case {
+        DType dt;
+        ReduceOp op;
+        int64_t count;
+      };
+      const Case cases[] = {{DType::F32, ReduceOp::Sum, 100003}, {DType::F32, ReduceOp::Prod, 8191},
+                            {DType::BF16, ReduceOp::Sum, 90001},  {DType::F16, ReduceOp::Sum, 40009},
+                            {DType::F64, ReduceOp::Max, 30011},   {DType::I8, ReduceOp::Sum, 70001},
+                            {DType::I32, ReduceOp::Prod, 20011}};
+      for (const Case& c : cases) {
+        const size_t es = dtype_size(c.dt);
+        Window x = t.alloc_window("x", c.dt, {1, c.count});
+        Window a = t.alloc_window("a", c.dt, {1, c.count});
+        Window b = t.alloc_window("b", c.dt, {1, c.count});
+        auto fill = [&](Window& w) {
+          auto* p = static_cast<unsigned char*>(w.data());
+          for (int64_t i = 0; i < c.count; ++i) {
+            const uint32_t v = static_cast<uint32_t>((rank * 7919 + i * 104729) % 1000 + 3);
+            switch (c.dt) {
+              case DType::F32: {
+                const float f = c.op == ReduceOp::Prod ? 1.0f + 1.0f / static_cast<float>(v) : 1.0f / static_cast<float>(v);
+                std::memcpy(p + i * 4, &f, 4);
+                break;
+              }
+              case DType::F64: {
+                const double d = i % 97 == 0 && rank == 1 ? std::nan("") : 1.0 / v;
+                std::memcpy(p + i * 8, &d, 8);
+                break;
+              }
+              case DType::BF16:
+              case DType::F16: {
+                // bits of small positive values of either format: exponent field mid-range, mantissa from v
+                const uint16_t h = c.dt == DType::BF16 ? static_cast<uint16_t>(0x3c00 + v % 512) : static_cast<uint16_t>(0x2c00 + v % 1024);
+                std::memcpy(p + i * 2, &h, 2);
+                break;
+              }
+              case DType::I8: p[i] = static_cast<unsigned char>(v * 37); break;
+              default: {
+                const int32_t k = static_cast<int32_t>(v * 2654435761u);
+                std::memcpy(p + i * 4, &k, 4);
+              }
+            }
+          }
+        };
+        fill(x);
+        t.allreduce(x, a, c.op);
+        t.allreduce(x, b, c.op, AllreduceMode::Ring);
+        MP_CHECK(std::memcmp(a.data(), b.data(), static_cast<size_t>(c.count) * es) == 0,
+                 dtype_name(c.dt) << " " << reduce_op_name(c.op) << ": bits differ from Ring's on rank " << rank);
+        t.allreduce(x, c.op);  // in place
+        MP_CHECK(std::memcmp(x.data(), b.data(), static_cast<size_t>(c.count) * es) == 0,
+                 dtype_name(c.dt) << " " << reduce_op_name(c.op) << " in place: bits differ from Ring's on rank " << rank);
+        ctx.free(x);
+        ctx.free(a);
+        ctx.free(b);
+      }
+      Window y = t.alloc_window("y", DType::F32, {1, 40001});
+      Window y1 = ctx.window(y.buffer(), DType::F32, {1, 40000});
+      try {
+        t.allreduce(rank == 1 ? y : y1);
+        t.barrier();
+        MP_CHECK(false, "no error on rank " << rank);
+      } catch (const Error& e) {
+        MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
+        const std::string what = e.what();
+        if (what.find("its error names both sides") == std::string::npos) {
+          const bool chain = what.find("a chain along the hosts") != std::string::npos;
+          MP_CHECK(chain, "not the chain's mode: " << what);
+          std::printf("FOUND IT\n");
+        }
+      }
+    });
+    ASSERT_TRUE(res.all_ok()) << lay.n << " ranks, " << lay.per << " per host: " << res.report();
+    bool found = false;
+    for (const auto& r : res.ranks) found = found || r.output.find("FOUND IT") != std::string::npos;
+    EXPECT_TRUE(found) << "no member found the mismatch: " << res.report();
   }
 }
 

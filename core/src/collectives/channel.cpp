@@ -58,7 +58,8 @@ std::string describe_header(const MsgHeader& h) {
   }
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
     s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : h.mode == 6 ? " mode ring (pull)"
-         : h.mode == kHierMode ? " mode hier (through the host leaders)" : " mode mesh";
+         : h.mode == kHierMode ? " mode hier (through the host leaders)"
+         : h.mode == kHierChainMode ? " mode hier (a chain along the hosts)" : " mode mesh";
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierMode) s += " (through the host leaders)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";

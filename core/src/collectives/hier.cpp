@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/reduce_math.h"
 #include "collectives/team_state.h"
 #include "context_impl.h"
 
@@ -43,6 +44,14 @@ void ensure_hosts(TeamState& t) {
   bool shared = false;
   for (const auto& m : H.members) shared = shared || m.size() > 1;
   H.pays = H.members.size() > 1 && shared;
+  // The chain needs the fold order (team-rank order) to visit each host once: hosts of one size, each a
+  // run of consecutive team ranks (what a launcher that fills hosts in turn gives the world team).
+  const size_t L = H.members[0].size();
+  H.chain = H.members.size() > 1 && L > 1;
+  for (int q = 0; q < t.nr && H.chain; ++q) {
+    const int h = H.host_of[static_cast<size_t>(q)];
+    H.chain = H.members[static_cast<size_t>(h)].size() == L && h == q / static_cast<int>(L);
+  }
   H.ready = true;
 }
 
@@ -238,6 +247,128 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
     if (local[bi] != t.me) out.push_back(Flow{local[bi], t.pack_out.data() + bi * whole, nullptr, whole});
   }
   exchange(t, h, 66, out, in, what);
+}
+
+bool hier_chain_pays(TeamState& t, uint64_t bytes) {
+  if (t.nr < 4 || t.cfg.hier_max == 0 || bytes <= t.cfg.hier_max) return false;
+  bool users = false;
+  (void)t.algo(TunedColl::Allreduce, bytes, &users);
+  if (users) return false;  // a rule of the user's tuning file names the algorithm
+  ensure_hosts(t);
+  return t.hosts.chain;
+}
+
+// Member i of host k (team rank k L + i) owns block i of the vector (elements [i n / L, (i + 1) n / L)):
+//  67  inside each host, every member's block i to member i (L - 1 blocks in and out per member);
+//  68  along the hosts: host 0's member i folds its host's L inputs of block i and sends the fold to
+//      host 1's member i, which folds its host's inputs onto it, chunk by chunk as they land, and
+//      passes it on; the last host stores the result. With two hosts the result goes back in the same
+//      exchange, chunk by chunk as it is made; with more, in phase 69 to every other host's member i;
+//  70  inside each host, every member's result block to every other member.
+// Per member, L - 1 of L blocks move in 67 and 70 (shared memory), and one block crosses each pair of
+// consecutive hosts, once each way: the vector crosses once per pair of hosts, where Ring sends
+// (NR - 1) / NR of it from every member, half of that across. Staged: nothing of src is read after
+// phase 67, so in place is safe.
+void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, DType dtype, const char* src, char* dst,
+                          uint64_t n, const char* what) {
+  ensure_hosts(t);
+  const TeamState::Hosts& H = t.hosts;
+  const int nh = static_cast<int>(H.members.size());
+  const int L = static_cast<int>(H.members[0].size());
+  const int host = t.me / L, i = t.me % L;
+  const uint64_t es = dtype_size(dtype), cs = fold_carrier_size(dtype);
+  auto first = [n, L](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(L); };
+  auto len = [&first](int b) { return first(b + 1) - first(b); };
+  const uint64_t e0 = first(i), ne = len(i);
+  uint64_t most = 0;
+  for (int b = 0; b < L; ++b) most = std::max(most, len(b));
+  ensure_workspace(t, most * cs, &h);
+  std::vector<Flow>& out = t.hier_out;
+  std::vector<Flow>& in = t.hier_in;
+  // 67: block i of every member of this host (b's at t.hier + b x most elements).
+  t.hier.resize(static_cast<size_t>(static_cast<uint64_t>(L) * most * es));
+  out.clear();
+  in.clear();
+  for (int b = 0; b < L; ++b) {
+    if (b == i) continue;
+    const int q = host * L + b;
+    out.push_back(Flow{q, src + first(b) * es, nullptr, len(b) * es});
+    in.push_back(Flow{q, nullptr, t.hier.data() + static_cast<uint64_t>(b) * most * es, ne * es});
+  }
+  exchange(t, h, 67, out, in, what);
+  std::vector<const void*>& inputs = t.inputs;
+  inputs.assign(static_cast<size_t>(L), nullptr);
+  for (int b = 0; b < L; ++b) {
+    inputs[static_cast<size_t>(b)] = b == i ? src + e0 * es : t.hier.data() + static_cast<uint64_t>(b) * most * es;
+  }
+  char* result = dst + e0 * es;
+  const int prev = host > 0 ? t.me - L : -1;
+  const bool last = host == nh - 1;
+  // 68: the fold along the hosts (host 0 folds all of it first: its inputs are all here).
+  t.pack_out.resize(static_cast<size_t>(ne * cs));
+  if (prev < 0) reduce_fold(dtype, op, nullptr, inputs.data(), L, ne, t.pack_out.data(), true);
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = 68;
+  const uint64_t cp = chunk_payload(t);
+  const uint64_t per = cp / cs;  // elements per chunk of the carried fold (cp: a multiple of 64)
+  uint64_t ready = prev < 0 ? UINT64_MAX : 0;  // chunks of what this member sends on, made so far
+  std::vector<const void*> at(static_cast<size_t>(L));
+  auto fold = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    // parts[0]: chunk j of the fold carried from the previous host (elements [j per, ...)).
+    const uint64_t a = j * per, m = lens[0] / cs;
+    for (int b = 0; b < L; ++b) at[static_cast<size_t>(b)] = static_cast<const char*>(inputs[static_cast<size_t>(b)]) + a * es;
+    if (m) reduce_fold(dtype, op, parts[0], at.data(), L, m, last ? result + a * es : t.pack_out.data() + a * cs, !last);
+    const uint64_t done = a + m;
+    // The result (last host) is sent in chunks of `es`-sized elements, the fold in chunks like these.
+    ready = done >= ne ? UINT64_MAX : last ? done * es / cp : j + 1;
+  };
+  auto copy = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    if (lens[0]) std::memcpy(result + j * cp, parts[0], lens[0]);
+  };
+  {
+    if (prev >= 0) ex.in.push_back(InFlow{prev, ne * cs});
+    if (!last) {
+      OutFlow f{t.me + L, nullptr, 0, ne * cs};
+      f.raw = t.pack_out.data();
+      f.ready = &ready;
+      ex.out.push_back(f);
+    } else if (nh == 2) {
+      OutFlow f{t.me - L, nullptr, 0, ne * es};
+      f.raw = result;
+      f.ready = &ready;
+      ex.out.push_back(f);
+    }
+    if (nh == 2 && host == 0) ex.in.push_back(InFlow{t.me + L, ne * es});
+    if (prev >= 0) {
+      ex.consume = fold;
+    } else if (!ex.in.empty()) {
+      ex.consume = copy;
+    }
+    ex.final_acks = false;
+    run_exchange(t, ex, what);
+  }
+  // 69: more than two hosts: the result from the last host's member i to every other host's.
+  if (nh > 2) {
+    out.clear();
+    in.clear();
+    if (last) {
+      for (int k = 0; k < nh - 1; ++k) out.push_back(Flow{k * L + i, result, nullptr, ne * es});
+    } else {
+      in.push_back(Flow{(nh - 1) * L + i, nullptr, result, ne * es});
+    }
+    exchange(t, h, 69, out, in, what);
+  }
+  // 70: the result blocks inside each host.
+  out.clear();
+  in.clear();
+  for (int b = 0; b < L; ++b) {
+    if (b == i) continue;
+    const int q = host * L + b;
+    out.push_back(Flow{q, result, nullptr, ne * es});
+    in.push_back(Flow{q, nullptr, dst + first(b) * es, len(b) * es});
+  }
+  exchange(t, h, 70, out, in, what);
 }
 
 const TeamState::Hosts* hier_hosts(TeamState& t) {

@@ -174,12 +174,14 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
                 static_cast<int>(CollAlgo::Bruck) == static_cast<int>(AllreduceMode::Bruck));
   // Across hosts, small vectors gather through one leader per host (hier.cpp) unless a mode is forced.
   const bool hier = m == AllreduceMode::Auto && hier_pays(t, TunedColl::Allreduce, src.bytes);
+  // Larger ones go along the hosts in a chain where the hosts hold runs of consecutive team ranks.
+  const bool chain = m == AllreduceMode::Auto && !hier && hier_chain_pays(t, src.bytes);
   if (m == AllreduceMode::Auto) m = static_cast<AllreduceMode>(t.algo(TunedColl::Allreduce, src.bytes));
   call.run(CollKind::Allreduce, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(src.dtype);
     h.count = Call::elements(src);
     h.op = static_cast<uint8_t>(op);
-    h.mode = hier ? kHierMode : static_cast<uint8_t>(m);
+    h.mode = hier ? kHierMode : chain ? kHierChainMode : static_cast<uint8_t>(m);
     if (t.nr == 1) {
       if (!same) std::memcpy(dst.base(), src.base(), src.bytes);
       return;
@@ -194,6 +196,10 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       inputs.assign(static_cast<size_t>(t.nr), nullptr);
       for (int q = 0; q < t.nr; ++q) inputs[static_cast<size_t>(q)] = t.hier.data() + static_cast<uint64_t>(q) * src.bytes;
       reduce_arrays(src.dtype, op, dst.base(), inputs.data(), t.nr, src.bytes / esz);
+      return;
+    }
+    if (chain) {
+      hier_chain_allreduce(t, h, op, src.dtype, src.base(), dst.base(), static_cast<uint64_t>(Call::elements(src)), "allreduce");
       return;
     }
     if (m == AllreduceMode::Bruck) {

@@ -52,7 +52,8 @@ struct MsgHeader {
   uint8_t op = 0;               // ReduceOp
   uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather;
-                                // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders (hier.cpp)
+                                // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders,
+                                // 67-70 the chain along the hosts (hier.cpp)
   uint8_t flags = 0;            // kAckNow, kInline
   uint8_t pad[2] = {};
   uint64_t team_id = 0;
@@ -160,6 +161,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   struct Hosts {
     bool ready = false;
     bool pays = false;           // 2+ hosts, and some host holds 2+ members
+    bool chain = false;          // 2+ hosts of one size (2+), each a run of consecutive team ranks
     std::vector<int> host_of;    // team rank -> host index (0.. in order of first appearance)
     std::vector<int> leader;     // host -> its lowest team rank
     std::vector<std::vector<int>> members;  // host -> team ranks, ascending
@@ -347,6 +349,15 @@ uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest r
 bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes);
 void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* out, const char* what);
 constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through the host leaders
+// Large allreduce across hosts (Auto, above RWIN_COLL_HIER_MAX), on a team whose hosts hold equal runs
+// of consecutive team ranks (Hosts::chain): the k-th member of every host reduces block k of the
+// vector, the fold carried from host to host in team-rank order (reduce_fold), so one block's worth
+// per member crosses each pair of hosts where the flat Ring sends every member's blocks to every
+// member. The same bits as Mesh/Ring/Bruck. Phases 67-70 of the call, mode kHierChainMode.
+bool hier_chain_pays(TeamState& t, uint64_t bytes);
+void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, DType dtype, const char* src, char* dst,
+                          uint64_t elements, const char* what);
+constexpr uint8_t kHierChainMode = 8;
 // all_to_all through the host leaders: each member's whole stage (NR blocks of `block` bytes) to its
 // leader, each leader to each other leader the blocks of its members for that host's members, each
 // leader to each member its NR blocks (`data`, row s from member s). Phases 64-66.
