@@ -210,22 +210,28 @@ TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
   }
 }
 
-// Large allreduce along the hosts (hier_chain_allreduce): hosts holding runs of consecutive ranks (rank
-// r on host r / per), each host's k-th member reducing block k with the fold carried from host to host.
-// Its result must be Ring's bits (every element folded in team-rank order) for orders-sensitive float
-// sums and products, f16/bf16 (carried in f32, rounded once), wrapping integers, fmax with NaNs; in
-// place and not; vectors of several chunks whose length the hosts' size does not divide; 2 hosts of 2
-// and 3 members and 3 hosts of 2. A member whose count differs ends the call in CollectiveMismatch
-// naming the chain's mode (so the chain ran). Round-robin hosts (r % 2) do not chain (the flat Ring
-// keeps the bits).
-TEST(MixedTransport, LargeAllreduceChainsAlongTheHosts) {
+// Large allreduce and reduce_scatter along the hosts (hier.cpp's chain): hosts holding runs of
+// consecutive ranks (rank r on host r / per), each host's k-th member folding block k (allreduce) or
+// the rows of every host's k-th member (reduce_scatter), the fold carried from host to host. allreduce
+// must give Ring's bits (every element folded in team-rank order), reduce_scatter's row Ring
+// allreduce's bits of that row with the other rows untouched in place: order-sensitive float sums and
+// products, f16/bf16 (carried in f32, rounded once), wrapping integers, fmax with NaNs; in place and
+// not; several chunks per block, lengths the hosts' size does not divide; inputs read in place (team
+// windows) and sent as messages (views that are not copies); 2 x 2, 2 x 3, 3 x 2, 2 x 4 and 3 x 3
+// ranks. A member whose count differs ends the call in CollectiveMismatch naming the chain's mode
+// where it applies (so the chain ran), and not where it does not.
+TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
   struct Layout {
     int n, per;
   };
-  for (const Layout lay : {Layout{4, 2}, Layout{6, 3}, Layout{6, 2}}) {
+  // reduce_scatter chains only where the flat exchange would carry twice its bytes across hosts: the
+  // 2 x 4 and 3 x 3 layouts are for it.
+  for (const Layout lay : {Layout{4, 2}, Layout{6, 3}, Layout{6, 2}, Layout{8, 4}, Layout{9, 3}}) {
     const auto res = rwin_test::run_ranks(lay.n, shm_lane("mixed", 0), [lay](int rank, int n, const std::string& root) {
       ::setenv("RWIN_HOST_ID", ("chainhost" + std::to_string(rank / lay.per)).c_str(), 1);
       ::setenv("RWIN_COLL_CHUNK_BYTES", "65536", 1);  // several chunks per block at these sizes
+      const int hosts = n / lay.per;
+      const bool rs_chains = lay.per * (hosts - 1) >= 2 * hosts;
       Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
       Team t = world(ctx);
       struct Case {
@@ -284,6 +290,89 @@ TEST(MixedTransport, LargeAllreduceChainsAlongTheHosts) {
         ctx.free(a);
         ctx.free(b);
       }
+      {
+        // Views that are not copies of each other (rank 1's starts 64 bytes further into its buffer):
+        // rank 1's host members cannot read its src in place, so its blocks travel as messages, and theirs to it.
+        constexpr int64_t kN = 50001;
+        WindowBuffer buf = t.alloc_window_buffer("skew", (kN + 16) * 4);
+        Window v = ctx.window(buf, DType::F32, {1, kN}, rank == 1 ? 64 : 0);
+        Window ra = t.alloc_window("ra", DType::F32, {1, kN}), rb = t.alloc_window("rb", DType::F32, {1, kN});
+        for (int64_t i = 0; i < kN; ++i) v.data_as<float>()[i] = 1.0f / static_cast<float>(3 + (rank * 7919 + i * 104729) % 1000);
+        t.allreduce(v, ra);
+        t.allreduce(v, rb, ReduceOp::Sum, AllreduceMode::Ring);
+        MP_CHECK(std::memcmp(ra.data(), rb.data(), kN * 4) == 0, "skewed views: bits differ from Ring's on rank " << rank);
+        t.allreduce(v);
+        MP_CHECK(std::memcmp(v.data(), rb.data(), kN * 4) == 0, "skewed views in place: bits differ from Ring's on rank " << rank);
+      }
+      // reduce_scatter along the hosts: row `me` must hold Ring allreduce's bits of that row; the other
+      // rows stay as they were; data in team windows (read in place) and skewed (sent as messages).
+      for (const Case& c : {Case{DType::F32, ReduceOp::Sum, 20011}, Case{DType::BF16, ReduceOp::Sum, 30011},
+                            Case{DType::I8, ReduceOp::Sum, 9001}, Case{DType::F64, ReduceOp::Max, 5003}}) {
+        for (const bool skew : {false, true}) {
+          const size_t es = dtype_size(c.dt);
+          const size_t rowb = static_cast<size_t>(c.count) * es;
+          WindowBuffer buf = t.alloc_window_buffer("rsbuf", static_cast<size_t>(n) * rowb + 64);
+          Window d = ctx.window(buf, c.dt, {n, c.count}, skew && rank == 1 ? 64 : 0);
+          Window keep = t.alloc_window("keep", c.dt, {n, c.count});
+          Window ref = t.alloc_window("ref", c.dt, {n, c.count});
+          Window o = t.alloc_window("o", c.dt, {1, c.count});
+          auto* p = static_cast<unsigned char*>(d.data());
+          for (size_t k = 0; k < static_cast<size_t>(n) * rowb; k += es) {
+            const uint32_t v = static_cast<uint32_t>((rank * 7919 + k * 104729) % 1000 + 3);
+            if (c.dt == DType::F32) {
+              const float f = 1.0f / static_cast<float>(v);
+              std::memcpy(p + k, &f, 4);
+            } else if (c.dt == DType::F64) {
+              const double x = 1.0 / v;
+              std::memcpy(p + k, &x, 8);
+            } else if (c.dt == DType::BF16) {
+              const uint16_t b16 = static_cast<uint16_t>(0x3c00 + v % 512);
+              std::memcpy(p + k, &b16, 2);
+            } else {
+              p[k] = static_cast<unsigned char>(v * 37);
+            }
+          }
+          std::memcpy(keep.data(), d.data(), static_cast<size_t>(n) * rowb);
+          t.allreduce(keep, ref, c.op, AllreduceMode::Ring);
+          const auto* want = static_cast<const unsigned char*>(ref.data()) + static_cast<size_t>(rank) * rowb;
+          t.reduce_scatter(d, o, c.op);
+          MP_CHECK(std::memcmp(o.data(), want, rowb) == 0, dtype_name(c.dt) << (skew ? " skewed" : "")
+                                                                        << ": reduce_scatter row differs from Ring's on rank " << rank);
+          t.reduce_scatter(d, c.op);  // in place
+          for (int r = 0; r < n; ++r) {
+            const auto* got = static_cast<const unsigned char*>(d.data()) + static_cast<size_t>(r) * rowb;
+            const auto* was = static_cast<const unsigned char*>(keep.data()) + static_cast<size_t>(r) * rowb;
+            MP_CHECK(std::memcmp(got, r == rank ? want : was, rowb) == 0,
+                     dtype_name(c.dt) << (skew ? " skewed" : "") << ": in place, row " << r << " wrong on rank " << rank);
+          }
+          ctx.free(o);
+          ctx.free(ref);
+          ctx.free(keep);
+          t.barrier();
+        }
+      }
+      {
+        // On a team of its own (the same ranks, in order): after a mismatch a team's next calls are not
+        // this test's subject.
+        std::vector<int> all(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) all[static_cast<size_t>(r)] = r;
+        Team t2 = make_team(ctx, all);
+        Window rs = t2.alloc_window("rs", DType::F32, {n, 20000});
+        Window rs1 = ctx.window(rs.buffer(), DType::F32, {n, 19999});
+        try {
+          t2.reduce_scatter(rank == 2 ? rs1 : rs);
+          t2.barrier();
+          MP_CHECK(false, "no error on rank " << rank);
+        } catch (const Error& e) {
+          MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
+          const std::string what = e.what();
+          if (what.find("its error names both sides") == std::string::npos) {
+            const bool chain = what.find("a chain along the hosts") != std::string::npos;
+            MP_CHECK(chain == rs_chains, (rs_chains ? "not the chain's mode: " : "the chain's mode: ") << what);
+            std::printf("FOUND RS\n");
+          }
+        }
+      }
       Window y = t.alloc_window("y", DType::F32, {1, 40001});
       Window y1 = ctx.window(y.buffer(), DType::F32, {1, 40000});
       try {
@@ -301,9 +390,11 @@ TEST(MixedTransport, LargeAllreduceChainsAlongTheHosts) {
       }
     });
     ASSERT_TRUE(res.all_ok()) << lay.n << " ranks, " << lay.per << " per host: " << res.report();
-    bool found = false;
-    for (const auto& r : res.ranks) found = found || r.output.find("FOUND IT") != std::string::npos;
-    EXPECT_TRUE(found) << "no member found the mismatch: " << res.report();
+    for (const char* tag : {"FOUND IT", "FOUND RS"}) {
+      bool found = false;
+      for (const auto& r : res.ranks) found = found || r.output.find(tag) != std::string::npos;
+      EXPECT_TRUE(found) << "no member found the mismatch (" << tag << "): " << res.report();
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 // all_to_all goes the same three steps with its blocks sorted by destination at the leaders (below).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "collectives/reduce_math.h"
 #include "collectives/team_state.h"
@@ -249,126 +250,278 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
   exchange(t, h, 66, out, in, what);
 }
 
-bool hier_chain_pays(TeamState& t, uint64_t bytes) {
+bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
   if (t.nr < 4 || t.cfg.hier_max == 0 || bytes <= t.cfg.hier_max) return false;
   bool users = false;
-  (void)t.algo(TunedColl::Allreduce, bytes, &users);
+  (void)t.algo(coll, bytes, &users);
   if (users) return false;  // a rule of the user's tuning file names the algorithm
   ensure_hosts(t);
-  return t.hosts.chain;
+  if (!t.hosts.chain) return false;
+  if (coll != TunedColl::ReduceScatter) return true;
+  // reduce_scatter's chain carries every host's rows through every host: NR rows out of each host
+  // where the flat exchange sends L (NR - L); only where that is at least twice the chain's (2 x 4
+  // ranks: 1.45x Open MPI at 1 MiB against 0.96x flat; 2 x 2: 1.03 against 1.11, 16 MiB 1.90 against
+  // 2.60; bench/RESULTS.md).
+  const auto L = static_cast<uint64_t>(t.hosts.members[0].size()), H = static_cast<uint64_t>(t.hosts.members.size());
+  return L * (H - 1) >= 2 * H;
 }
 
-// Member i of host k (team rank k L + i) owns block i of the vector (elements [i n / L, (i + 1) n / L)):
-//  67  inside each host, every member's block i to member i (L - 1 blocks in and out per member);
-//  68  along the hosts: host 0's member i folds its host's L inputs of block i and sends the fold to
-//      host 1's member i, which folds its host's inputs onto it, chunk by chunk as they land, and
-//      passes it on; the last host stores the result. With two hosts the result goes back in the same
-//      exchange, chunk by chunk as it is made; with more, in phase 69 to every other host's member i;
-//  70  inside each host, every member's result block to every other member.
-// Per member, L - 1 of L blocks move in 67 and 70 (shared memory), and one block crosses each pair of
-// consecutive hosts, once each way: the vector crosses once per pair of hosts, where Ring sends
-// (NR - 1) / NR of it from every member, half of that across. Staged: nothing of src is read after
-// phase 67, so in place is safe.
-void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, DType dtype, const char* src, char* dst,
-                          uint64_t n, const char* what) {
-  ensure_hosts(t);
+namespace {
+
+// A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
+struct Piece {
+  uint64_t off = 0, elems = 0;
+};
+
+// The chain (hier_chain_allreduce, hier_chain_reduce_scatter). Member i of host k (team rank k L + i)
+// folds the pieces piece(i, 0..R-1) of the view `v`, concatenated, over every member's view in
+// team-rank order:
+//  67  inside each host, offers: where each member's view lies; a member reads its pieces of every
+//      member of its host in place where that member's view is its own view's copy in shared memory
+//      (the symmetric-memory rule, as pull.h), and
+//  72  has the others send them as messages (none, for team windows in shared memory);
+//  68  along the hosts: host 0's member i folds its host's L inputs and sends the fold to host 1's
+//      member i, which folds its host's inputs onto it, chunk by chunk as they land, and passes it on;
+//      the last host stores piece r's result at fin[r] and sends piece deliver(k) to host k's member
+//      i, which stores it at `mine`: with two hosts in the same exchange, chunk by chunk as it is
+//      made; with more, in phase 69.
+// One fold per member crosses each pair of consecutive hosts, and a result back.
+void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, int R,
+           const std::function<Piece(int i, int r)>& piece, const std::vector<char*>& fin,
+           const std::function<int(int k)>& deliver, char* mine, const char* what) {
   const TeamState::Hosts& H = t.hosts;
   const int nh = static_cast<int>(H.members.size());
   const int L = static_cast<int>(H.members[0].size());
   const int host = t.me / L, i = t.me % L;
+  const DType dtype = v.dtype;
   const uint64_t es = dtype_size(dtype), cs = fold_carrier_size(dtype);
-  auto first = [n, L](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(L); };
-  auto len = [&first](int b) { return first(b + 1) - first(b); };
-  const uint64_t e0 = first(i), ne = len(i);
+  const char* src = v.base();
+  auto total = [&](int b) {
+    uint64_t n = 0;
+    for (int r = 0; r < R; ++r) n += piece(b, r).elems;
+    return n;
+  };
+  std::vector<uint64_t> pre(static_cast<size_t>(R) + 1, 0);  // where piece r starts in the fold
+  for (int r = 0; r < R; ++r) pre[static_cast<size_t>(r) + 1] = pre[static_cast<size_t>(r)] + piece(i, r).elems;
+  const uint64_t N = pre.back();
   uint64_t most = 0;
-  for (int b = 0; b < L; ++b) most = std::max(most, len(b));
+  for (int b = 0; b < L; ++b) most = std::max(most, total(b));
   ensure_workspace(t, most * cs, &h);
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
-  // 67: block i of every member of this host (b's at t.hier + b x most elements).
-  t.hier.resize(static_cast<size_t>(static_cast<uint64_t>(L) * most * es));
+  // 67: offers to this host's members: {where the view starts as this member's key publishes it, its
+  // bytes, whether that member's memory is mapped here}. A member reads from b where it maps b and
+  // their views are copies, which both ends can tell from the offers: one round, no verdicts.
+  std::vector<uint64_t>& w = t.chain_words;  // 3 words offered to each local member, then 3 from each
+  w.assign(static_cast<size_t>(6 * L), 0);
   out.clear();
   in.clear();
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    out.push_back(Flow{q, src + first(b) * es, nullptr, len(b) * es});
-    in.push_back(Flow{q, nullptr, t.hier.data() + static_cast<uint64_t>(b) * most * es, ne * es});
+    uint64_t* o = &w[static_cast<size_t>(3 * b)];
+    o[0] = v.remote_base(t.c->rank);
+    o[1] = v.bytes;
+    o[2] = v.mapped(t.ranks[static_cast<size_t>(q)]) != nullptr;
+    out.push_back(Flow{q, reinterpret_cast<const char*>(o), nullptr, 24});
+    in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&w[static_cast<size_t>(3 * (L + b))]), 24});
   }
   exchange(t, h, 67, out, in, what);
-  std::vector<const void*>& inputs = t.inputs;
-  inputs.assign(static_cast<size_t>(L), nullptr);
+  auto copies = [&](int b) {  // b's view is this one's copy
+    const uint64_t* th = &w[static_cast<size_t>(3 * (L + b))];
+    return th[0] == v.remote_base(t.ranks[static_cast<size_t>(host * L + b)]) && th[1] == v.bytes;
+  };
+  auto i_pull = [&](int b) { return copies(b) && v.mapped(t.ranks[static_cast<size_t>(host * L + b)]) != nullptr; };
+  auto b_pulls = [&](int b) { return copies(b) && w[static_cast<size_t>(3 * (L + b) + 2)] != 0; };
+  // 72: the pieces that cannot be read in place, packed (one flow per member and phase); b's at t.hier
+  // + b x most elements.
+  t.hier.resize(static_cast<size_t>(static_cast<uint64_t>(L) * most * es));
+  t.pack_out.resize(static_cast<size_t>(static_cast<uint64_t>(L) * most * es));
+  out.clear();
+  in.clear();
   for (int b = 0; b < L; ++b) {
-    inputs[static_cast<size_t>(b)] = b == i ? src + e0 * es : t.hier.data() + static_cast<uint64_t>(b) * most * es;
+    if (b == i) continue;
+    const int q = host * L + b;
+    if (!b_pulls(b)) {
+      char* pk = t.pack_out.data() + static_cast<uint64_t>(b) * most * es;
+      uint64_t at = 0;
+      for (int r = 0; r < R; ++r) {
+        const Piece pc = piece(b, r);
+        if (pc.elems) std::memcpy(pk + at, src + pc.off, pc.elems * es);
+        at += pc.elems * es;
+      }
+      out.push_back(Flow{q, pk, nullptr, at});
+    }
+    if (!i_pull(b)) in.push_back(Flow{q, nullptr, t.hier.data() + static_cast<uint64_t>(b) * most * es, N * es});
   }
-  char* result = dst + e0 * es;
+  exchange(t, h, 72, out, in, what);
+  // input(b, r): where member b's piece r of this member's can be read.
+  auto input = [&](int b, int r) -> const char* {
+    if (b == i) return src + piece(i, r).off;
+    if (i_pull(b)) return v.mapped(t.ranks[static_cast<size_t>(host * L + b)]) + piece(i, r).off;
+    return t.hier.data() + static_cast<uint64_t>(b) * most * es + pre[static_cast<size_t>(r)] * es;
+  };
   const int prev = host > 0 ? t.me - L : -1;
   const bool last = host == nh - 1;
-  // 68: the fold along the hosts (host 0 folds all of it first: its inputs are all here).
-  t.pack_out.resize(static_cast<size_t>(ne * cs));
-  if (prev < 0) reduce_fold(dtype, op, nullptr, inputs.data(), L, ne, t.pack_out.data(), true);
-  Exchange ex;
-  ex.header = h;
-  ex.header.phase = 68;
+  t.pack_out.resize(static_cast<size_t>(N * cs));
+  std::vector<const void*>& at = t.inputs;
+  at.assign(static_cast<size_t>(L), nullptr);
+  // Folds elements [a, a + m) of the concatenation onto `acc` (null: from the first input) into the
+  // carried fold (pack_out) or, on the last host, the results (fin).
+  auto fold = [&](uint64_t a, uint64_t m, const char* acc) {
+    for (int r = 0; r < R && m; ++r) {
+      const uint64_t p0 = pre[static_cast<size_t>(r)], p1 = pre[static_cast<size_t>(r) + 1];
+      const uint64_t x = std::max(a, p0), y = std::min(a + m, p1);
+      if (x >= y) continue;
+      for (int b = 0; b < L; ++b) at[static_cast<size_t>(b)] = input(b, r) + (x - p0) * es;
+      void* o = last ? static_cast<void*>(fin[static_cast<size_t>(r)] + (x - p0) * es) : t.pack_out.data() + x * cs;
+      reduce_fold(dtype, op, acc ? acc + (x - a) * cs : nullptr, at.data(), L, y - x, o, !last);
+    }
+  };
+  // 68: host 0 folds all of it first (its inputs are all here), the others as the fold lands.
+  if (prev < 0) fold(0, N, nullptr);
   const uint64_t cp = chunk_payload(t);
   const uint64_t per = cp / cs;  // elements per chunk of the carried fold (cp: a multiple of 64)
-  uint64_t ready = prev < 0 ? UINT64_MAX : 0;  // chunks of what this member sends on, made so far
-  std::vector<const void*> at(static_cast<size_t>(L));
-  auto fold = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+  uint64_t done = prev < 0 ? N : 0;  // elements folded so far
+  uint64_t ready_on = prev < 0 ? UINT64_MAX : 0;  // chunks of the fold to pass on, made so far
+  std::vector<uint64_t> ready_to(static_cast<size_t>(nh), 0);  // last host: chunks of each result made so far
+  auto on_fold = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
     // parts[0]: chunk j of the fold carried from the previous host (elements [j per, ...)).
     const uint64_t a = j * per, m = lens[0] / cs;
-    for (int b = 0; b < L; ++b) at[static_cast<size_t>(b)] = static_cast<const char*>(inputs[static_cast<size_t>(b)]) + a * es;
-    if (m) reduce_fold(dtype, op, parts[0], at.data(), L, m, last ? result + a * es : t.pack_out.data() + a * cs, !last);
-    const uint64_t done = a + m;
-    // The result (last host) is sent in chunks of `es`-sized elements, the fold in chunks like these.
-    ready = done >= ne ? UINT64_MAX : last ? done * es / cp : j + 1;
+    fold(a, m, parts[0]);
+    done = a + m;
+    ready_on = done >= N ? UINT64_MAX : j + 1;
+    if (!last) return;
+    for (int k = 0; k < nh - 1; ++k) {  // the result piece for host k, in chunks of `es`-sized elements
+      const auto r = static_cast<size_t>(deliver(k));
+      const uint64_t made = done > pre[r] ? std::min(done, pre[r + 1]) - pre[r] : 0;
+      ready_to[static_cast<size_t>(k)] = done >= pre[r + 1] ? UINT64_MAX : made * es / cp;
+    }
   };
+  const uint64_t mine_bytes = host < nh - 1 ? piece(i, deliver(host)).elems * es : 0;
   auto copy = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
-    if (lens[0]) std::memcpy(result + j * cp, parts[0], lens[0]);
+    if (lens[0]) std::memcpy(mine + j * cp, parts[0], lens[0]);
   };
   {
-    if (prev >= 0) ex.in.push_back(InFlow{prev, ne * cs});
+    Exchange ex;
+    ex.header = h;
+    ex.header.phase = 68;
+    if (prev >= 0) ex.in.push_back(InFlow{prev, N * cs});
     if (!last) {
-      OutFlow f{t.me + L, nullptr, 0, ne * cs};
+      OutFlow f{t.me + L, nullptr, 0, N * cs};
       f.raw = t.pack_out.data();
-      f.ready = &ready;
+      f.ready = &ready_on;
       ex.out.push_back(f);
     } else if (nh == 2) {
-      OutFlow f{t.me - L, nullptr, 0, ne * es};
-      f.raw = result;
-      f.ready = &ready;
+      const int r = deliver(0);
+      OutFlow f{t.me - L, nullptr, 0, piece(i, r).elems * es};
+      f.raw = fin[static_cast<size_t>(r)];
+      f.ready = &ready_to[0];
       ex.out.push_back(f);
     }
-    if (nh == 2 && host == 0) ex.in.push_back(InFlow{t.me + L, ne * es});
+    if (nh == 2 && host == 0) ex.in.push_back(InFlow{t.me + L, mine_bytes});
     if (prev >= 0) {
-      ex.consume = fold;
+      ex.consume = on_fold;
     } else if (!ex.in.empty()) {
       ex.consume = copy;
     }
     ex.final_acks = false;
     run_exchange(t, ex, what);
   }
-  // 69: more than two hosts: the result from the last host's member i to every other host's.
+  // 69: more than two hosts: each result from the last host's member i to the other hosts' member i.
   if (nh > 2) {
     out.clear();
     in.clear();
     if (last) {
-      for (int k = 0; k < nh - 1; ++k) out.push_back(Flow{k * L + i, result, nullptr, ne * es});
+      for (int k = 0; k < nh - 1; ++k) {
+        const int r = deliver(k);
+        out.push_back(Flow{k * L + i, fin[static_cast<size_t>(r)], nullptr, piece(i, r).elems * es});
+      }
     } else {
-      in.push_back(Flow{(nh - 1) * L + i, nullptr, result, ne * es});
+      in.push_back(Flow{(nh - 1) * L + i, nullptr, mine, mine_bytes});
     }
     exchange(t, h, 69, out, in, what);
   }
-  // 70: the result blocks inside each host.
+}
+
+// Whether member b of this host read from this member's view in place, and whether this one read from b's
+// (after chain(): its offers are still in t.chain_words).
+bool pulled_between(TeamState& t, const WindowState& v, int b, bool from_b) {
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  const int host = t.me / L;
+  const std::vector<uint64_t>& w = t.chain_words;
+  const uint64_t* th = &w[static_cast<size_t>(3 * (L + b))];
+  const int gq = t.ranks[static_cast<size_t>(host * L + b)];
+  const bool copies = th[0] == v.remote_base(gq) && th[1] == v.bytes;
+  return copies && (from_b ? v.mapped(gq) != nullptr : th[2] != 0);
+}
+
+}  // namespace
+
+// allreduce: member i of every host folds block i of the vector (elements [i n / L, (i + 1) n / L));
+// then
+//  70  inside each host, every member's result block to every other member.
+// Nobody changes its src before every member of its host has read from it: a member writes its dst
+// (in place: its src) only with results, which come after every fold of its host's src blocks.
+void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& sv, const WindowState& dv,
+                          const char* what) {
+  ensure_hosts(t);
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  const int i = t.me % L, host = t.me / L;
+  const uint64_t es = dtype_size(sv.dtype);
+  const uint64_t n = sv.bytes / es;
+  auto first = [n, L](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(L); };
+  auto block = [&first, es](int b, int) { return Piece{first(b) * es, first(b + 1) - first(b)}; };
+  char* dst = dv.base();
+  char* result = dst + first(i) * es;
+  chain(t, h, op, sv, 1, block, {result}, [](int) { return 0; }, result, what);
+  std::vector<Flow>& out = t.hier_out;
+  std::vector<Flow>& in = t.hier_in;
   out.clear();
   in.clear();
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    out.push_back(Flow{q, result, nullptr, ne * es});
-    in.push_back(Flow{q, nullptr, dst + first(b) * es, len(b) * es});
+    out.push_back(Flow{q, result, nullptr, block(i, 0).elems * es});
+    in.push_back(Flow{q, nullptr, dst + first(b) * es, block(b, 0).elems * es});
   }
   exchange(t, h, 70, out, in, what);
+}
+
+// reduce_scatter: member i of every host folds the rows of the host's member i (rows k L + i, k = 0..H-1)
+// and the last host gives each its row; then
+//  73  every member tells those of its host that read its data in place that it is done with theirs
+//      (none changes its data before: the caller may once it returns).
+void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& dv, char* out_row,
+                               const char* what) {
+  ensure_hosts(t);
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  const int nh = static_cast<int>(t.hosts.members.size());
+  const int i = t.me % L, host = t.me / L;
+  const uint64_t rb = dv.bytes / static_cast<uint64_t>(t.nr);
+  const uint64_t S = rb / dtype_size(dv.dtype);
+  auto row = [rb, S, L](int b, int r) { return Piece{static_cast<uint64_t>(r * L + b) * rb, S}; };
+  // The last host's results: its own row at out_row, the others' staged (sent from there).
+  std::vector<char*> fin(static_cast<size_t>(nh), nullptr);
+  if (host == nh - 1) {
+    t.pack_in.resize(static_cast<size_t>(rb * static_cast<uint64_t>(nh)));
+    for (int k = 0; k < nh; ++k) fin[static_cast<size_t>(k)] = k == host ? out_row : t.pack_in.data() + static_cast<uint64_t>(k) * rb;
+  }
+  chain(t, h, op, dv, nh, row, fin, [](int k) { return k; }, out_row, what);
+  std::vector<Flow>& out = t.hier_out;
+  std::vector<Flow>& in = t.hier_in;
+  out.clear();
+  in.clear();
+  static const uint64_t kDone = 1;
+  std::vector<uint64_t>& got = t.chain_done;
+  got.assign(static_cast<size_t>(L), 0);
+  for (int b = 0; b < L; ++b) {
+    if (b == i) continue;
+    const int q = host * L + b;
+    if (pulled_between(t, dv, b, true)) out.push_back(Flow{q, reinterpret_cast<const char*>(&kDone), nullptr, 8});
+    if (pulled_between(t, dv, b, false)) in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&got[static_cast<size_t>(b)]), 8});
+  }
+  exchange(t, h, 73, out, in, what);
 }
 
 const TeamState::Hosts* hier_hosts(TeamState& t) {

@@ -101,6 +101,12 @@ void reduce_scatter_impl(TeamState& t, const Window& data_w, const Window* out_w
       reduce_arrays(d.dtype, op, out, inputs.data(), t.nr, row / dtype_size(d.dtype));
       return;
     }
+    if (hier_chain_pays(t, TunedColl::ReduceScatter, d.bytes)) {
+      // Larger, where the hosts hold runs of consecutive team ranks: folded along the hosts (hier.cpp).
+      h.mode = kHierChainMode;
+      hier_chain_reduce_scatter(t, h, op, d, out, "reduce_scatter");
+      return;
+    }
     if (t.algo(TunedColl::ReduceScatter, d.bytes) == CollAlgo::Bruck) {
       // Small: every member gathers every member's whole data (Bruck, log2 NR rounds) and reduces its
       // own row in team-rank order, as the pairwise algorithm does: the same bits. It moves NR times
@@ -175,7 +181,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
   // Across hosts, small vectors gather through one leader per host (hier.cpp) unless a mode is forced.
   const bool hier = m == AllreduceMode::Auto && hier_pays(t, TunedColl::Allreduce, src.bytes);
   // Larger ones go along the hosts in a chain where the hosts hold runs of consecutive team ranks.
-  const bool chain = m == AllreduceMode::Auto && !hier && hier_chain_pays(t, src.bytes);
+  const bool chain = m == AllreduceMode::Auto && !hier && hier_chain_pays(t, TunedColl::Allreduce, src.bytes);
   if (m == AllreduceMode::Auto) m = static_cast<AllreduceMode>(t.algo(TunedColl::Allreduce, src.bytes));
   call.run(CollKind::Allreduce, [&](MsgHeader& h) {
     h.dtype = static_cast<uint8_t>(src.dtype);
@@ -199,7 +205,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
       return;
     }
     if (chain) {
-      hier_chain_allreduce(t, h, op, src.dtype, src.base(), dst.base(), static_cast<uint64_t>(Call::elements(src)), "allreduce");
+      hier_chain_allreduce(t, h, op, src, dst, "allreduce");
       return;
     }
     if (m == AllreduceMode::Bruck) {

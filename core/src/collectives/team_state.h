@@ -53,7 +53,7 @@ struct MsgHeader {
   uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather;
                                 // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders,
-                                // 67-70 the chain along the hosts (hier.cpp)
+                                // 67-73 the chain along the hosts (hier.cpp)
   uint8_t flags = 0;            // kAckNow, kInline
   uint8_t pad[2] = {};
   uint64_t team_id = 0;
@@ -174,6 +174,7 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
     char* dst;
     uint64_t bytes;
   };
+  std::vector<uint64_t> chain_words, chain_done;  // the chain's offers and "done" flags (hier.cpp; kept)
   std::vector<HierFlow> hier_out, hier_in;  // hier.cpp's flows of the current phase (kept: no allocation per call)
   // reduce_arrays' input pointers and a reduction's block offsets (kept: no allocation per call; a
   // call uses them only inside its own exchanges, which never nest).
@@ -349,14 +350,19 @@ uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest r
 bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes);
 void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* out, const char* what);
 constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through the host leaders
-// Large allreduce across hosts (Auto, above RWIN_COLL_HIER_MAX), on a team whose hosts hold equal runs
+// Large allreduce and reduce_scatter across hosts (Auto, above RWIN_COLL_HIER_MAX), on a team whose hosts hold equal runs
 // of consecutive team ranks (Hosts::chain): the k-th member of every host reduces block k of the
 // vector, the fold carried from host to host in team-rank order (reduce_fold), so one block's worth
 // per member crosses each pair of hosts where the flat Ring sends every member's blocks to every
-// member. The same bits as Mesh/Ring/Bruck. Phases 67-70 of the call, mode kHierChainMode.
-bool hier_chain_pays(TeamState& t, uint64_t bytes);
-void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, DType dtype, const char* src, char* dst,
-                          uint64_t elements, const char* what);
+// member. The same bits as Mesh/Ring/Bruck. Phases 67-73 of the call, mode kHierChainMode.
+bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes);
+void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& src, const WindowState& dst,
+                          const char* what);
+// reduce_scatter the same way: member i of every host folds the rows of every host's member i, the last
+// host's member i gives each its row (`out`: this member's); data is read in place, so a last round
+// among each host's members says they are done with each other's data.
+void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& data, char* out,
+                               const char* what);
 constexpr uint8_t kHierChainMode = 8;
 // all_to_all through the host leaders: each member's whole stage (NR blocks of `block` bytes) to its
 // leader, each leader to each other leader the blocks of its members for that host's members, each
