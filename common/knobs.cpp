@@ -102,6 +102,8 @@ constexpr Knob kTable[] = {
      "allgather, all_to_all, all_to_all_v (per pair), reduce_scatter, allreduce (ring), broadcast (from 16x) in shared memory: blocks of at least this many bytes are read from the members' windows; 0: never"},
     {"RWIN_COLL_HIER_MAX", K::Size, "16 KiB", "0..4611686018427387904", "core",
      "collectives on a team across hosts: allreduce, reduce_scatter up to this many bytes (all_to_all stages 4x, allgather rows and broadcast 16x) through one leader per host, and the team barrier; 0: never"},
+    {"RWIN_COLL_CHAIN_LANES", K::Int, "2", "1..1024", "core",
+     "allreduce above RWIN_COLL_HIER_MAX on a team across hosts that hold runs of consecutive ranks: how many members of each host fold a share of the vector along the hosts"},
     {"RWIN_ALLREDUCE", K::Enum, "auto", "auto|mesh|ring|bruck", "core", "forces the allreduce algorithm of Auto calls"},
     {"RWIN_COLL_TUNING", K::String, "unset: the built-in rules", "a JSON file (docs/CONFIG.md, \"Collective tuning\")", "core",
      "collectives: rules tried before the built-in ones that pick each call's algorithm"},

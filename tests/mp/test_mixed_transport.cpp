@@ -223,13 +223,15 @@ TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
 TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
   struct Layout {
     int n, per;
+    const char* lanes;  // RWIN_COLL_CHAIN_LANES (null: the default, 2)
   };
   // reduce_scatter chains only where the flat exchange would carry twice its bytes across hosts: the
   // 2 x 4 and 3 x 3 layouts are for it.
-  for (const Layout lay : {Layout{4, 2}, Layout{6, 3}, Layout{6, 2}, Layout{8, 4}, Layout{9, 3}}) {
+  for (const Layout lay : {Layout{4, 2, nullptr}, Layout{6, 3, "1"}, Layout{6, 2, nullptr}, Layout{8, 4, "3"}, Layout{9, 3, "5"}}) {
     const auto res = rwin_test::run_ranks(lay.n, shm_lane("mixed", 0), [lay](int rank, int n, const std::string& root) {
       ::setenv("RWIN_HOST_ID", ("chainhost" + std::to_string(rank / lay.per)).c_str(), 1);
       ::setenv("RWIN_COLL_CHUNK_BYTES", "65536", 1);  // several chunks per block at these sizes
+      if (lay.lanes) ::setenv("RWIN_COLL_CHAIN_LANES", lay.lanes, 1);
       const int hosts = n / lay.per;
       const bool rs_chains = lay.per * (hosts - 1) >= 2 * hosts;
       Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
@@ -389,13 +391,38 @@ TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
         }
       }
     });
-    ASSERT_TRUE(res.all_ok()) << lay.n << " ranks, " << lay.per << " per host: " << res.report();
+    ASSERT_TRUE(res.all_ok()) << lay.n << " ranks, " << lay.per << " per host, lanes " << (lay.lanes ? lay.lanes : "default")
+                              << ": " << res.report();
     for (const char* tag : {"FOUND IT", "FOUND RS"}) {
       bool found = false;
       for (const auto& r : res.ranks) found = found || r.output.find(tag) != std::string::npos;
       EXPECT_TRUE(found) << "no member found the mismatch (" << tag << "): " << res.report();
     }
   }
+}
+
+// Members whose RWIN_COLL_CHAIN_LANES differ fold different shares: the chain's header carries the lanes,
+// so the call ends in CollectiveMismatch on every member (naming both), not in a hang or wrong data.
+TEST(MixedTransport, ChainLanesMustAgree) {
+  const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 0), [](int rank, int n, const std::string& root) {
+    ::setenv("RWIN_HOST_ID", ("lanehost" + std::to_string(rank / 2)).c_str(), 1);
+    ::setenv("RWIN_COLL_CHAIN_LANES", rank == 3 ? "1" : "2", 1);
+    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
+    Team t = world(ctx);
+    Window x = t.alloc_window("x", DType::F32, {1, 100000});
+    try {
+      t.allreduce(x);
+      MP_CHECK(false, "no error on rank " << rank);
+    } catch (const Error& e) {
+      MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
+      const std::string what = e.what();
+      if (what.find("2 lanes") != std::string::npos && what.find("1 lanes") != std::string::npos) std::printf("NAMED BOTH\n");
+    }
+  });
+  ASSERT_TRUE(res.all_ok()) << res.report();
+  bool named = false;
+  for (const auto& r : res.ranks) named = named || r.output.find("NAMED BOTH") != std::string::npos;
+  EXPECT_TRUE(named) << "no member named both lane counts: " << res.report();
 }
 
 // The team barrier through the host leaders, with three hosts (the leaders then run a dissemination

@@ -59,7 +59,8 @@ std::string describe_header(const MsgHeader& h) {
   if (h.kind == static_cast<uint8_t>(CollKind::Allreduce)) {
     s += h.mode == 2 ? " mode ring" : h.mode == 3 ? " mode bruck" : h.mode == 6 ? " mode ring (pull)"
          : h.mode == kHierMode ? " mode hier (through the host leaders)"
-         : h.mode == kHierChainMode ? " mode hier (a chain along the hosts)" : " mode mesh";
+         : h.mode == kHierChainMode ? " mode hier (a chain along the hosts, " + std::to_string(h.root) + " lanes)"
+                                    : " mode mesh";
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierMode) s += " (through the host leaders)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierChainMode) s += " (a chain along the hosts)";
@@ -124,6 +125,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
   c.pull_min = env_size("RWIN_COLL_PULL_MIN", c.pull_min, 0, uint64_t{1} << 62);
   c.hier_max = env_size("RWIN_COLL_HIER_MAX", c.hier_max, 0, uint64_t{1} << 62);
+  c.chain_lanes = static_cast<int>(env_size("RWIN_COLL_CHAIN_LANES", static_cast<uint64_t>(c.chain_lanes), 1, 1024));
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }

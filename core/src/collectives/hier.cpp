@@ -11,6 +11,10 @@
 // the same size. Every phase is an exchange of this call (phases 64-66) whose headers carry the call's
 // kind, count, type, op and mode, so members whose calls differ find it at the first message.
 // all_to_all goes the same three steps with its blocks sorted by destination at the leaders (below).
+//
+// Larger reductions go as a chain along the hosts instead (hier_chain_*, below): gathering NR vectors
+// stops paying above RWIN_COLL_HIER_MAX, and the flat Ring sends (NR - 1) / NR of the vector from every
+// member, half of it across hosts, where the chain sends one fold per lane across each pair of hosts.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -250,6 +254,11 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
   exchange(t, h, 66, out, in, what);
 }
 
+int hier_chain_lanes(TeamState& t) {
+  ensure_hosts(t);
+  return std::min(static_cast<int>(t.hosts.members[0].size()), t.cfg.chain_lanes);
+}
+
 bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
   if (t.nr < 4 || t.cfg.hier_max == 0 || bytes <= t.cfg.hier_max) return false;
   bool users = false;
@@ -286,7 +295,7 @@ struct Piece {
 //      i, which stores it at `mine`: with two hosts in the same exchange, chunk by chunk as it is
 //      made; with more, in phase 69.
 // One fold per member crosses each pair of consecutive hosts, and a result back.
-void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, int R,
+void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, int B, int R,
            const std::function<Piece(int i, int r)>& piece, const std::vector<char*>& fin,
            const std::function<int(int k)>& deliver, char* mine, const char* what) {
   const TeamState::Hosts& H = t.hosts;
@@ -301,11 +310,12 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
     for (int r = 0; r < R; ++r) n += piece(b, r).elems;
     return n;
   };
+  const bool folds = i < B;
   std::vector<uint64_t> pre(static_cast<size_t>(R) + 1, 0);  // where piece r starts in the fold
-  for (int r = 0; r < R; ++r) pre[static_cast<size_t>(r) + 1] = pre[static_cast<size_t>(r)] + piece(i, r).elems;
+  for (int r = 0; r < R && folds; ++r) pre[static_cast<size_t>(r) + 1] = pre[static_cast<size_t>(r)] + piece(i, r).elems;
   const uint64_t N = pre.back();
   uint64_t most = 0;
-  for (int b = 0; b < L; ++b) most = std::max(most, total(b));
+  for (int b = 0; b < B; ++b) most = std::max(most, total(b));
   ensure_workspace(t, most * cs, &h);
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
@@ -342,7 +352,7 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    if (!b_pulls(b)) {
+    if (b < B && !b_pulls(b)) {
       char* pk = t.pack_out.data() + static_cast<uint64_t>(b) * most * es;
       uint64_t at = 0;
       for (int r = 0; r < R; ++r) {
@@ -352,9 +362,10 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
       }
       out.push_back(Flow{q, pk, nullptr, at});
     }
-    if (!i_pull(b)) in.push_back(Flow{q, nullptr, t.hier.data() + static_cast<uint64_t>(b) * most * es, N * es});
+    if (folds && !i_pull(b)) in.push_back(Flow{q, nullptr, t.hier.data() + static_cast<uint64_t>(b) * most * es, N * es});
   }
   exchange(t, h, 72, out, in, what);
+  if (!folds) return;
   // input(b, r): where member b's piece r of this member's can be read.
   auto input = [&](int b, int r) -> const char* {
     if (b == i) return src + piece(i, r).off;
@@ -470,11 +481,12 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
   const int i = t.me % L, host = t.me / L;
   const uint64_t es = dtype_size(sv.dtype);
   const uint64_t n = sv.bytes / es;
-  auto first = [n, L](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(L); };
+  const int B = h.root;  // hier_chain_lanes(t), in the header
+  auto first = [n, B](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(B); };
   auto block = [&first, es](int b, int) { return Piece{first(b) * es, first(b + 1) - first(b)}; };
   char* dst = dv.base();
-  char* result = dst + first(i) * es;
-  chain(t, h, op, sv, 1, block, {result}, [](int) { return 0; }, result, what);
+  char* result = i < B ? dst + first(i) * es : nullptr;
+  chain(t, h, op, sv, B, 1, block, {result}, [](int) { return 0; }, result, what);
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
   out.clear();
@@ -482,8 +494,8 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    out.push_back(Flow{q, result, nullptr, block(i, 0).elems * es});
-    in.push_back(Flow{q, nullptr, dst + first(b) * es, block(b, 0).elems * es});
+    if (i < B) out.push_back(Flow{q, result, nullptr, block(i, 0).elems * es});
+    if (b < B) in.push_back(Flow{q, nullptr, dst + first(b) * es, block(b, 0).elems * es});
   }
   exchange(t, h, 70, out, in, what);
 }
@@ -507,7 +519,7 @@ void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, co
     t.pack_in.resize(static_cast<size_t>(rb * static_cast<uint64_t>(nh)));
     for (int k = 0; k < nh; ++k) fin[static_cast<size_t>(k)] = k == host ? out_row : t.pack_in.data() + static_cast<uint64_t>(k) * rb;
   }
-  chain(t, h, op, dv, nh, row, fin, [](int k) { return k; }, out_row, what);
+  chain(t, h, op, dv, L, nh, row, fin, [](int k) { return k; }, out_row, what);
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
   out.clear();

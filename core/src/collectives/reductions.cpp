@@ -188,6 +188,7 @@ void Team::allreduce(const Window& src_w, const Window& dst_w, ReduceOp op, Allr
     h.count = Call::elements(src);
     h.op = static_cast<uint8_t>(op);
     h.mode = hier ? kHierMode : chain ? kHierChainMode : static_cast<uint8_t>(m);
+    if (chain) h.root = hier_chain_lanes(t);
     if (t.nr == 1) {
       if (!same) std::memcpy(dst.base(), src.base(), src.bytes);
       return;

@@ -106,6 +106,9 @@ struct CollConfig {
   // team whose members span hosts with some host holding two or more of them, gather through one leader
   // per host (hier.cpp). 0: never.
   uint64_t hier_max = 16 * 1024;
+  // RWIN_COLL_CHAIN_LANES: how many members of each host fold a share of a large allreduce along the
+  // hosts (hier_chain_allreduce); the others only lend their inputs and take the result.
+  int chain_lanes = 2;
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
   // `transport`: the job's ("ucx", "tcp", "mixed", "verbs"), for defaults that depend on it.
@@ -350,12 +353,18 @@ uint64_t bruck_largest_message(int nr, uint64_t row);  // bytes of the largest r
 bool hier_pays(TeamState& t, TunedColl coll, uint64_t bytes);
 void hier_allgather(TeamState& t, const MsgHeader& h, const char* mine, uint64_t row, char* out, const char* what);
 constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through the host leaders
-// Large allreduce and reduce_scatter across hosts (Auto, above RWIN_COLL_HIER_MAX), on a team whose hosts hold equal runs
-// of consecutive team ranks (Hosts::chain): the k-th member of every host reduces block k of the
-// vector, the fold carried from host to host in team-rank order (reduce_fold), so one block's worth
-// per member crosses each pair of hosts where the flat Ring sends every member's blocks to every
-// member. The same bits as Mesh/Ring/Bruck. Phases 67-73 of the call, mode kHierChainMode.
+// Larger allreduce and reduce_scatter across hosts (Auto, above RWIN_COLL_HIER_MAX), on a team whose
+// hosts hold equal runs of consecutive team ranks (Hosts::chain): the k-th member of every host folds
+// block k of the vector (allreduce: the first RWIN_COLL_CHAIN_LANES members) or the rows of every
+// host's k-th member (reduce_scatter), the fold carried from host to host in team-rank order
+// (reduce_fold), so one block per lane crosses each pair of hosts where the flat Ring sends every
+// member's blocks to every member. The same bits as Mesh/Ring/Bruck. Phases 67-73 of the call, mode
+// kHierChainMode. hier_chain_pays: whether a call of `bytes` (allreduce's vector, reduce_scatter's
+// data) goes this way (reduce_scatter only where the flat exchange would carry twice its bytes across).
 bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes);
+// How many members of each host fold a share (RWIN_COLL_CHAIN_LANES, at most the host's members): the
+// call's MsgHeader::root, so members whose setting differs find a mismatch at the first message.
+int hier_chain_lanes(TeamState& t);
 void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& src, const WindowState& dst,
                           const char* what);
 // reduce_scatter the same way: member i of every host folds the rows of every host's member i, the last
