@@ -278,7 +278,7 @@ bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
 namespace {
 
 // A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
-struct Piece {
+struct ChainPiece {
   uint64_t off = 0, elems = 0;
 };
 
@@ -296,7 +296,7 @@ struct Piece {
 //      made; with more, in phase 69.
 // One fold per member crosses each pair of consecutive hosts, and a result back.
 void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, int B, int R,
-           const std::function<Piece(int i, int r)>& piece, const std::vector<char*>& fin,
+           const std::function<ChainPiece(int i, int r)>& piece, const std::vector<char*>& fin,
            const std::function<int(int k)>& deliver, char* mine, const char* what) {
   const TeamState::Hosts& H = t.hosts;
   const int nh = static_cast<int>(H.members.size());
@@ -356,7 +356,7 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
       char* pk = t.pack_out.data() + static_cast<uint64_t>(b) * most * es;
       uint64_t at = 0;
       for (int r = 0; r < R; ++r) {
-        const Piece pc = piece(b, r);
+        const ChainPiece pc = piece(b, r);
         if (pc.elems) std::memcpy(pk + at, src + pc.off, pc.elems * es);
         at += pc.elems * es;
       }
@@ -483,7 +483,7 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
   const uint64_t n = sv.bytes / es;
   const int B = h.root;  // hier_chain_lanes(t), in the header
   auto first = [n, B](int b) { return static_cast<uint64_t>(b) * n / static_cast<uint64_t>(B); };
-  auto block = [&first, es](int b, int) { return Piece{first(b) * es, first(b + 1) - first(b)}; };
+  auto block = [&first, es](int b, int) { return ChainPiece{first(b) * es, first(b + 1) - first(b)}; };
   char* dst = dv.base();
   char* result = i < B ? dst + first(i) * es : nullptr;
   chain(t, h, op, sv, B, 1, block, {result}, [](int) { return 0; }, result, what);
@@ -512,7 +512,7 @@ void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, co
   const int i = t.me % L, host = t.me / L;
   const uint64_t rb = dv.bytes / static_cast<uint64_t>(t.nr);
   const uint64_t S = rb / dtype_size(dv.dtype);
-  auto row = [rb, S, L](int b, int r) { return Piece{static_cast<uint64_t>(r * L + b) * rb, S}; };
+  auto row = [rb, S, L](int b, int r) { return ChainPiece{static_cast<uint64_t>(r * L + b) * rb, S}; };
   // The last host's results: its own row at out_row, the others' staged (sent from there).
   std::vector<char*> fin(static_cast<size_t>(nh), nullptr);
   if (host == nh - 1) {
