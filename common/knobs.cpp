@@ -99,7 +99,7 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_COPY_MAX", K::Size, "64 KiB (verbs: 16 KiB)", "0..1073741824", "core",
      "collectives: a message's payload up to this many bytes is copied into the outbox (the call then waits for no ack)"},
     {"RWIN_COLL_PULL_MIN", K::Size, "8 KiB", "0..4611686018427387904", "core",
-     "allgather, all_to_all, all_to_all_v (per pair), reduce_scatter, allreduce (ring), broadcast (from 16x) in shared memory: blocks of at least this many bytes are read from the members' windows; 0: never"},
+     "allgather, all_to_all, all_to_all_v (per pair), reduce_scatter, allreduce (ring), broadcast (from 16x) in shared memory, and inside each host the chain along the hosts: blocks of at least this many bytes are read from the members' windows; 0: never"},
     {"RWIN_COLL_HIER_MAX", K::Size, "16 KiB", "0..4611686018427387904", "core",
      "collectives on a team across hosts: allreduce, reduce_scatter up to this many bytes (all_to_all stages 4x, allgather rows and broadcast 16x) through one leader per host, and the team barrier; 0: never"},
     {"RWIN_COLL_CHAIN_LANES", K::Int, "2", "1..1024", "core",

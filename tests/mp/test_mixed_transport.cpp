@@ -216,22 +216,25 @@ TEST(MixedTransport, SmallCollectivesGoThroughHostLeaders) {
 // must give Ring's bits (every element folded in team-rank order), reduce_scatter's row Ring
 // allreduce's bits of that row with the other rows untouched in place: order-sensitive float sums and
 // products, f16/bf16 (carried in f32, rounded once), wrapping integers, fmax with NaNs; in place and
-// not; several chunks per block, lengths the hosts' size does not divide; inputs read in place (team
-// windows) and sent as messages (views that are not copies); 2 x 2, 2 x 3, 3 x 2, 2 x 4 and 3 x 3
-// ranks. A member whose count differs ends the call in CollectiveMismatch naming the chain's mode
+// not; several chunks per block, lengths the hosts' size does not divide; inputs and results read in
+// place (team windows) and sent as messages (views that are not copies, RWIN_COLL_PULL_MIN=0); 2 x 2,
+// 2 x 3, 3 x 2, 2 x 4 and 3 x 3 ranks, 1, 2, 3 and all lanes. A member whose count differs ends the call in CollectiveMismatch naming the chain's mode
 // where it applies (so the chain ran), and not where it does not.
 TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
   struct Layout {
     int n, per;
-    const char* lanes;  // RWIN_COLL_CHAIN_LANES (null: the default, 2)
+    const char* lanes;     // RWIN_COLL_CHAIN_LANES (null: the default, 2)
+    const char* pull_min;  // RWIN_COLL_PULL_MIN (null: the default; "0": every piece as a message)
   };
   // reduce_scatter chains only where the flat exchange would carry twice its bytes across hosts: the
   // 2 x 4 and 3 x 3 layouts are for it.
-  for (const Layout lay : {Layout{4, 2, nullptr}, Layout{6, 3, "1"}, Layout{6, 2, nullptr}, Layout{8, 4, "3"}, Layout{9, 3, "5"}}) {
+  for (const Layout lay : {Layout{4, 2, nullptr, nullptr}, Layout{6, 3, "1", nullptr}, Layout{6, 2, nullptr, "0"},
+                           Layout{8, 4, "3", nullptr}, Layout{9, 3, "5", "0"}}) {
     const auto res = rwin_test::run_ranks(lay.n, shm_lane("mixed", 0), [lay](int rank, int n, const std::string& root) {
       ::setenv("RWIN_HOST_ID", ("chainhost" + std::to_string(rank / lay.per)).c_str(), 1);
       ::setenv("RWIN_COLL_CHUNK_BYTES", "65536", 1);  // several chunks per block at these sizes
       if (lay.lanes) ::setenv("RWIN_COLL_CHAIN_LANES", lay.lanes, 1);
+      if (lay.pull_min) ::setenv("RWIN_COLL_PULL_MIN", lay.pull_min, 1);
       const int hosts = n / lay.per;
       const bool rs_chains = lay.per * (hosts - 1) >= 2 * hosts;
       Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "collectives/reduce_math.h"
 #include "collectives/team_state.h"
@@ -278,6 +279,8 @@ bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
 namespace {
 
 // A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
+constexpr int kOffer = 6;  // words of a chain offer: the view's base, bytes, mapped flag; the same of its home
+
 struct ChainPiece {
   uint64_t off = 0, elems = 0;
 };
@@ -294,10 +297,13 @@ struct ChainPiece {
 //      the last host stores piece r's result at fin[r] and sends piece deliver(k) to host k's member
 //      i, which stores it at `mine`: with two hosts in the same exchange, chunk by chunk as it is
 //      made; with more, in phase 69.
-// One fold per member crosses each pair of consecutive hosts, and a result back.
+// One fold per member crosses each pair of consecutive hosts, and a result back. `home` (allreduce's
+// dst, where fin[0] lies at byte home_off): where the type is its own carrier, the fold is made there
+// and sent from there, a window, so that it goes out without a copy into the outbox.
 void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, int B, int R,
            const std::function<ChainPiece(int i, int r)>& piece, const std::vector<char*>& fin,
-           const std::function<int(int k)>& deliver, char* mine, const char* what) {
+           const std::function<int(int k)>& deliver, char* mine, const WindowState* home, uint64_t home_off,
+           const char* what) {
   const TeamState::Hosts& H = t.hosts;
   const int nh = static_cast<int>(H.members.size());
   const int L = static_cast<int>(H.members[0].size());
@@ -320,29 +326,40 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
   // 67: offers to this host's members: {where the view starts as this member's key publishes it, its
-  // bytes, whether that member's memory is mapped here}. A member reads from b where it maps b and
-  // their views are copies, which both ends can tell from the offers: one round, no verdicts.
-  std::vector<uint64_t>& w = t.chain_words;  // 3 words offered to each local member, then 3 from each
-  w.assign(static_cast<size_t>(6 * L), 0);
+  // bytes, whether that member's copy is mapped here}, and the same of `home`. A member reads from b
+  // where it maps b and their views are copies, which both ends can tell from the offers: one round,
+  // no verdicts.
+  std::vector<uint64_t>& w = t.chain_words;  // kOffer words offered to each local member, then from each
+  w.assign(static_cast<size_t>(2 * kOffer * L), 0);
   out.clear();
   in.clear();
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    uint64_t* o = &w[static_cast<size_t>(3 * b)];
+    uint64_t* o = &w[static_cast<size_t>(kOffer * b)];
+    const int gq = t.ranks[static_cast<size_t>(q)];
     o[0] = v.remote_base(t.c->rank);
     o[1] = v.bytes;
-    o[2] = v.mapped(t.ranks[static_cast<size_t>(q)]) != nullptr;
-    out.push_back(Flow{q, reinterpret_cast<const char*>(o), nullptr, 24});
-    in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&w[static_cast<size_t>(3 * (L + b))]), 24});
+    o[2] = v.mapped(gq) != nullptr;
+    if (home) {
+      o[3] = home->remote_base(t.c->rank);
+      o[4] = home->bytes;
+      o[5] = home->mapped(gq) != nullptr;
+    }
+    out.push_back(Flow{q, reinterpret_cast<const char*>(o), nullptr, 8 * kOffer});
+    in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&w[static_cast<size_t>(kOffer * (L + b))]), 8 * kOffer});
   }
   exchange(t, h, 67, out, in, what);
   auto copies = [&](int b) {  // b's view is this one's copy
-    const uint64_t* th = &w[static_cast<size_t>(3 * (L + b))];
+    const uint64_t* th = &w[static_cast<size_t>(kOffer * (L + b))];
     return th[0] == v.remote_base(t.ranks[static_cast<size_t>(host * L + b)]) && th[1] == v.bytes;
   };
-  auto i_pull = [&](int b) { return copies(b) && v.mapped(t.ranks[static_cast<size_t>(host * L + b)]) != nullptr; };
-  auto b_pulls = [&](int b) { return copies(b) && w[static_cast<size_t>(3 * (L + b) + 2)] != 0; };
+  // Reads of at least RWIN_COLL_PULL_MIN bytes (the reader's pieces) only, as the other pull paths.
+  auto big = [&t, es](uint64_t elems) { return t.cfg.pull_min != 0 && elems * es >= t.cfg.pull_min; };
+  auto i_pull = [&](int b) {
+    return big(N) && copies(b) && v.mapped(t.ranks[static_cast<size_t>(host * L + b)]) != nullptr;
+  };
+  auto b_pulls = [&](int b) { return big(total(b)) && copies(b) && w[static_cast<size_t>(kOffer * (L + b) + 2)] != 0; };
   // 72: the pieces that cannot be read in place, packed (one flow per member and phase); b's at t.hier
   // + b x most elements.
   t.hier.resize(static_cast<size_t>(static_cast<uint64_t>(L) * most * es));
@@ -374,7 +391,9 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   };
   const int prev = host > 0 ? t.me - L : -1;
   const bool last = host == nh - 1;
-  t.pack_out.resize(static_cast<size_t>(N * cs));
+  const bool at_home = home && cs == es && R == 1;
+  if (!at_home) t.pack_out.resize(static_cast<size_t>(N * cs));
+  char* carry = at_home ? home->base() + home_off : t.pack_out.data();  // the fold this member passes on
   std::vector<const void*>& at = t.inputs;
   at.assign(static_cast<size_t>(L), nullptr);
   // Folds elements [a, a + m) of the concatenation onto `acc` (null: from the first input) into the
@@ -385,7 +404,7 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
       const uint64_t x = std::max(a, p0), y = std::min(a + m, p1);
       if (x >= y) continue;
       for (int b = 0; b < L; ++b) at[static_cast<size_t>(b)] = input(b, r) + (x - p0) * es;
-      void* o = last ? static_cast<void*>(fin[static_cast<size_t>(r)] + (x - p0) * es) : t.pack_out.data() + x * cs;
+      void* o = last ? static_cast<void*>(fin[static_cast<size_t>(r)] + (x - p0) * es) : carry + x * cs;
       reduce_fold(dtype, op, acc ? acc + (x - a) * cs : nullptr, at.data(), L, y - x, o, !last);
     }
   };
@@ -414,19 +433,31 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
     if (lens[0]) std::memcpy(mine + j * cp, parts[0], lens[0]);
   };
   {
+    std::optional<ByteView> hb;
+    if (at_home) hb.emplace(*home);
     Exchange ex;
     ex.header = h;
     ex.header.phase = 68;
     if (prev >= 0) ex.in.push_back(InFlow{prev, N * cs});
     if (!last) {
       OutFlow f{t.me + L, nullptr, 0, N * cs};
-      f.raw = t.pack_out.data();
+      if (at_home) {
+        f.src = hb->ptr();
+        f.offset = home_off;
+      } else {
+        f.raw = carry;
+      }
       f.ready = &ready_on;
       ex.out.push_back(f);
     } else if (nh == 2) {
       const int r = deliver(0);
       OutFlow f{t.me - L, nullptr, 0, piece(i, r).elems * es};
-      f.raw = fin[static_cast<size_t>(r)];
+      if (at_home) {
+        f.src = hb->ptr();
+        f.offset = home_off;
+      } else {
+        f.raw = fin[static_cast<size_t>(r)];
+      }
       f.ready = &ready_to[0];
       ex.out.push_back(f);
     }
@@ -455,13 +486,14 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   }
 }
 
-// Whether member b of this host read from this member's view in place, and whether this one read from b's
-// (after chain(): its offers are still in t.chain_words).
-bool pulled_between(TeamState& t, const WindowState& v, int b, bool from_b) {
+// After chain(), from the offers still in t.chain_words: whether this member reads `bytes` of member b's
+// copy of `v` in place (from_b), or b as many of this member's (!from_b); `slot` 0: the chain's view,
+// 1: its home. As the other pull paths: reads of at least RWIN_COLL_PULL_MIN bytes.
+bool in_place(TeamState& t, const WindowState& v, int slot, int b, bool from_b, uint64_t bytes) {
+  if (t.cfg.pull_min == 0 || bytes < t.cfg.pull_min) return false;
   const int L = static_cast<int>(t.hosts.members[0].size());
   const int host = t.me / L;
-  const std::vector<uint64_t>& w = t.chain_words;
-  const uint64_t* th = &w[static_cast<size_t>(3 * (L + b))];
+  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + b) + 3 * slot)];
   const int gq = t.ranks[static_cast<size_t>(host * L + b)];
   const bool copies = th[0] == v.remote_base(gq) && th[1] == v.bytes;
   return copies && (from_b ? v.mapped(gq) != nullptr : th[2] != 0);
@@ -486,18 +518,46 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
   auto block = [&first, es](int b, int) { return ChainPiece{first(b) * es, first(b + 1) - first(b)}; };
   char* dst = dv.base();
   char* result = i < B ? dst + first(i) * es : nullptr;
-  chain(t, h, op, sv, B, 1, block, {result}, [](int) { return 0; }, result, what);
+  chain(t, h, op, sv, B, 1, block, {result}, [](int) { return 0; }, result, &dv, i < B ? first(i) * es : 0, what);
+  // 70: each lane's result block to its host's other members: read in place from the lane's dst where
+  // that is the member's dst's copy in shared memory and the block is at least RWIN_COLL_PULL_MIN (the
+  // lane's message then only says that it is ready, and a last round, 74, that it was read: the lane's
+  // dst must not change before), else as a message.
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
+  auto bytes = [&block, es](int b) { return block(b, 0).elems * es; };
+  auto i_read = [&](int lane) { return in_place(t, dv, 1, lane, true, bytes(lane)); };  // the lane's block, here
+  auto b_reads = [&](int b) { return in_place(t, dv, 1, b, false, bytes(i)); };         // this lane's, at b
+  static const uint64_t kFlag = 1;
+  std::vector<uint64_t>& flags = t.chain_done;
+  flags.assign(static_cast<size_t>(L), 0);
+  auto flag = [&flags](int b) { return reinterpret_cast<char*>(&flags[static_cast<size_t>(b)]); };
+  const char* one = reinterpret_cast<const char*>(&kFlag);
+  out.clear();
+  in.clear();
+  bool reads = false;
+  for (int b = 0; b < L; ++b) {
+    if (b == i) continue;
+    const int q = host * L + b;
+    if (i < B) out.push_back(b_reads(b) ? Flow{q, one, nullptr, 8} : Flow{q, result, nullptr, bytes(i)});
+    if (b < B) in.push_back(i_read(b) ? Flow{q, nullptr, flag(b), 8} : Flow{q, nullptr, dst + first(b) * es, bytes(b)});
+    reads = reads || (b < B && i_read(b)) || (i < B && b_reads(b));
+  }
+  exchange(t, h, 70, out, in, what);
+  if (!reads) return;
   out.clear();
   in.clear();
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    if (i < B) out.push_back(Flow{q, result, nullptr, block(i, 0).elems * es});
-    if (b < B) in.push_back(Flow{q, nullptr, dst + first(b) * es, block(b, 0).elems * es});
+    if (b < B && i_read(b)) {
+      const char* theirs = dv.mapped(t.ranks[static_cast<size_t>(q)]);
+      if (bytes(b)) std::memcpy(dst + first(b) * es, theirs + first(b) * es, bytes(b));
+      out.push_back(Flow{q, one, nullptr, 8});
+    }
+    if (i < B && b_reads(b)) in.push_back(Flow{q, nullptr, flag(b), 8});
   }
-  exchange(t, h, 70, out, in, what);
+  exchange(t, h, 74, out, in, what);
 }
 
 // reduce_scatter: member i of every host folds the rows of the host's member i (rows k L + i, k = 0..H-1)
@@ -519,7 +579,7 @@ void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, co
     t.pack_in.resize(static_cast<size_t>(rb * static_cast<uint64_t>(nh)));
     for (int k = 0; k < nh; ++k) fin[static_cast<size_t>(k)] = k == host ? out_row : t.pack_in.data() + static_cast<uint64_t>(k) * rb;
   }
-  chain(t, h, op, dv, L, nh, row, fin, [](int k) { return k; }, out_row, what);
+  chain(t, h, op, dv, L, nh, row, fin, [](int k) { return k; }, out_row, nullptr, 0, what);
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
   out.clear();
@@ -530,8 +590,8 @@ void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, co
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    if (pulled_between(t, dv, b, true)) out.push_back(Flow{q, reinterpret_cast<const char*>(&kDone), nullptr, 8});
-    if (pulled_between(t, dv, b, false)) in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&got[static_cast<size_t>(b)]), 8});
+    if (in_place(t, dv, 0, b, true, static_cast<uint64_t>(nh) * rb)) out.push_back(Flow{q, reinterpret_cast<const char*>(&kDone), nullptr, 8});
+    if (in_place(t, dv, 0, b, false, static_cast<uint64_t>(nh) * rb)) in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&got[static_cast<size_t>(b)]), 8});
   }
   exchange(t, h, 73, out, in, what);
 }
