@@ -938,6 +938,56 @@ TEST_P(Collectives, PullPathAndItsFallback) {
 // Members that disagree on RWIN_COLL_PULL_MIN in shared memory choose different paths: the call ends
 // in CollectiveMismatch on every member (the header's mode), never in a hang or a wrong result.
 // (Where the members are not all mapped, nobody pulls and the knob changes nothing: the call works.)
+// all_to_all and allgather rows of 64 KiB and more on a team not all in shared memory are pushed:
+// written straight into each member's data (a store where it is mapped, a put otherwise), then a
+// message that says so.
+// Back to back with the stage rewritten the moment a call returns (a member that returned while its
+// put still read its stage would hand the next call's bytes), every row checked; a member whose data
+// view is not the others' copy (it starts 64 bytes further into its buffer) gets and sends its rows as
+// messages, the others push among themselves; a member whose count differs ends the call in
+// CollectiveMismatch on every member. On shared memory the same calls take the pull path.
+TEST_P(Collectives, PushPathAndItsFallback) {
+  run(4, [](Context& ctx) {
+    Team w = world(ctx);
+    const int n = w.size(), me = w.rank();
+    constexpr int64_t kS = 8200;  // f64 rows of 65600 bytes
+    WindowBuffer sb = w.alloc_window_buffer("push_stage", static_cast<size_t>(n * kS) * 8);
+    WindowBuffer db = w.alloc_window_buffer("push_data", static_cast<size_t>(n * kS) * 8 + 64);
+    for (const bool skew : {false, true}) {
+      Window stage = ctx.window(sb, DType::F64, {n, kS});
+      Window data = ctx.window(db, DType::F64, {n, kS}, skew && me == 1 ? 64 : 0);
+      for (int it = 0; it < rwin_test::trials(12, 4); ++it) {
+        for (int p = 0; p < n; ++p) fill(DType::F64, static_cast<char*>(stage.data()) + static_cast<size_t>(p * kS) * 8, kS, me * 8 + p, 40 + it);
+        w.all_to_all(stage, data);
+        std::memset(stage.data(), 0xee, static_cast<size_t>(n * kS) * 8);  // at once
+        for (int q = 0; q < n; ++q) {
+          std::vector<char> want(static_cast<size_t>(kS) * 8);
+          fill(DType::F64, want.data(), kS, q * 8 + me, 40 + it);
+          MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(q) * want.size(), want.data(), want.size()),
+                   (skew ? "skewed, " : "") << "all_to_all call " << it << ": row " << q);
+        }
+        Window row = ctx.window(sb, DType::F64, {1, kS});
+        fill(DType::F64, row.data(), kS, me, 70 + it);
+        w.allgather(row, data);
+        fill(DType::F64, row.data(), kS, me, 99);  // at once
+        for (int q = 0; q < n; ++q) {
+          std::vector<char> want(static_cast<size_t>(kS) * 8);
+          fill(DType::F64, want.data(), kS, q, 70 + it);
+          MP_CHECK(same_bytes(static_cast<char*>(data.data()) + static_cast<size_t>(q) * want.size(), want.data(), want.size()),
+                   (skew ? "skewed, " : "") << "allgather call " << it << ": row " << q);
+        }
+      }
+    }
+    Team t2 = make_team(ctx, w.ranks());
+    Window a = t2.alloc_window("push_mm_a", DType::F64, {n, kS}), b = t2.alloc_window("push_mm_b", DType::F64, {n, kS});
+    Window a1 = ctx.window(a.buffer(), DType::F64, {n, kS - 8}), b1 = ctx.window(b.buffer(), DType::F64, {n, kS - 8});
+    expect_error([&] {
+      if (me == 2) t2.all_to_all(a1, b1); else t2.all_to_all(a, b);
+      t2.barrier();
+    }, ErrorCode::CollectiveMismatch, {});
+  });
+}
+
 TEST_P(Collectives, PullPathMismatch) {
   Options o;
   o.op_timeout = std::chrono::milliseconds(3000);

@@ -64,6 +64,7 @@ std::string describe_header(const MsgHeader& h) {
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierMode) s += " (through the host leaders)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierChainMode) s += " (a chain along the hosts)";
+  if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 9) s += " (pushed into the members' views)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";
@@ -181,6 +182,11 @@ int64_t* mapped_word(const TeamState& t, int q, int64_t index) {
 char* direct_to(const TeamState& t, int q) {
   return mapped_word(t, q, data_word(t, t.me)) ? t.scratch->mapped(t.ranks[static_cast<size_t>(q)]) : nullptr;
 }
+}  // namespace
+
+bool messages_stored(const TeamState& t, int q) { return direct_to(t, q) != nullptr; }
+
+namespace {
 
 // Stores a counter that only this member writes into a mapped member's word, counted as the notify
 // it replaces. A release store, not notify_direct's locked exchange: a locked instruction waits for

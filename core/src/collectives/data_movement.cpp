@@ -12,6 +12,101 @@ namespace rwin {
 
 using namespace detail;
 
+namespace {
+
+// Rows of at least this many bytes are pushed (push_rows) on a team not all in shared memory: the
+// offers cost one small round across hosts, which a row this large amortises (bench/RESULTS.md,
+// "Rows pushed into the members' views": all_to_all and allgather, 2 x 2 and 2 x 4 ranks; 32 KiB rows
+// measured behind the messages).
+constexpr uint64_t kPushMin = 64 * 1024;
+constexpr uint8_t kPushMode = 9;  // MsgHeader::mode of a call whose rows are pushed
+
+// Every member writes its row for member p (`row` bytes at src_off(p) of `src`) straight into p's
+// `dst`, at row me, where p's dst is this member's dst's copy (the symmetric-memory rule): a store
+// into a mapped member's memory, else a put through the transport, then a message whose notify comes
+// after the put, which is all p waits for. Rows to a member whose dst is not a copy go as messages
+// (phase 76), and its rows here are taken from its messages. Phase 75: the offers (where each
+// member's dst lies, as its key publishes it), so nothing is written into a member's dst before that
+// member is in the call. The messages' acks (final_acks) come after the puts landed: src may change
+// once this returns.
+template <class SrcOff>
+void push_rows(TeamState& t, const MsgHeader& h, const WindowState& src, SrcOff src_off, WindowState& dst, uint64_t row,
+               const char* what) {
+  const auto nr = static_cast<size_t>(t.nr);
+  struct Offer {
+    uint64_t base = 0, bytes = 0;
+  };
+  const Offer mine{dst.remote_base(t.c->rank), dst.bytes};
+  std::vector<Offer> theirs(nr);
+  {
+    Exchange ex;
+    ex.header = h;
+    ex.header.phase = 75;
+    for (int p = 0; p < t.nr; ++p) {
+      if (p == t.me) continue;
+      OutFlow f{p, nullptr, 0, sizeof(Offer)};
+      f.raw = reinterpret_cast<const char*>(&mine);
+      ex.out.push_back(f);
+      ex.in.push_back(InFlow{p, sizeof(Offer)});
+    }
+    auto take = [&](uint64_t, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (lens[i] == sizeof(Offer)) std::memcpy(&theirs[static_cast<size_t>(ex.in[i].peer)], parts[i], sizeof(Offer));
+      }
+    };
+    ex.consume = take;
+    ex.final_acks = false;
+    run_exchange(t, ex, what);
+  }
+  auto copies = [&](int p) {
+    const Offer& o = theirs[static_cast<size_t>(p)];
+    return o.base == dst.remote_base(t.ranks[static_cast<size_t>(p)]) && o.bytes == dst.bytes;
+  };
+  ByteView sb(src), db(dst);
+  const uint64_t at_me = static_cast<uint64_t>(t.me) * row;
+  for (int p = 0; p < t.nr && row; ++p) {
+    if (p == t.me || !copies(p)) continue;
+    const int gp = t.ranks[static_cast<size_t>(p)];
+    char* there = messages_stored(t, p) ? dst.mapped(gp) : nullptr;
+    if (there) {
+      std::memcpy(there + at_me, src.base() + src_off(p), row);
+    } else {
+      t.ctx->put_nbi(Slice{db.ptr(), {0, static_cast<int64_t>(at_me)}, {1, static_cast<int64_t>(row)}}, gp,
+                     Slice{sb.ptr(), {0, static_cast<int64_t>(src_off(p))}, {1, static_cast<int64_t>(row)}});
+    }
+  }
+  static const uint64_t kPushed = 1;
+  Exchange ex;
+  ex.header = h;
+  ex.header.phase = 76;
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    if (copies(p)) {
+      OutFlow f{p, nullptr, 0, 8};
+      f.raw = reinterpret_cast<const char*>(&kPushed);
+      ex.out.push_back(f);
+      ex.in.push_back(InFlow{p, 8});
+    } else {
+      ex.out.push_back(OutFlow{p, sb.ptr(), src_off(p), row});
+      ex.in.push_back(InFlow{p, row});
+    }
+  }
+  const uint64_t cp = chunk_payload(t);
+  auto consume = [&](uint64_t j, const std::vector<const char*>& parts, const std::vector<uint64_t>& lens) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const int p = ex.in[i].peer;
+      if (lens[i] && !copies(p)) std::memcpy(dst.base() + static_cast<uint64_t>(p) * row + j * cp, parts[i], lens[i]);
+    }
+  };
+  ex.consume = consume;
+  ex.final_acks = true;
+  run_exchange(t, ex, what);
+}
+
+bool pushes(const TeamState& t, uint64_t row) { return !t.mapped && row >= kPushMin; }
+
+}  // namespace
+
 void Team::barrier() {
   TeamState& t = team_call(s_, "barrier");
   MsgHeader h = begin_call(t, CollKind::Barrier, "barrier");  // (not sent: compared with what others send)
@@ -195,6 +290,12 @@ void Team::allgather(const Window& stage_w, const Window& data_w) {
                   "allgather");
       return;
     }
+    if (pushes(t, row)) {  // some member through a transport: each writes its stage into the others' data
+      h.mode = kPushMode;
+      ensure_workspace(t, row, &h);  // slots for the rows of a member whose data is not a copy
+      push_rows(t, h, st, [](int) { return uint64_t{0}; }, d, row, "allgather");
+      return;
+    }
     ensure_workspace(t, row, &h);
     ByteView sb(st);
     Exchange ex;
@@ -257,6 +358,12 @@ void Team::all_to_all(const Window& stage_w, const Window& data_w) {
       pull_blocks(t, h, st, d.base(),
                   [row](int from, int to) { return Piece{static_cast<uint64_t>(to) * row, row, static_cast<uint64_t>(from) * row}; },
                   "all_to_all");
+      return;
+    }
+    if (pushes(t, row)) {  // some member through a transport: each writes its blocks into the others' data
+      h.mode = kPushMode;
+      ensure_workspace(t, row, &h);
+      push_rows(t, h, st, [row](int p) { return static_cast<uint64_t>(p) * row; }, d, row, "all_to_all");
       return;
     }
     ensure_workspace(t, row, &h);

@@ -326,6 +326,9 @@ struct Exchange {
   bool sources_covered = false;
 };
 void run_exchange(TeamState& t, Exchange& x, const char* what);
+// Whether this member's messages to member q are stored straight into q's slots (mapped) rather than
+// put through the transport.
+bool messages_stored(const TeamState& t, int q);
 // The latency path of a flow of one message (what run_exchange does for it, without its per-call
 // set-up: a 2-rank 8-byte broadcast's root spent most of its time there). send_one writes message
 // `bytes` <= the chunk payload straight into member q's slot and returns true, or sends
