@@ -212,6 +212,29 @@ std::vector<bool> choose_spin(ContextImpl& c, const std::vector<RankPlace>& all)
   const int cpus = masks_known ? CPU_COUNT(&here_cpus) : 0;
   c.ranks_here = here;
   c.cpus_here = cpus;
+  // Every host's CPUs for the job (its ranks' affinity masks together): the collectives' chain takes a
+  // lane per CPU of the host with the fewest (hier_chain_lanes), which every rank must compute alike.
+  std::vector<std::string> hosts;
+  std::vector<cpu_set_t> masks;
+  bool all_known = true;
+  for (const auto& p : all) {
+    all_known = all_known && p.have_mask;
+    auto it = std::find(hosts.begin(), hosts.end(), p.host);
+    if (it == hosts.end()) {
+      hosts.push_back(p.host);
+      masks.emplace_back();
+      CPU_ZERO(&masks.back());
+      it = hosts.end() - 1;
+    }
+    cpu_set_t theirs = p.mask;
+    cpu_set_t& m = masks[static_cast<size_t>(it - hosts.begin())];
+    CPU_OR(&m, &m, &theirs);
+  }
+  c.min_host_cpus = 0;
+  for (size_t k = 0; k < masks.size() && all_known; ++k) {
+    const int n = CPU_COUNT(&masks[k]);
+    c.min_host_cpus = k == 0 ? n : std::min(c.min_host_cpus, n);
+  }
   const bool oversubscribed = cpus > 0 && here > cpus;
   c.tp->set_oversubscribed(oversubscribed);
   g_spin_us.store(c.opt.spin_us >= 0 ? static_cast<uint32_t>(c.opt.spin_us) : oversubscribed ? 0u : 200u,

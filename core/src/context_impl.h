@@ -189,6 +189,7 @@ struct ContextImpl {
   int ranks_here = 1;  // the job's ranks on this host (start-up), for the spin window (backoff.h)
   std::vector<int> host_of;  // each rank's host (equal numbers share one; start-up, RWIN_HOST_ID): collectives' hierarchy
   int cpus_here = 0;   // the CPUs those ranks may run on together (union of affinity masks; 0: unknown)
+  int min_host_cpus = 0;  // the same for the host with the fewest (every rank computes the same; 0: unknown)
   std::string chunk_from, depth_from;  // where chunk_bytes / pipeline_depth came from (start-up log)
   // Declaration order matters: members are destroyed in reverse, so windows go before the
   // transport and the transport before the bootstrap it may still talk through.

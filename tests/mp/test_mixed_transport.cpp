@@ -405,7 +405,8 @@ TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
 }
 
 // Members whose RWIN_COLL_CHAIN_LANES differ fold different shares: the chain's header carries the lanes,
-// so the call ends in CollectiveMismatch on every member (naming both), not in a hang or wrong data.
+// so the call ends in CollectiveMismatch on every member (one naming both), not in a hang or wrong
+// data; a value that is not a lane count is InvalidArgument.
 TEST(MixedTransport, ChainLanesMustAgree) {
   const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 0), [](int rank, int n, const std::string& root) {
     ::setenv("RWIN_HOST_ID", ("lanehost" + std::to_string(rank / 2)).c_str(), 1);
@@ -426,6 +427,13 @@ TEST(MixedTransport, ChainLanesMustAgree) {
   bool named = false;
   for (const auto& r : res.ranks) named = named || r.output.find("NAMED BOTH") != std::string::npos;
   EXPECT_TRUE(named) << "no member named both lane counts: " << res.report();
+  // Not a lane count: InvalidArgument naming the knob, at start-up.
+  const auto bad = rwin_test::run_ranks(1, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
+    ::setenv("RWIN_COLL_CHAIN_LANES", "0", 1);
+    expect_error([&] { Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("ucx", 0))); }, ErrorCode::InvalidArgument,
+                 {"RWIN_COLL_CHAIN_LANES='0'", "auto or 1..1024"});
+  });
+  ASSERT_TRUE(bad.all_ok()) << bad.report();
 }
 
 // The team barrier through the host leaders, with three hosts (the leaders then run a dissemination

@@ -126,7 +126,16 @@ CollConfig CollConfig::from_env(const std::string& transport) {
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
   c.pull_min = env_size("RWIN_COLL_PULL_MIN", c.pull_min, 0, uint64_t{1} << 62);
   c.hier_max = env_size("RWIN_COLL_HIER_MAX", c.hier_max, 0, uint64_t{1} << 62);
-  c.chain_lanes = static_cast<int>(env_size("RWIN_COLL_CHAIN_LANES", static_cast<uint64_t>(c.chain_lanes), 1, 1024));
+  if (const char* v = knobs::env("RWIN_COLL_CHAIN_LANES"); v && std::string_view(v) != "auto") {
+    uint64_t n = 0;
+    std::string why = bootstrap::parse_size(v, n);
+    if (why.empty() && (n < 1 || n > 1024)) why = "outside [1, 1024]";
+    if (!why.empty()) {
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string("RWIN_COLL_CHAIN_LANES='") + v + "' is not a lane count (" + why + "); expected auto or 1..1024");
+    }
+    c.chain_lanes = static_cast<int>(n);
+  }
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }

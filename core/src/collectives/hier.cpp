@@ -257,7 +257,14 @@ void hier_all_to_all(TeamState& t, const MsgHeader& h, const char* stage, char* 
 
 int hier_chain_lanes(TeamState& t) {
   ensure_hosts(t);
-  return std::min(static_cast<int>(t.hosts.members[0].size()), t.cfg.chain_lanes);
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  if (t.cfg.chain_lanes > 0) return std::min(L, t.cfg.chain_lanes);
+  // auto: a lane per CPU of the host with the fewest (the same answer on every member: from what every
+  // rank published at start-up). A lane more than a host has CPUs for only adds a message to wait for
+  // in every phase: 2 x 4 ranks on one CPU per host, 1 lane 1.00-1.29x Open MPI at 64 KiB-16 MiB, 2
+  // lanes 0.95-1.23x, 4 lanes 0.82-1.20x (bench/RESULTS.md, "Large reductions along the hosts").
+  const int cpus = t.c->min_host_cpus;
+  return cpus > 0 ? std::min(L, cpus) : L;
 }
 
 bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {

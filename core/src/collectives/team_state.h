@@ -107,8 +107,8 @@ struct CollConfig {
   // per host (hier.cpp). 0: never.
   uint64_t hier_max = 16 * 1024;
   // RWIN_COLL_CHAIN_LANES: how many members of each host fold a share of a large allreduce along the
-  // hosts (hier_chain_allreduce); the others only lend their inputs and take the result.
-  int chain_lanes = 2;
+  // hosts (hier_chain_allreduce); the others only lend their inputs and take the result. 0: auto.
+  int chain_lanes = 0;
   // The algorithm of each call: RWIN_COLL_TUNING's rules, then the built-in ones made from the knobs above.
   std::shared_ptr<const TuningTable> tuning;
   // `transport`: the job's ("ucx", "tcp", "mixed", "verbs"), for defaults that depend on it.
