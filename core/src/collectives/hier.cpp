@@ -286,7 +286,8 @@ bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
 namespace {
 
 // A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
-constexpr int kOffer = 6;  // words of a chain offer: the view's base, bytes, mapped flag; the same of its home
+// Words of a chain offer: the view's base, bytes, mapped flag; the same of its home; RWIN_COLL_PULL_MIN.
+constexpr int kOffer = 7;
 
 struct ChainPiece {
   uint64_t off = 0, elems = 0;
@@ -353,10 +354,22 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
       o[4] = home->bytes;
       o[5] = home->mapped(gq) != nullptr;
     }
+    o[6] = t.cfg.pull_min;
     out.push_back(Flow{q, reinterpret_cast<const char*>(o), nullptr, 8 * kOffer});
     in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&w[static_cast<size_t>(kOffer * (L + b))]), 8 * kOffer});
   }
   exchange(t, h, 67, out, in, what);
+  // Both ends of a pair decide alone whether a piece is read in place, from RWIN_COLL_PULL_MIN: members
+  // whose settings differ would wait for messages never sent. Found here, named, on every member.
+  for (int b = 0; b < L; ++b) {
+    const uint64_t theirs = w[static_cast<size_t>(kOffer * (L + b) + 6)];
+    if (b != i && theirs != t.cfg.pull_min) {
+      report_mismatch(t, host * L + b, h, h, what,
+                      peer_name(t, host * L + b) + " has RWIN_COLL_PULL_MIN " + std::to_string(theirs) + ", " +
+                          peer_name(t, t.me) + " " + std::to_string(t.cfg.pull_min) +
+                          " (the chain along the hosts needs the same on every member)");
+    }
+  }
   auto copies = [&](int b) {  // b's view is this one's copy
     const uint64_t* th = &w[static_cast<size_t>(kOffer * (L + b))];
     return th[0] == v.remote_base(t.ranks[static_cast<size_t>(host * L + b)]) && th[1] == v.bytes;

@@ -35,6 +35,16 @@ void prefault(TeamState& t) {
     if (const char* m = t.scratch->mapped(t.ranks[static_cast<size_t>(p)])) touch(m + static_cast<uint64_t>(t.me) * mine, mine);
   }
 }
+// A U8 [1, bytes] view of the whole of `buf`.
+std::shared_ptr<WindowState> u8_view(std::shared_ptr<BufferState> buf, uint64_t bytes) {
+  auto v = std::make_shared<WindowState>();
+  v->buf = std::move(buf);
+  v->dtype = DType::U8;
+  v->shape = {1, static_cast<int64_t>(bytes)};
+  v->bytes = bytes;
+  return v;
+}
+
 }  // namespace
 
 void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
@@ -102,12 +112,7 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     };
     retire(t.scratch);
     retire(t.outbox);
-    auto sv = std::make_shared<WindowState>();
-    sv->buf = sb;
-    sv->dtype = DType::U8;
-    sv->shape = {1, static_cast<int64_t>(bytes)};
-    sv->bytes = bytes;
-    t.scratch = sv;
+    t.scratch = u8_view(sb, bytes);
     // The outbox: local only (never a remote target; rkeys stay empty).
     auto ob = std::make_shared<BufferState>();
     ob->name = "rwin.coll.outbox";
@@ -116,12 +121,7 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
     ob->rkeys.resize(static_cast<size_t>(c.nranks));
     ob->ctx = &c;
     c.buffers.push_back(ob);
-    auto ov = std::make_shared<WindowState>();
-    ov->buf = ob;
-    ov->dtype = DType::U8;
-    ov->shape = {1, static_cast<int64_t>(bytes)};
-    ov->bytes = bytes;
-    t.outbox = ov;
+    t.outbox = u8_view(ob, bytes);
     t.slot_bytes = slot;
     t.slots = k;
     prefault(t);
