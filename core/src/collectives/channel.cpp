@@ -64,7 +64,7 @@ std::string describe_header(const MsgHeader& h) {
   }
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierMode) s += " (through the host leaders)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kHierChainMode) s += " (a chain along the hosts)";
-  if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 9) s += " (pushed into the members' views)";
+  if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == kPushMode) s += " (pushed into the members' views)";
   if (h.kind != static_cast<uint8_t>(CollKind::Allreduce) && h.mode == 3) s += " (bruck)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 4) s += " (chain)";
   if (h.kind == static_cast<uint8_t>(CollKind::Broadcast) && h.mode == 5) s += " (tree)";

@@ -16,10 +16,9 @@ namespace {
 
 // Rows of at least this many bytes are pushed (push_rows) on a team not all in shared memory: the
 // offers cost one small round across hosts, which a row this large amortises (bench/RESULTS.md,
-// "Rows pushed into the members' views": all_to_all and allgather, 2 x 2 and 2 x 4 ranks; 32 KiB rows
-// measured behind the messages).
+// "Large reductions along the hosts, rows pushed into the members' views": 32 KiB rows measured behind
+// the messages).
 constexpr uint64_t kPushMin = 64 * 1024;
-constexpr uint8_t kPushMode = 9;  // MsgHeader::mode of a call whose rows are pushed
 
 // Every member writes its row for member p (`row` bytes at src_off(p) of `src`) straight into p's
 // `dst`, at row me, where p's dst is this member's dst's copy (the symmetric-memory rule): a store

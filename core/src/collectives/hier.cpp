@@ -285,10 +285,10 @@ bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
 
 namespace {
 
-// A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
 // Words of a chain offer: the view's base, bytes, mapped flag; the same of its home; RWIN_COLL_PULL_MIN.
 constexpr int kOffer = 7;
 
+// A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
 struct ChainPiece {
   uint64_t off = 0, elems = 0;
 };
@@ -521,8 +521,8 @@ bool in_place(TeamState& t, const WindowState& v, int slot, int b, bool from_b, 
 
 }  // namespace
 
-// allreduce: member i of every host folds block i of the vector (elements [i n / L, (i + 1) n / L));
-// then
+// allreduce: lane i (member i < B of every host, B = the header's lanes) folds block i of the vector
+// (elements [i n / B, (i + 1) n / B)); then
 //  70  inside each host, every member's result block to every other member.
 // Nobody changes its src before every member of its host has read from it: a member writes its dst
 // (in place: its src) only with results, which come after every fold of its host's src blocks.

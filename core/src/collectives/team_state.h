@@ -376,6 +376,7 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
 void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& data, char* out,
                                const char* what);
 constexpr uint8_t kHierChainMode = 8;
+constexpr uint8_t kPushMode = 9;  // allgather / all_to_all rows pushed into the members' views (data_movement.cpp)
 // all_to_all through the host leaders: each member's whole stage (NR blocks of `block` bytes) to its
 // leader, each leader to each other leader the blocks of its members for that host's members, each
 // leader to each member its NR blocks (`data`, row s from member s). Phases 64-66.
