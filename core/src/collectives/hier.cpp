@@ -285,8 +285,9 @@ bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes) {
 
 namespace {
 
-// Words of a chain offer: the view's base, bytes, mapped flag; the same of its home; RWIN_COLL_PULL_MIN.
-constexpr int kOffer = 7;
+// Words of a chain offer: the view's base, bytes, mapped flag; the same of its home; RWIN_COLL_PULL_MIN;
+// whether this member's messages to that member are stored straight into its slots.
+constexpr int kOffer = 8;
 
 // A run of elements of the view that a chain folds: `off` bytes into it, `elems` elements.
 struct ChainPiece {
@@ -355,6 +356,7 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
       o[5] = home->mapped(gq) != nullptr;
     }
     o[6] = t.cfg.pull_min;
+    o[7] = messages_stored(t, q);
     out.push_back(Flow{q, reinterpret_cast<const char*>(o), nullptr, 8 * kOffer});
     in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&w[static_cast<size_t>(kOffer * (L + b))]), 8 * kOffer});
   }
@@ -506,17 +508,30 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   }
 }
 
-// After chain(), from the offers still in t.chain_words: whether this member reads `bytes` of member b's
-// copy of `v` in place (from_b), or b as many of this member's (!from_b); `slot` 0: the chain's view,
-// 1: its home. As the other pull paths: reads of at least RWIN_COLL_PULL_MIN bytes.
-bool in_place(TeamState& t, const WindowState& v, int slot, int b, bool from_b, uint64_t bytes) {
+// After chain(), from the offers still in t.chain_words: whether this member read `bytes` of member b's
+// copy of the chain's view `v` in place (from_b), or b as many of this member's (!from_b), as chain()
+// decided (reads of at least RWIN_COLL_PULL_MIN bytes).
+bool in_place(TeamState& t, const WindowState& v, int b, bool from_b, uint64_t bytes) {
   if (t.cfg.pull_min == 0 || bytes < t.cfg.pull_min) return false;
   const int L = static_cast<int>(t.hosts.members[0].size());
   const int host = t.me / L;
-  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + b) + 3 * slot)];
+  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + b))];
   const int gq = t.ranks[static_cast<size_t>(host * L + b)];
   const bool copies = th[0] == v.remote_base(gq) && th[1] == v.bytes;
   return copies && (from_b ? v.mapped(gq) != nullptr : th[2] != 0);
+}
+
+// Whether a lane writes its result block (`bytes`) straight into a member's dst (hier_chain_allreduce's
+// phase 70). Both ends compute it, from the other's offer in t.chain_words: this member is the lane
+// (i_write) or the member, `other` the other end.
+bool writes_into(TeamState& t, const WindowState& dv, int other, bool i_write, uint64_t bytes) {
+  if (t.cfg.pull_min == 0 || bytes < t.cfg.pull_min) return false;
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  const int q = t.me / L * L + other;
+  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + other))];
+  const int gq = t.ranks[static_cast<size_t>(q)];
+  if (th[3] != dv.remote_base(gq) || th[4] != dv.bytes) return false;  // not copies of one view
+  return i_write ? dv.mapped(gq) != nullptr && messages_stored(t, q) : th[5] != 0 && th[7] != 0;
 }
 
 }  // namespace
@@ -539,45 +554,36 @@ void hier_chain_allreduce(TeamState& t, const MsgHeader& h, ReduceOp op, const W
   char* dst = dv.base();
   char* result = i < B ? dst + first(i) * es : nullptr;
   chain(t, h, op, sv, B, 1, block, {result}, [](int) { return 0; }, result, &dv, i < B ? first(i) * es : 0, what);
-  // 70: each lane's result block to its host's other members: read in place from the lane's dst where
-  // that is the member's dst's copy in shared memory and the block is at least RWIN_COLL_PULL_MIN (the
-  // lane's message then only says that it is ready, and a last round, 74, that it was read: the lane's
-  // dst must not change before), else as a message.
+  // 70: each lane's result block to its host's other members: written straight into the member's dst
+  // where that is the lane's dst's copy mapped at the lane, whose messages to the member are stored into
+  // the member's slots (so the 8-byte message that follows is stored after the block), and the block
+  // is at least RWIN_COLL_PULL_MIN; else as a message.
   std::vector<Flow>& out = t.hier_out;
   std::vector<Flow>& in = t.hier_in;
   auto bytes = [&block, es](int b) { return block(b, 0).elems * es; };
-  auto i_read = [&](int lane) { return in_place(t, dv, 1, lane, true, bytes(lane)); };  // the lane's block, here
-  auto b_reads = [&](int b) { return in_place(t, dv, 1, b, false, bytes(i)); };         // this lane's, at b
-  static const uint64_t kFlag = 1;
+  static const uint64_t kWritten = 1;
   std::vector<uint64_t>& flags = t.chain_done;
   flags.assign(static_cast<size_t>(L), 0);
-  auto flag = [&flags](int b) { return reinterpret_cast<char*>(&flags[static_cast<size_t>(b)]); };
-  const char* one = reinterpret_cast<const char*>(&kFlag);
   out.clear();
   in.clear();
-  bool reads = false;
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    if (i < B) out.push_back(b_reads(b) ? Flow{q, one, nullptr, 8} : Flow{q, result, nullptr, bytes(i)});
-    if (b < B) in.push_back(i_read(b) ? Flow{q, nullptr, flag(b), 8} : Flow{q, nullptr, dst + first(b) * es, bytes(b)});
-    reads = reads || (b < B && i_read(b)) || (i < B && b_reads(b));
+    if (i < B) {
+      if (writes_into(t, dv, b, true, bytes(i))) {
+        if (bytes(i)) std::memcpy(dv.mapped(t.ranks[static_cast<size_t>(q)]) + first(i) * es, result, bytes(i));
+        out.push_back(Flow{q, reinterpret_cast<const char*>(&kWritten), nullptr, 8});
+      } else {
+        out.push_back(Flow{q, result, nullptr, bytes(i)});
+      }
+    }
+    if (b < B) {
+      in.push_back(writes_into(t, dv, b, false, bytes(b))
+                       ? Flow{q, nullptr, reinterpret_cast<char*>(&flags[static_cast<size_t>(b)]), 8}
+                       : Flow{q, nullptr, dst + first(b) * es, bytes(b)});
+    }
   }
   exchange(t, h, 70, out, in, what);
-  if (!reads) return;
-  out.clear();
-  in.clear();
-  for (int b = 0; b < L; ++b) {
-    if (b == i) continue;
-    const int q = host * L + b;
-    if (b < B && i_read(b)) {
-      const char* theirs = dv.mapped(t.ranks[static_cast<size_t>(q)]);
-      if (bytes(b)) std::memcpy(dst + first(b) * es, theirs + first(b) * es, bytes(b));
-      out.push_back(Flow{q, one, nullptr, 8});
-    }
-    if (i < B && b_reads(b)) in.push_back(Flow{q, nullptr, flag(b), 8});
-  }
-  exchange(t, h, 74, out, in, what);
 }
 
 // reduce_scatter: member i of every host folds the rows of the host's member i (rows k L + i, k = 0..H-1)
@@ -610,8 +616,8 @@ void hier_chain_reduce_scatter(TeamState& t, const MsgHeader& h, ReduceOp op, co
   for (int b = 0; b < L; ++b) {
     if (b == i) continue;
     const int q = host * L + b;
-    if (in_place(t, dv, 0, b, true, static_cast<uint64_t>(nh) * rb)) out.push_back(Flow{q, reinterpret_cast<const char*>(&kDone), nullptr, 8});
-    if (in_place(t, dv, 0, b, false, static_cast<uint64_t>(nh) * rb)) in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&got[static_cast<size_t>(b)]), 8});
+    if (in_place(t, dv, b, true, static_cast<uint64_t>(nh) * rb)) out.push_back(Flow{q, reinterpret_cast<const char*>(&kDone), nullptr, 8});
+    if (in_place(t, dv, b, false, static_cast<uint64_t>(nh) * rb)) in.push_back(Flow{q, nullptr, reinterpret_cast<char*>(&got[static_cast<size_t>(b)]), 8});
   }
   exchange(t, h, 73, out, in, what);
 }

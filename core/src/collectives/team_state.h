@@ -53,7 +53,7 @@ struct MsgHeader {
   uint8_t mode = 0;             // the algorithm actually run (AllreduceMode Mesh/Ring; 0 otherwise)
   uint8_t phase = 0;            // 0: the call's data; 1: a workspace-growth handshake; 2: allreduce Ring's allgather;
                                 // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders,
-                                // 67-74 the chain along the hosts (hier.cpp); 75-76 rows pushed (data_movement.cpp)
+                                // 67-73 the chain along the hosts (hier.cpp); 75-76 rows pushed (data_movement.cpp)
   uint8_t flags = 0;            // kAckNow, kInline
   uint8_t pad[2] = {};
   uint64_t team_id = 0;
@@ -361,7 +361,7 @@ constexpr uint8_t kHierMode = 7;  // MsgHeader::mode of a call that goes through
 // block k of the vector (allreduce: the first RWIN_COLL_CHAIN_LANES members) or the rows of every
 // host's k-th member (reduce_scatter), the fold carried from host to host in team-rank order
 // (reduce_fold), so one block per lane crosses each pair of hosts where the flat Ring sends every
-// member's blocks to every member. The same bits as Mesh/Ring/Bruck. Phases 67-74 of the call, mode
+// member's blocks to every member. The same bits as Mesh/Ring/Bruck. Phases 67-73 of the call, mode
 // kHierChainMode. hier_chain_pays: whether a call of `bytes` (allreduce's vector, reduce_scatter's
 // data) goes this way (reduce_scatter only where the flat exchange would carry twice its bytes across).
 bool hier_chain_pays(TeamState& t, TunedColl coll, uint64_t bytes);
