@@ -261,8 +261,9 @@ int hier_chain_lanes(TeamState& t) {
   if (t.cfg.chain_lanes > 0) return std::min(L, t.cfg.chain_lanes);
   // auto: a lane per CPU of the host with the fewest (the same answer on every member: from what every
   // rank published at start-up). A lane more than a host has CPUs for only adds a message to wait for
-  // in every phase: 2 x 4 ranks on one CPU per host, 1 lane 1.00-1.29x Open MPI at 64 KiB-16 MiB, 2
-  // lanes 0.95-1.23x, 4 lanes 0.82-1.20x (bench/RESULTS.md, "Large reductions along the hosts").
+  // in every phase: 2 x 4 ranks on one CPU per host, 1 lane ahead of 2 at 4 of 5 sizes from 64 KiB to
+  // 16 MiB (64 KiB 1.22 against 1.11x Open MPI), 4 lanes behind 2 at 64 and 256 KiB (0.82 against
+  // 1.10x) (bench/RESULTS.md, "Large reductions along the hosts").
   const int cpus = t.c->min_host_cpus;
   return cpus > 0 ? std::min(L, cpus) : L;
 }
