@@ -404,54 +404,42 @@ TEST(MixedTransport, LargeReductionsChainAlongTheHosts) {
   }
 }
 
+// 4 ranks on 2 hosts of 2 (rank / 2), `knob` set to value(rank): a chain allreduce ends in
+// CollectiveMismatch on every member, and some member's message holds every one of `named`.
+void expect_chain_setting_mismatch(const char* knob, std::string (*value)(int), const std::vector<std::string>& named) {
+  const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 0), [&](int rank, int n, const std::string& root) {
+    ::setenv("RWIN_HOST_ID", ("knobhost" + std::to_string(rank / 2)).c_str(), 1);
+    ::setenv(knob, value(rank).c_str(), 1);
+    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
+    Team t = world(ctx);
+    Window x = t.alloc_window("x", DType::F32, {1, 100000});
+    try {
+      t.allreduce(x);
+      MP_CHECK(false, "no error on rank " << rank);
+    } catch (const Error& e) {
+      MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
+      const std::string what = e.what();
+      bool all = true;
+      for (const auto& part : named) all = all && what.find(part) != std::string::npos;
+      if (all) std::printf("NAMED ALL\n");
+    }
+  });
+  ASSERT_TRUE(res.all_ok()) << knob << ": " << res.report();
+  bool found = false;
+  for (const auto& r : res.ranks) found = found || r.output.find("NAMED ALL") != std::string::npos;
+  EXPECT_TRUE(found) << knob << ": no member named both values: " << res.report();
+}
+
 // Members whose RWIN_COLL_CHAIN_LANES differ fold different shares: the chain's header carries the lanes,
 // so the call ends in CollectiveMismatch on every member (one naming both), not in a hang or wrong
-// data; so does a RWIN_COLL_PULL_MIN that differs inside a host (its offers carry it); a value that is
-// not a lane count is InvalidArgument.
-TEST(MixedTransport, ChainLanesMustAgree) {
-  const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 0), [](int rank, int n, const std::string& root) {
-    ::setenv("RWIN_HOST_ID", ("lanehost" + std::to_string(rank / 2)).c_str(), 1);
-    ::setenv("RWIN_COLL_CHAIN_LANES", rank == 3 ? "1" : "2", 1);
-    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
-    Team t = world(ctx);
-    Window x = t.alloc_window("x", DType::F32, {1, 100000});
-    try {
-      t.allreduce(x);
-      MP_CHECK(false, "no error on rank " << rank);
-    } catch (const Error& e) {
-      MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
-      const std::string what = e.what();
-      if (what.find("2 lanes") != std::string::npos && what.find("1 lanes") != std::string::npos) std::printf("NAMED BOTH\n");
-    }
-  });
-  ASSERT_TRUE(res.all_ok()) << res.report();
-  bool named = false;
-  for (const auto& r : res.ranks) named = named || r.output.find("NAMED BOTH") != std::string::npos;
-  EXPECT_TRUE(named) << "no member named both lane counts: " << res.report();
-  // Members of a host whose RWIN_COLL_PULL_MIN differ would each expect the other to read in place (or
-  // to send): CollectiveMismatch naming the knob and both values, not a wait for a message never sent.
-  const auto pm = rwin_test::run_ranks(4, shm_lane("mixed", 0), [](int rank, int n, const std::string& root) {
-    ::setenv("RWIN_HOST_ID", ("pullhost" + std::to_string(rank / 2)).c_str(), 1);
-    ::setenv("RWIN_COLL_PULL_MIN", rank == 0 ? "0" : "8192", 1);
-    Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0)));
-    Team t = world(ctx);
-    Window x = t.alloc_window("x", DType::F32, {1, 100000});
-    try {
-      t.allreduce(x);
-      MP_CHECK(false, "no error on rank " << rank);
-    } catch (const Error& e) {
-      MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, to_string(e.code()) << ": " << e.what());
-      const std::string what = e.what();
-      if (what.find("RWIN_COLL_PULL_MIN 0") != std::string::npos && what.find("8192") != std::string::npos) {
-        std::printf("NAMED PULL_MIN\n");
-      }
-    }
-  });
-  ASSERT_TRUE(pm.all_ok()) << pm.report();
-  bool pm_named = false;
-  for (const auto& r : pm.ranks) pm_named = pm_named || r.output.find("NAMED PULL_MIN") != std::string::npos;
-  EXPECT_TRUE(pm_named) << "no member named both RWIN_COLL_PULL_MIN values: " << pm.report();
-  // Not a lane count: InvalidArgument naming the knob, at start-up.
+// data; so does a RWIN_COLL_PULL_MIN that differs inside a host (its offers carry it: each end would
+// otherwise expect the other to read in place, or to send); a value that is not a lane count is
+// InvalidArgument.
+TEST(MixedTransport, ChainSettingsMustAgree) {
+  expect_chain_setting_mismatch("RWIN_COLL_CHAIN_LANES", [](int rank) { return std::string(rank == 3 ? "1" : "2"); },
+                                {"2 lanes", "1 lanes"});
+  expect_chain_setting_mismatch("RWIN_COLL_PULL_MIN", [](int rank) { return std::string(rank == 0 ? "0" : "8192"); },
+                                {"RWIN_COLL_PULL_MIN 0", "8192"});
   const auto bad = rwin_test::run_ranks(1, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
     ::setenv("RWIN_COLL_CHAIN_LANES", "0", 1);
     expect_error([&] { Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("ucx", 0))); }, ErrorCode::InvalidArgument,
