@@ -98,20 +98,29 @@ uint64_t env_size(const char* name, uint64_t dflt, uint64_t lo, uint64_t hi) {
 }
 }  // namespace
 
+namespace {
+
+// A knob that is `auto` (or unset: 0) or a count in [1, hi]; anything else is InvalidArgument naming it.
+int auto_or_count(const char* name, const char* what, uint64_t hi) {
+  const char* v = knobs::env(name);
+  if (!v || std::string_view(v) == "auto") return 0;
+  uint64_t n = 0;
+  std::string why = bootstrap::parse_size(v, n);
+  if (why.empty() && (n < 1 || n > hi)) why = "outside [1, " + std::to_string(hi) + "]";
+  if (!why.empty()) {
+    throw Error(ErrorCode::InvalidArgument, std::string(name) + "='" + v + "' is not a " + what + " (" + why +
+                                                "); expected auto or 1.." + std::to_string(hi));
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
 CollConfig CollConfig::from_env(const std::string& transport) {
   CollConfig c;
   if (transport == "verbs") c.inline_max = 16 * 1024;
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
-  if (const char* v = knobs::env("RWIN_COLL_SLOTS"); v && std::string_view(v) != "auto") {
-    uint64_t n = 0;
-    std::string why = bootstrap::parse_size(v, n);
-    if (why.empty() && (n < 1 || n > 64)) why = "outside [1, 64]";
-    if (!why.empty()) {
-      throw Error(ErrorCode::InvalidArgument,
-                  std::string("RWIN_COLL_SLOTS='") + v + "' is not a slot count (" + why + "); expected auto or 1..64");
-    }
-    c.slots = static_cast<int>(n);
-  }
+  c.slots = auto_or_count("RWIN_COLL_SLOTS", "slot count", 64);
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
   c.mesh_max_set = knobs::env("RWIN_ALLREDUCE_MESH_MAX") != nullptr;
   c.bruck_max = env_size("RWIN_COLL_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
@@ -126,16 +135,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
   c.inline_max = std::min(env_size("RWIN_COLL_COPY_MAX", c.inline_max, 0, uint64_t{1} << 30), c.chunk_bytes);
   c.pull_min = env_size("RWIN_COLL_PULL_MIN", c.pull_min, 0, uint64_t{1} << 62);
   c.hier_max = env_size("RWIN_COLL_HIER_MAX", c.hier_max, 0, uint64_t{1} << 62);
-  if (const char* v = knobs::env("RWIN_COLL_CHAIN_LANES"); v && std::string_view(v) != "auto") {
-    uint64_t n = 0;
-    std::string why = bootstrap::parse_size(v, n);
-    if (why.empty() && (n < 1 || n > 1024)) why = "outside [1, 1024]";
-    if (!why.empty()) {
-      throw Error(ErrorCode::InvalidArgument,
-                  std::string("RWIN_COLL_CHAIN_LANES='") + v + "' is not a lane count (" + why + "); expected auto or 1..1024");
-    }
-    c.chain_lanes = static_cast<int>(n);
-  }
+  c.chain_lanes = auto_or_count("RWIN_COLL_CHAIN_LANES", "lane count", 1024);
   c.tuning = std::make_shared<const TuningTable>(TuningTable::load(TuningLimits{c.mesh_max, c.bruck_max, c.chunk_bytes, c.bruck_max_set, c.mesh_max_set}));
   return c;
 }
