@@ -579,8 +579,7 @@ std::vector<std::vector<uint8_t>> Context::allgather(const std::vector<uint8_t>&
   try {
     return impl_->bs->allgather(mine);
   } catch (const bootstrap::BootstrapError& e) {
-    impl_->watch_now();
-    throw Error(error_code(e), impl_->who() + ": allgather: " + e.what());
+    throw impl_->store_error(e, impl_->who() + ": allgather");
   }
 }
 

@@ -297,6 +297,10 @@ struct ContextImpl {
   // Throws PeerFailed naming a peer failure no wait/test has raised yet; `what` says what was
   // waiting (" while waiting on signal 'x' word 0 for >= 1").
   void raise_new_failure(const std::string& what);
+  // The error for a store call that failed inside an rwin call: `text` (who, what; may be empty), then the reason.
+  // Where the store's connection broke because its server (rank 0) died, the lease says so within
+  // moments, and the error is PeerFailed naming rank 0, as a data-path wait would report it.
+  Error store_error(const bootstrap::BootstrapError& e, const std::string& text);
 
   // Data path helpers.
   uint32_t take_slot(const Slot& s);

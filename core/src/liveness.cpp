@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "context_impl.h"
+#include "ops.h"
 
 namespace rwin {
 
@@ -85,6 +86,16 @@ std::string ContextImpl::peer_failed_text(int peer, const std::string& detail) {
     s += "; first failure in the job: " + failure_text(known_failures.front().rank);
   }
   return s;
+}
+
+Error ContextImpl::store_error(const bootstrap::BootstrapError& e, const std::string& text) {
+  if (e.kind() == bootstrap::BootstrapError::Kind::Connection && bs && !bs->caller_store() && rank != 0 && learn_failure(0)) {
+    degraded = true;
+    failures_reported = known_failures.size();  // reported here, as raise_new_failure does
+    return Error(ErrorCode::PeerFailed, (text.empty() ? "" : text + ": ") + failure_text(0) + " (" + e.what() + ")");
+  }
+  watch_now();
+  return Error(error_code(e), (text.empty() ? "" : text + ": ") + e.what());
 }
 
 void ContextImpl::raise_new_failure(const std::string& what) {

@@ -203,9 +203,8 @@ void ContextImpl::barrier(std::chrono::milliseconds timeout) {
     // own thread served them (rwin's tcp) is ordered before what this caller does next.
     tp->sync_arrivals();
   } catch (const bootstrap::BootstrapError& e) {
-    watch_now();  // learn the failure the barrier saw, so shutdown knows
     degraded = true;
-    throw Error(error_code(e), e.what());  // names this rank, the barrier and the missing or failed ranks
+    throw store_error(e, "");  // names this rank, the barrier and the missing or failed ranks (store_error: and the failure it learned)
   }
 }
 
@@ -239,9 +238,8 @@ void ContextImpl::leave_barrier(std::chrono::milliseconds timeout) {
       sched_yield();
     }, /*survivors_only=*/true);
   } catch (const bootstrap::BootstrapError& e) {
-    watch_now();
     degraded = true;
-    throw Error(error_code(e), e.what());
+    throw store_error(e, "");
   }
   watch_now();  // the failures the barrier learned, for the transport's shutdown
 }

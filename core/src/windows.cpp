@@ -171,8 +171,7 @@ std::shared_ptr<BufferState> finish_buffer(
   } catch (const transport::TransportError& e) {
     throw Error(ErrorCode::Transport, c.who() + ": " + what + " " + describe + ": " + e.what());
   } catch (const bootstrap::BootstrapError& e) {
-    c.watch_now();
-    throw Error(error_code(e), c.who() + ": " + what + " " + describe + ": " + e.what());
+    throw c.store_error(e, c.who() + ": " + what + " " + describe);
   }
   // Every member sees every descriptor, so a mismatch is reported on every member.
   std::string mismatch;

@@ -75,8 +75,7 @@ std::vector<bootstrap::Bytes> store_collect(ContextImpl& c, const std::string& k
     }
     for (const auto& k : wanted) out.push_back(st.get(k, c.opt.op_timeout));
   } catch (const bootstrap::BootstrapError& e) {
-    c.watch_now();
-    throw Error(error_code(e), c.who() + ": " + what + ": " + e.what());
+    throw c.store_error(e, c.who() + ": " + what);
   }
   return out;
 }
@@ -239,7 +238,7 @@ Team make_team(Context& ctx, const std::vector<int>& ranks) {
     try {
       id = static_cast<uint64_t>(c.bs->store().add("rwin.coll.team_id", 1));
     } catch (const bootstrap::BootstrapError& e) {
-      throw Error(error_code(e), what + ": " + e.what());
+      throw c.store_error(e, what);
     }
   }
   std::memcpy(blob.data(), &id, 8);
