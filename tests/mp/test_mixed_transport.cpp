@@ -3,12 +3,14 @@
 // parameterised suites run everything else over mixed too (their "mixed" lane).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include "rank_harness.h"
@@ -446,6 +448,82 @@ TEST(MixedTransport, ChainSettingsMustAgree) {
                  {"RWIN_COLL_CHAIN_LANES='0'", "auto or 1..1024"});
   });
   ASSERT_TRUE(bad.all_ok()) << bad.report();
+}
+
+// A member that dies in the middle of a chain allreduce (above RWIN_COLL_HIER_MAX) or of an allgather
+// whose rows are pushed into the members' views (rows of 64 KiB+), 4 ranks on 2 hosts of 2: a lane
+// (ranks 0 and 2), a member whose inputs a lane reads in place (1), the last host's member (3). Whatever
+// step it reached, every survivor's call ends in PeerFailed naming the call and the victim well before
+// the deadline, or (its worker had done its part) ends with every element exact and the next call
+// fails; never a hang, a Timeout or torn data.
+TEST(MixedTransport, MemberDyingMidChainOrPushEndsItForTheSurvivors) {
+  struct Trial {
+    bool chain;  // else the push
+    int victim;
+    int delay_us;
+  };
+  std::vector<Trial> trials = {{true, 1, 0}, {true, 2, 300}, {true, 3, 0}, {false, 0, 0}, {false, 2, 300}, {false, 3, 0}};
+  if (!rwin_test::ci_tier()) {
+    for (int v = 0; v < 4; ++v) {
+      for (const int d : {0, 100, 1000}) trials.push_back({true, v, d}), trials.push_back({false, v, d});
+    }
+  }
+  for (const Trial tr : trials) {
+    const rwin_test::Pipe passed;  // the survivors are past the barrier (else they may learn of the death inside it)
+    const auto res = rwin_test::run_ranks(4, shm_lane("mixed", 0), [tr, &passed](int rank, int n, const std::string& root) {
+      ::setenv("RWIN_HOST_ID", ("diehost" + std::to_string(rank / 2)).c_str(), 1);
+      Options o = rwin_test::rank_options(rank, n, root, shm_lane("mixed", 0));
+      o.op_timeout = std::chrono::milliseconds(20000);
+      Context ctx(o);
+      Team t = world(ctx);
+      constexpr int64_t kN = 1 << 20;  // f32: 4 MiB vectors, 4 MiB rows
+      const int64_t rows = tr.chain ? 1 : n;
+      Window x = t.alloc_window("x", DType::F32, {1, kN});
+      Window y = t.alloc_window("y", DType::F32, {rows, kN});
+      // Small integers: every sum is exact in f32, so a call that ended well can be checked exactly.
+      auto value = [](int r, int64_t i) { return static_cast<float>((r + 1) * (i % 7 + 1)); };
+      for (int64_t i = 0; i < kN; ++i) x.data_as<float>()[i] = value(rank, i);
+      t.barrier();
+      if (rank != tr.victim) passed.put_byte();
+      if (rank == tr.victim) {
+        for (int k = 0; k < n - 1; ++k) MP_CHECK(passed.await_byte(), "the survivors never passed the barrier");
+        CollectiveRequest r = tr.chain ? t.start_allreduce(x, y) : t.start_allgather(x, y);
+        if (tr.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(tr.delay_us));
+        ::_exit(0);  // mid-call (its worker may be anywhere in it), without a word
+      }
+      const char* call = tr.chain ? "allreduce" : "allgather";
+      const std::string victim = "peer " + std::to_string(tr.victim) + " failed";
+      const auto t0 = std::chrono::steady_clock::now();
+      bool ended = false;
+      try {
+        if (tr.chain) {
+          t.allreduce(x, y);
+        } else {
+          t.allgather(x, y);
+        }
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        MP_CHECK(e.code() == ErrorCode::PeerFailed, call << ", victim " << tr.victim << ": wrong code " << to_string(e.code()) << ": " << what);
+        MP_CHECK(what.find(call) != std::string::npos && what.find(victim) != std::string::npos,
+                 "message lacks the call or the peer: " << what);
+        ended = true;
+      }
+      if (!ended) {
+        const float* got = y.data_as<float>();
+        for (int64_t q = 0; q < rows; ++q) {
+          for (int64_t i = 0; i < kN; ++i) {
+            float want = 0;
+            for (int r = 0; r < n; ++r) want += tr.chain ? value(r, i) : 0;
+            if (!tr.chain) want = value(static_cast<int>(q), i);
+            MP_CHECK(got[q * kN + i] == want, call << " that ended well: [" << q << "][" << i << "] = " << got[q * kN + i] << ", wanted " << want);
+          }
+        }
+        expect_error([&] { t.barrier(); }, ErrorCode::PeerFailed, {"barrier", victim});
+      }
+      MP_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15000), "the failure took the whole deadline");
+    });
+    ASSERT_TRUE(res.all_ok()) << (tr.chain ? "chain" : "push") << ", victim " << tr.victim << ", delay " << tr.delay_us << " us: " << res.report();
+  }
 }
 
 // The team barrier through the host leaders, with three hosts (the leaders then run a dissemination
