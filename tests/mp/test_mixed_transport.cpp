@@ -450,22 +450,45 @@ TEST(MixedTransport, ChainSettingsMustAgree) {
   ASSERT_TRUE(bad.all_ok()) << bad.report();
 }
 
-// A member that dies in the middle of a chain allreduce (above RWIN_COLL_HIER_MAX) or of an allgather
-// whose rows are pushed into the members' views (rows of 64 KiB+), 4 ranks on 2 hosts of 2: a lane
-// (ranks 0 and 2), a member whose inputs a lane reads in place (1), the last host's member (3). Whatever
-// step it reached, every survivor's call ends in PeerFailed naming the call and the victim well before
-// the deadline, or (its worker had done its part) ends with every element exact and the next call
-// fails; never a hang, a Timeout or torn data.
-TEST(MixedTransport, MemberDyingMidChainOrPushEndsItForTheSurvivors) {
+// A member that dies in the middle of a collective, 4 ranks on 2 hosts of 2 (shared memory inside a
+// host, tcp across): each algorithm that runs across hosts (the chain, the push, the host leaders' path,
+// and the flat ones forced), each kind of member as the victim (a lane or leader, a member whose inputs
+// are read in place, the last host's), several delays. Whatever step it reached, every survivor's call
+// ends in PeerFailed naming the call and the victim well before the deadline, or (its worker had done
+// its part) ends with every element exact and the next call fails; never a hang, a Timeout or torn data.
+TEST(MixedTransport, MemberDyingMidCollectiveEndsItForTheSurvivors) {
+  enum class Algo { Chain, Push, PushAllToAll, Leaders, LeadersAllToAll, LeadersBroadcast, Ring, Mesh, Bruck, ReduceScatter };
+  struct Kind {
+    Algo algo;
+    const char* name;
+    const char* call;
+    int64_t n;  // elements (f32) per row
+  };
+  const Kind kinds[] = {
+      {Algo::Chain, "chain allreduce", "allreduce", 1 << 20},         // 4 MiB > RWIN_COLL_HIER_MAX
+      {Algo::Push, "push allgather", "allgather", 1 << 20},           // 4 MiB rows pushed
+      {Algo::PushAllToAll, "push all_to_all", "all_to_all", 1 << 18},  // 1 MiB rows pushed
+      {Algo::Leaders, "leaders' allreduce", "allreduce", 256},        // 1 KiB: through the host leaders
+      {Algo::LeadersAllToAll, "leaders' all_to_all", "all_to_all", 1024},
+      {Algo::LeadersBroadcast, "leaders' broadcast", "broadcast", 4096},
+      {Algo::Ring, "ring allreduce", "allreduce", 1 << 18},
+      {Algo::Mesh, "mesh allreduce", "allreduce", 1 << 14},
+      {Algo::Bruck, "bruck allreduce", "allreduce", 64},
+      {Algo::ReduceScatter, "reduce_scatter", "reduce_scatter", 1 << 16},
+  };
   struct Trial {
-    bool chain;  // else the push
+    Kind kind;
     int victim;
     int delay_us;
   };
-  std::vector<Trial> trials = {{true, 1, 0}, {true, 2, 300}, {true, 3, 0}, {false, 0, 0}, {false, 2, 300}, {false, 3, 0}};
-  if (!rwin_test::ci_tier()) {
+  std::vector<Trial> trials;
+  for (size_t k = 0; k < std::size(kinds); ++k) {
+    if (rwin_test::ci_tier()) {
+      trials.push_back({kinds[k], static_cast<int>(k % 4), k % 3 == 2 ? 300 : 0});  // every victim and algorithm
+      continue;
+    }
     for (int v = 0; v < 4; ++v) {
-      for (const int d : {0, 100, 1000}) trials.push_back({true, v, d}), trials.push_back({false, v, d});
+      for (const int d : {0, 100, 1000}) trials.push_back({kinds[k], v, d});
     }
   }
   for (const Trial tr : trials) {
@@ -476,53 +499,78 @@ TEST(MixedTransport, MemberDyingMidChainOrPushEndsItForTheSurvivors) {
       o.op_timeout = std::chrono::milliseconds(20000);
       Context ctx(o);
       Team t = world(ctx);
-      constexpr int64_t kN = 1 << 20;  // f32: 4 MiB vectors, 4 MiB rows
-      const int64_t rows = tr.chain ? 1 : n;
-      Window x = t.alloc_window("x", DType::F32, {1, kN});
-      Window y = t.alloc_window("y", DType::F32, {rows, kN});
+      const Algo algo = tr.kind.algo;
+      const int64_t N = tr.kind.n;
+      const bool rows_in = algo == Algo::PushAllToAll || algo == Algo::LeadersAllToAll || algo == Algo::ReduceScatter;
+      const bool rows_out = algo == Algo::Push || algo == Algo::PushAllToAll || algo == Algo::LeadersAllToAll;
+      Window x = t.alloc_window("x", DType::F32, {rows_in ? n : 1, N});
+      Window y = t.alloc_window("y", DType::F32, {rows_out ? n : 1, N});
       // Small integers: every sum is exact in f32, so a call that ended well can be checked exactly.
-      auto value = [](int r, int64_t i) { return static_cast<float>((r + 1) * (i % 7 + 1)); };
-      for (int64_t i = 0; i < kN; ++i) x.data_as<float>()[i] = value(rank, i);
+      // Element i of row q of rank r's input:
+      auto value = [](int r, int64_t q, int64_t i) { return static_cast<float>((r + 1) * ((i + 3 * q) % 7 + 1)); };
+      for (int64_t q = 0; q < x.shape()[0]; ++q) {
+        for (int64_t i = 0; i < N; ++i) x.data_as<float>()[q * N + i] = value(rank, q, i);
+      }
+      auto run = [&]() -> CollectiveRequest {
+        switch (algo) {
+          case Algo::Push: return t.start_allgather(x, y);
+          case Algo::PushAllToAll:
+          case Algo::LeadersAllToAll: return t.start_all_to_all(x, y);
+          case Algo::LeadersBroadcast: return t.start_broadcast(x, 0);
+          case Algo::Ring: return t.start_allreduce(x, y, ReduceOp::Sum, AllreduceMode::Ring);
+          case Algo::Mesh: return t.start_allreduce(x, y, ReduceOp::Sum, AllreduceMode::Mesh);
+          case Algo::Bruck: return t.start_allreduce(x, y, ReduceOp::Sum, AllreduceMode::Bruck);
+          case Algo::ReduceScatter: return t.start_reduce_scatter(x, y);
+          default: return t.start_allreduce(x, y);
+        }
+      };
       t.barrier();
       if (rank != tr.victim) passed.put_byte();
       if (rank == tr.victim) {
         for (int k = 0; k < n - 1; ++k) MP_CHECK(passed.await_byte(), "the survivors never passed the barrier");
-        CollectiveRequest r = tr.chain ? t.start_allreduce(x, y) : t.start_allgather(x, y);
+        CollectiveRequest r = run();
         if (tr.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(tr.delay_us));
         ::_exit(0);  // mid-call (its worker may be anywhere in it), without a word
       }
-      const char* call = tr.chain ? "allreduce" : "allgather";
       const std::string victim = "peer " + std::to_string(tr.victim) + " failed";
       const auto t0 = std::chrono::steady_clock::now();
       bool ended = false;
       try {
-        if (tr.chain) {
-          t.allreduce(x, y);
-        } else {
-          t.allgather(x, y);
-        }
+        run().wait();
       } catch (const Error& e) {
         const std::string what = e.what();
-        MP_CHECK(e.code() == ErrorCode::PeerFailed, call << ", victim " << tr.victim << ": wrong code " << to_string(e.code()) << ": " << what);
-        MP_CHECK(what.find(call) != std::string::npos && what.find(victim) != std::string::npos,
-                 "message lacks the call or the peer: " << what);
+        MP_CHECK(e.code() == ErrorCode::PeerFailed, tr.kind.name << ", victim " << tr.victim << ": wrong code " << to_string(e.code()) << ": " << what);
+        MP_CHECK(what.find(tr.kind.call) != std::string::npos && what.find(victim) != std::string::npos,
+                 tr.kind.name << ": message lacks the call or the peer: " << what);
         ended = true;
       }
       if (!ended) {
-        const float* got = y.data_as<float>();
-        for (int64_t q = 0; q < rows; ++q) {
-          for (int64_t i = 0; i < kN; ++i) {
-            float want = 0;
-            for (int r = 0; r < n; ++r) want += tr.chain ? value(r, i) : 0;
-            if (!tr.chain) want = value(static_cast<int>(q), i);
-            MP_CHECK(got[q * kN + i] == want, call << " that ended well: [" << q << "][" << i << "] = " << got[q * kN + i] << ", wanted " << want);
+        // What every element must hold after a call that ended well.
+        auto want = [&](int64_t q, int64_t i) {
+          switch (algo) {
+            case Algo::Push: return value(static_cast<int>(q), 0, i);
+            case Algo::PushAllToAll:
+            case Algo::LeadersAllToAll: return value(static_cast<int>(q), rank, i);  // row `rank` of member q's stage
+            case Algo::LeadersBroadcast: return value(0, 0, i);
+            default: {
+              float sum = 0;
+              for (int r = 0; r < n; ++r) sum += value(r, algo == Algo::ReduceScatter ? rank : 0, i);
+              return sum;
+            }
+          }
+        };
+        const Window& out = algo == Algo::LeadersBroadcast ? x : y;
+        for (int64_t q = 0; q < out.shape()[0]; ++q) {
+          for (int64_t i = 0; i < N; ++i) {
+            const float got = out.data_as<float>()[q * N + i];
+            MP_CHECK(got == want(q, i), tr.kind.name << " that ended well: [" << q << "][" << i << "] = " << got << ", wanted " << want(q, i));
           }
         }
         expect_error([&] { t.barrier(); }, ErrorCode::PeerFailed, {"barrier", victim});
       }
       MP_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15000), "the failure took the whole deadline");
     });
-    ASSERT_TRUE(res.all_ok()) << (tr.chain ? "chain" : "push") << ", victim " << tr.victim << ", delay " << tr.delay_us << " us: " << res.report();
+    ASSERT_TRUE(res.all_ok()) << tr.kind.name << ", victim " << tr.victim << ", delay " << tr.delay_us << " us: " << res.report();
   }
 }
 
