@@ -108,6 +108,7 @@ struct Args {
   bool pin = true;
   std::string out;
   int64_t timeout_ms = 60000;
+  std::string ready_file;  // created once the Context started (tests/faults: kill trials during collectives)
   // collective tests
   rwin::DType dtype = rwin::DType::F32;
   rwin::ReduceOp op = rwin::ReduceOp::Sum;
@@ -257,6 +258,8 @@ Args parse(int argc, char** argv) {
   app.add_flag("--no-pin", no_pin, "do not pin rank r to CPU r mod ncpu");
   app.add_option("--timeout-ms", a.timeout_ms, "deadline of each blocking wait (default 60000)")
       ->transform(Count(1, INT64_MAX))->type_name("N");
+  app.add_option("--ready-file", a.ready_file, "created once start-up is done (the fault suite's kill trials)")
+      ->type_name("PATH");
   app.add_option_function<std::string>(
          "--dtype", [&a](const std::string& v) { a.dtype = rwin::parse_dtype(v); }, "element type (default f32)")
       ->check(rwin::cli::ParsedBy(rwin::parse_dtype))->type_name("T")->group(kColl);
@@ -1196,6 +1199,9 @@ int main(int argc, char** argv) {
     opt.pipeline_depth = a.depth;
     opt.op_timeout = std::chrono::milliseconds(a.timeout_ms);
     rwin::Context ctx(opt);
+    if (!a.ready_file.empty()) {
+      if (std::FILE* f = std::fopen(a.ready_file.c_str(), "w")) std::fclose(f);
+    }
     const bool need_pair = std::any_of(a.tests.begin(), a.tests.end(), [](const std::string& t) {
       return t != "memcpy" && t != "ring_shift" && !is_coll(t);
     });

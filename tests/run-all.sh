@@ -49,11 +49,15 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
 # CI: 2 kill trials per transport (4 transports: UCX tcp, shared memory, own tcp, mixed)
 # and one SIGSTOP trial per transport (rank 0 for the first, another rank for the rest; --full: both each).
 # The ASan build's own trials (CI): one kill per transport, as the release build's two already judge the
-# detection and the ASan ones are there to catch memory errors on the failure paths.
+# detection and the ASan ones are there to catch memory errors on the failure paths. Kills during a
+# collective (--coll-trials: rwin-perf looping one, 2 per transport in CI, each case once with --full) run
+# in the release build only: the ASan tree has no benchmarks; under ASan the multi-process tests
+# MemberDyingMid* kill a member inside each collective algorithm instead.
 if [[ $tier == full ]]; then
-  kill_trials=(--trials 20 --add-trials 3) asan_kill_trials=(--trials 20 --add-trials 3)
+  kill_trials=(--trials 20 --add-trials 3 --coll-trials 9) asan_kill_trials=(--trials 20 --add-trials 3 --coll-trials 0)
 else
-  kill_trials=(--trials 2 --add-trials 1 --stop-one) asan_kill_trials=(--trials 1 --add-trials 1 --stop-one)
+  kill_trials=(--trials 2 --add-trials 1 --coll-trials 2 --stop-one)
+  asan_kill_trials=(--trials 1 --add-trials 1 --coll-trials 0 --stop-one)
 fi
 
 # The sanitizer trees build in the background, niced, while the release build's tests run: those

@@ -6,7 +6,9 @@
 
 kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>` (and --add-trials more with
         `--mode add`: put(Add) through the staging protocol over tcp, applied by the target's receiver thread over
-        owntcp, in place over shm); after a seeded random delay past
+        owntcp, in place over shm; and --coll-trials more of `rwin-perf` looping one collective, the cases of
+        COLL_CASES in turn: each algorithm the transport runs, over mixed on 2 hosts of 2 the chain, the push
+        and the host leaders' path too); after a seeded random delay past
         start-up, kill -9 a random rank (rank 0 serves the store). Every survivor must exit non-zero within
         --bound seconds of the kill (detection time, measured here per survivor), not crash (signal death,
         sanitizer report, glibc abort, assertion), and print a last error line naming the victim
@@ -47,6 +49,21 @@ TRANSPORTS = {
     # Job.start gives rank r RWIN_HOST_ID=faulthost<r % 2>
     "mixed": {"RWIN_TRANSPORT": "mixed", "UCX_TLS": "posix,sysv,self", "RWIN_IFNAME": "lo"},
 }
+# Collectives the kill trials run in a loop (`rwin-perf -t ... -s ...`, every rank), one per trial in turn from
+# a seeded start: sizes that pick each algorithm (docs/CONTRACT.md "Collectives"; over mixed the ranks sit on
+# 2 hosts of 2 consecutive ranks, so large reductions go as the chain along the hosts, rows of 64 KiB+ are
+# pushed, small calls go through the host leaders).
+COLL_CASES = [
+    ("allreduce 1M", ["-t", "allreduce", "-s", "1M"]),  # ring / pull; mixed: the chain
+    ("allreduce 8", ["-t", "allreduce", "-s", "8"]),  # Bruck / mesh; mixed: the leaders
+    ("allreduce 64K mesh", ["-t", "allreduce", "-s", "64K", "--mode", "mesh"]),
+    ("allgather 1M", ["-t", "allgather", "-s", "1M"]),  # rows of 256 KiB: pull in shm; mixed: pushed
+    ("all_to_all 64K", ["-t", "all_to_all", "-s", "64K"]),  # mixed: the leaders
+    ("all_to_all 4M", ["-t", "all_to_all", "-s", "4M"]),  # rows of 1 MiB; mixed: pushed
+    ("reduce_scatter 1M", ["-t", "reduce_scatter", "-s", "1M"]),
+    ("broadcast 4K", ["-t", "broadcast", "-s", "4K"]),
+    ("barrier", ["-t", "barrier", "-s", "8"]),
+]
 # What a survivor must never print: sanitizers, glibc heap checks, assertions (rwin's or UCX's), UCX's
 # own fatal-signal handler, an uncaught exception.
 CRASH_RE = re.compile(
@@ -155,9 +172,9 @@ class Rank:
         return read(self.err)
 
     def last_error_line(self):
-        """The program's own last error line (`ring_shift: ...`), else the last non-empty line."""
+        """The program's own last error line (`ring_shift: ...`, `rwin-perf: ...`), else the last non-empty line."""
         lines = [l for l in self.stderr().splitlines() if l.strip()]
-        own = [l for l in lines if l.startswith("ring_shift:")]
+        own = [l for l in lines if l.startswith(self.job.prog + ":")]
         if own:
             return own[-1]
         if lines:
@@ -179,13 +196,14 @@ class Rank:
 
 
 class Job:
-    """NRANKS ring_shift processes started by hand, meeting at a store on 127.0.0.1."""
+    """NRANKS ring_shift (or `prog`) processes started by hand, meeting at a store on 127.0.0.1. Over mixed,
+    rank r's host is r % 2 (`hosts="parity"`: every ring neighbour on the other host) or r // 2 ("block")."""
 
     seq = 0
 
-    def __init__(self, bin_dir, transport, args, extra_env=None, key=None):
+    def __init__(self, bin_dir, transport, args, extra_env=None, key=None, prog="ring_shift", hosts="parity"):
         Job.seq += 1
-        self.bin, self.args = bin_dir, args
+        self.bin, self.args, self.prog, self.hosts = bin_dir, args, prog, hosts
         self.dir = os.path.join(REG.tmp, f"job{Job.seq}")
         os.makedirs(self.dir)
         self.port, self.port_hold = reserve_port()  # held for the job's life (the object's)
@@ -202,10 +220,10 @@ class Job:
         tag = tag or f"r{r}"
         e = dict(self.env, RWIN_RANK=str(r), **(env or {}))
         if e.get("RWIN_TRANSPORT") == "mixed":
-            e["RWIN_HOST_ID"] = f"faulthost{r % 2}"
+            e["RWIN_HOST_ID"] = f"faulthost{r % 2 if self.hosts == 'parity' else r // 2}"
         ready = os.path.join(self.dir, f"{tag}.ready")
         out, err = os.path.join(self.dir, f"{tag}.out"), os.path.join(self.dir, f"{tag}.err")
-        p = REG.spawn([os.path.join(self.bin, "ring_shift"), *self.args, "--ready-file", ready], e, out, err)
+        p = REG.spawn([os.path.join(self.bin, self.prog), *self.args, "--ready-file", ready], e, out, err)
         rank = Rank(self, r, p, out, err, ready)
         if tag == f"r{r}":
             self.ranks[r] = rank
@@ -275,12 +293,22 @@ class Suite:
         stats = {"ok": 0, "hang": 0, "crash": 0, "wrong": 0, "slow": 0, "other": 0}
         times = []
         lo, hi = a.delay
+        first_case = rng.randrange(len(COLL_CASES)) if mode == "coll" else 0  # (the put trials' draws as before)
         for i in range(1, trials + 1):
             victim, delay = rng.randrange(NRANKS), rng.uniform(lo, hi)
-            job = Job(bin_dir, transport, ["--mode", mode, "--size", str(a.size), "--iters", "100000000"],
-                      {"RWIN_TIMEOUT_MS": str(a.timeout_ms)})
+            env = {"RWIN_TIMEOUT_MS": str(a.timeout_ms)}
+            if mode == "coll":
+                # 5e6 calls outlast the delay before the kill; rwin-perf keeps a sample per call (40 MB: more
+                # made the 2 GiB soft-RoCE guest's OOM killer take survivors).
+                label, args = COLL_CASES[(first_case + i - 1) % len(COLL_CASES)]
+                job = Job(bin_dir, transport, [*args, "-n", "5000000", "--max-bytes", str(1 << 60), "--no-pin",
+                                               "--timeout-ms", str(a.timeout_ms)], env, prog="rwin-perf", hosts="block")
+                what = f"coll {label}"
+            else:
+                job = Job(bin_dir, transport, ["--mode", mode, "--size", str(a.size), "--iters", "100000000"], env)
+                what = "" if mode == "put" else mode
             job.start_all()
-            name = f"kill {build} {transport}{'' if mode == 'put' else ' ' + mode} {i}/{trials}: rank {victim}"
+            name = f"kill {build} {transport}{' ' + what if what else ''} {i}/{trials}: rank {victim}"
             flags, detail = self.one_kill(job, victim, delay, times)
             left = job.finish()
             if left:
@@ -473,8 +501,8 @@ class Suite:
         if not self.rows:
             return
         a = self.a
-        print(f"\nDetection table: kill -9 of a random rank of 4 (`ring_shift --mode put --size {a.size}`), ranks started"
-              f" by hand; detection = kill to a survivor's exit, per survivor; bound {a.bound:g} s, hang = still"
+        print(f"\nDetection table: kill -9 of a random rank of 4 (`ring_shift --mode put --size {a.size}`; \"add\": --mode"
+              f" add; \"coll\": rwin-perf looping a collective of COLL_CASES), ranks started by hand; detection = kill to a survivor's exit, per survivor; bound {a.bound:g} s, hang = still"
               f" running {a.cap:g} s after the kill; a trial counts in every failure column it qualifies for;"
               f" RWIN_TIMEOUT_MS={a.timeout_ms}; seed {a.seed}.")
         print(f"Command: tests/faults/run.sh {' '.join(sys.argv[1:])}\n")
@@ -515,6 +543,9 @@ def main():
                    help="one SIGSTOP trial per transport: rank 0 (the store) for the first, another rank for the rest")
     p.add_argument("--add-trials", type=int, default=3,
                    help="kill trials of ring_shift --mode add (put(Add)) per transport and build (default 3)")
+    p.add_argument("--coll-trials", type=int, default=len(COLL_CASES),
+                   help="kill trials during a collective (rwin-perf, the cases of COLL_CASES in turn) per transport and"
+                        f" build (default {len(COLL_CASES)}: each case once)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--only", default="kill,stop,stranger", help="comma list of kill, stop, stranger")
     p.add_argument("--transports", default="tcp,shm,owntcp,mixed",
@@ -546,6 +577,11 @@ def main():
     for _, b in builds:
         if not os.access(os.path.join(b, "ring_shift"), os.X_OK):
             p.error(f"no ring_shift in {b}")
+    # The trials during a collective need rwin-perf, a benchmark: the sanitizer trees do not build it
+    # (their multi-process tests MemberDyingMid* kill a member inside each algorithm instead).
+    coll_builds = {b for _, b in builds if os.access(os.path.join(b, "rwin-perf"), os.X_OK)}
+    if a.coll_trials > 0 and "kill" in a.only and os.path.abspath(a.bin) not in coll_builds:
+        p.error(f"no rwin-perf in {a.bin} (--coll-trials 0 runs without it)")
 
     run_builds = builds[1:] if a.asan_only else builds
     REG = Registry()
@@ -554,7 +590,9 @@ def main():
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
     t0 = time.monotonic()
     print(f"faults: seed {a.seed}; builds {', '.join(f'{n}={b}' for n, b in run_builds)}; transports"
-          f" {','.join(a.transports)}; {a.trials} kill trials each; checks {','.join(a.only)}", flush=True)
+          f" {','.join(a.transports)}; {a.trials} kill trials each ({a.add_trials} add, {a.coll_trials} during a"
+          f" collective: builds with rwin-perf, {', '.join(n for n, b in run_builds if b in coll_builds) or 'none'});"
+          f" checks {','.join(a.only)}", flush=True)
     s = Suite(a)
     rng = random.Random(a.seed)
     try:
@@ -563,6 +601,8 @@ def main():
                 for t in a.transports:
                     s.kill_trials(build, b, t, rng)
                     s.kill_trials(build, b, t, rng, mode="add", trials=a.add_trials)
+                    if b in coll_builds:
+                        s.kill_trials(build, b, t, rng, mode="coll", trials=a.coll_trials)
         b = builds[0][1]
         if "stop" in a.only and not a.asan_only:
             for i, t in enumerate(a.transports):

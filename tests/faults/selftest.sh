@@ -15,7 +15,7 @@ fails=0
 expect() {  # expect MODE WANT_RC ROW_REGEX [MIN_MAX]: one run of 2 kill trials with FAKE_MODE=MODE;
   # the release/tcp table row must match ROW_REGEX and its max column be >= MIN_MAX when given.
   local out rc r1 r3 max ok=1
-  out=$(FAKE_MODE=$1 /usr/bin/python3 "$here/faults.py" "$tmp" --only kill --transports tcp --trials 2 --add-trials 1 --seed 5 \
+  out=$(FAKE_MODE=$1 /usr/bin/python3 "$here/faults.py" "$tmp" --only kill --transports tcp --trials 2 --add-trials 1 --coll-trials 0 --seed 5 \
     --delay 0.1:0.3 --cap 4 2>&1)
   rc=$?
   [[ $rc -eq $2 ]] && grep -Eq "$3" <<<"$out" && grep -Eq '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" || ok=0

@@ -290,10 +290,10 @@ else
 fi
 
 # 3. The fault suite's kill -9 trials over verbs (survivors name the dead rank within 10 s).
-kt=20; [[ $tier == ci ]] && kt=2
+kt=20 ct=9; [[ $tier == ci ]] && kt=2 ct=2
 step "fault suite: kill -9 of a rank over verbs" env RWIN_FAULTS_VERBS_TRIALS=${RWIN_FAULTS_VERBS_TRIALS:-$kt} \
-  bash "$(dirname "$0")/guest-faults.sh" "$BIN"
-[[ $tier == ci ]] && echo "guest: CI tier: each small-dtype ring one way, put_get.py put only, 2 verbs kill trials, 16 MiB large rings; 3-rank pytest and the Python agent tests over verbs left to --full"
+  RWIN_FAULTS_VERBS_COLL_TRIALS=${RWIN_FAULTS_VERBS_COLL_TRIALS:-$ct} bash "$(dirname "$0")/guest-faults.sh" "$BIN"
+[[ $tier == ci ]] && echo "guest: CI tier: each small-dtype ring one way, put_get.py put only, 2 verbs kill trials (and 2 during collectives), 16 MiB large rings; 3-rank pytest and the Python agent tests over verbs left to --full"
 for f in "${failed[@]}"; do echo "guest: FAILED step: $f"; done
 echo "guest: ${#failed[@]} failed step(s)"
 [[ ${#failed[@]} -eq 0 ]]
