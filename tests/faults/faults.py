@@ -46,7 +46,7 @@ TRANSPORTS = {
     "verbs": {"RWIN_TRANSPORT": "verbs"},
     "owntcp": {"RWIN_TRANSPORT": "tcp"},  # rwin's own sockets (transport/tcp)
     # UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
-    # Job.start gives rank r RWIN_HOST_ID=faulthost<r % 2>
+    # Job.start gives rank r RWIN_HOST_ID=faulthost<r % 2> (ring shifts), faulthost<r // 2> (collectives)
     "mixed": {"RWIN_TRANSPORT": "mixed", "UCX_TLS": "posix,sysv,self", "RWIN_IFNAME": "lo"},
 }
 # Collectives the kill trials run in a loop (`rwin-perf -t ... -s ...`, every rank), one per trial in turn from
