@@ -92,8 +92,12 @@ def main(out):
         pp = ref.get(("tcp_pingpong_spin", 4096), {}).get("p50")
         rt = None if pp is None else 2 * pp
         o, u = (agents.get(n, {}).get("get_4k_p50_us") for n in ("own", "ucx"))
-        print(f"4 KiB get p50 us (a round trip): own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
+        print(f"4 KiB get p50 us (a round trip), the server's main thread polling: own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
               f"ping-pong round trip {fmt(rt, '{:.2f}')}: own/pp {fmt(ratio(o, rt), '{:.2f}')}")
+        o, u = (agents.get(n, {}).get("get_4k_passive_p50_us") for n in ("own", "ucx"))
+        oa, ua = (agents.get(n, {}).get("get_4k_passive_avg_us") for n in ("own", "ucx"))
+        print(f"4 KiB get p50 (avg) us, the server passive (its main thread asleep): own {fmt(o, '{:.2f}')} ({fmt(oa, '{:.1f}')}),"
+              f" ucx {fmt(u, '{:.2f}')} ({fmt(ua, '{:.1f}')}): own/pp {fmt(ratio(o, rt), '{:.2f}')}")
         o, u = (agents.get(n, {}).get("put_notify_4k_one_way_p50_us") for n in ("own", "ucx"))
         print(f"4 KiB put_notify one way p50 us: own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
               f"ping-pong one way {fmt(pp, '{:.2f}')}: own/pp {fmt(ratio(o, pp), '{:.2f}')}")
