@@ -509,30 +509,33 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
   }
 }
 
-// After chain(), from the offers still in t.chain_words: whether this member read `bytes` of member b's
-// copy of the chain's view `v` in place (from_b), or b as many of this member's (!from_b), as chain()
-// decided (reads of at least RWIN_COLL_PULL_MIN bytes).
+// After chain(): member b of this host's offer (kOffer words, still in t.chain_words), and b's job rank.
+const uint64_t* offer_of(const TeamState& t, int b, int& gq) {
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  gq = t.ranks[static_cast<size_t>(t.me / L * L + b)];
+  return &t.chain_words[static_cast<size_t>(kOffer * (L + b))];
+}
+
+// Whether this member read `bytes` of member b's copy of the chain's view `v` in place (from_b), or b as
+// many of this member's (!from_b), as chain() decided (reads of at least RWIN_COLL_PULL_MIN bytes).
 bool in_place(TeamState& t, const WindowState& v, int b, bool from_b, uint64_t bytes) {
   if (t.cfg.pull_min == 0 || bytes < t.cfg.pull_min) return false;
-  const int L = static_cast<int>(t.hosts.members[0].size());
-  const int host = t.me / L;
-  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + b))];
-  const int gq = t.ranks[static_cast<size_t>(host * L + b)];
+  int gq = 0;
+  const uint64_t* th = offer_of(t, b, gq);
   const bool copies = th[0] == v.remote_base(gq) && th[1] == v.bytes;
   return copies && (from_b ? v.mapped(gq) != nullptr : th[2] != 0);
 }
 
 // Whether a lane writes its result block (`bytes`) straight into a member's dst (hier_chain_allreduce's
-// phase 70). Both ends compute it, from the other's offer in t.chain_words: this member is the lane
-// (i_write) or the member, `other` the other end.
+// phase 70). Both ends compute it, from the other's offer: this member is the lane (i_write) or the
+// member, `other` the other end.
 bool writes_into(TeamState& t, const WindowState& dv, int other, bool i_write, uint64_t bytes) {
   if (t.cfg.pull_min == 0 || bytes < t.cfg.pull_min) return false;
-  const int L = static_cast<int>(t.hosts.members[0].size());
-  const int q = t.me / L * L + other;
-  const uint64_t* th = &t.chain_words[static_cast<size_t>(kOffer * (L + other))];
-  const int gq = t.ranks[static_cast<size_t>(q)];
+  int gq = 0;
+  const uint64_t* th = offer_of(t, other, gq);
   if (th[3] != dv.remote_base(gq) || th[4] != dv.bytes) return false;  // not copies of one view
-  return i_write ? dv.mapped(gq) != nullptr && messages_stored(t, q) : th[5] != 0 && th[7] != 0;
+  const int L = static_cast<int>(t.hosts.members[0].size());
+  return i_write ? dv.mapped(gq) != nullptr && messages_stored(t, t.me / L * L + other) : th[5] != 0 && th[7] != 0;
 }
 
 }  // namespace
