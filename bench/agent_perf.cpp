@@ -145,12 +145,17 @@ int client(const Config& c) {
   out["import_connected_us"] = import_us;
   std::vector<uint8_t> buf(c.max_bytes, 3);
   // 4 KiB latencies.
-  std::vector<double> get_lat, pp_lat;
-  for (int i = 0; i < c.iters; ++i) {
-    const auto t = Clock::now();
-    a.get(buf.data(), d, 0, 4096);
-    get_lat.push_back(us_since(t));
-  }
+  auto time_gets = [&] {
+    std::vector<double> v;
+    for (int i = 0; i < c.iters; ++i) {
+      const auto t = Clock::now();
+      a.get(buf.data(), d, 0, 4096);
+      v.push_back(us_since(t));
+    }
+    return v;
+  };
+  const std::vector<double> get_lat = time_gets();
+  std::vector<double> pp_lat;
   for (int i = 0; i < c.iters; ++i) {
     const auto t = Clock::now();
     a.put_notify(d, 0, buf.data(), 4096, s, 0, 1);
@@ -161,12 +166,7 @@ int client(const Config& c) {
   // The gets above found the server's main thread polling (its ping-pong loop calls test()); from here
   // on it sleeps (--progress-thread: a 1 ms sleep loop) and the transport serves it passively.
   std::this_thread::sleep_for(20ms);
-  std::vector<double> get_passive;
-  for (int i = 0; i < c.iters; ++i) {
-    const auto t = Clock::now();
-    a.get(buf.data(), d, 0, 4096);
-    get_passive.push_back(us_since(t));
-  }
+  const std::vector<double> get_passive = time_gets();
   auto p50 = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "rank_harness.h"
