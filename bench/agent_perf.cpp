@@ -167,10 +167,11 @@ int client(const Config& c) {
   // on it sleeps (--progress-thread: a 1 ms sleep loop) and the transport serves it passively.
   std::this_thread::sleep_for(20ms);
   const std::vector<double> get_passive = time_gets();
-  auto p50 = [](std::vector<double> v) {
+  auto quantile = [](std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
   };
+  auto p50 = [&](const std::vector<double>& v) { return quantile(v, 0.5); };
   auto mean = [](const std::vector<double>& v) {
     double sum = 0;
     for (double x : v) sum += x;
@@ -181,6 +182,8 @@ int client(const Config& c) {
   out["put_notify_4k_one_way_p50_us"] = p50(pp_lat);
   out["get_4k_passive_p50_us"] = p50(get_passive);
   out["get_4k_passive_avg_us"] = mean(get_passive);
+  out["get_4k_passive_p99_us"] = quantile(get_passive, 0.99);
+  out["get_4k_p99_us"] = quantile(get_lat, 0.99);
   // Bandwidth: back-to-back blocking puts then one flush; gets.
   nlohmann::json rows = nlohmann::json::array();
   for (uint64_t n = 4096; n <= c.max_bytes; n *= 4) {
@@ -204,9 +207,9 @@ int client(const Config& c) {
   } else {
     std::printf("# %s\n", a.describe().c_str());
     std::printf("first-use connect + import: %.0f us; import on a connected peer: %.0f us\n", connect_us, import_us);
-    std::printf("4 KiB get p50: %.1f us (avg %.1f) from a server polling, %.1f us (avg %.1f) from a passive one; 4 KiB "
-                "put_notify one way (ping-pong/2) p50: %.1f us\n", p50(get_lat), mean(get_lat), p50(get_passive),
-                mean(get_passive), p50(pp_lat));
+    std::printf("4 KiB get p50: %.1f us (avg %.1f, p99 %.1f) from a server polling, %.1f us (avg %.1f, p99 %.1f) from a "
+                "passive one; 4 KiB put_notify one way (ping-pong/2) p50: %.1f us\n", p50(get_lat), mean(get_lat),
+                quantile(get_lat, 0.99), p50(get_passive), mean(get_passive), quantile(get_passive, 0.99), p50(pp_lat));
     std::printf("%12s %8s %12s %12s\n", "bytes", "iters", "put MiB/s", "get MiB/s");
     for (const auto& r : rows) {
       std::printf("%12llu %8d %12.0f %12.0f\n", static_cast<unsigned long long>(r["bytes"].get<uint64_t>()),

@@ -96,8 +96,10 @@ def main(out):
               f"ping-pong round trip {fmt(rt, '{:.2f}')}: own/pp {fmt(ratio(o, rt), '{:.2f}')}")
         o, u = (agents.get(n, {}).get("get_4k_passive_p50_us") for n in ("own", "ucx"))
         oa, ua = (agents.get(n, {}).get("get_4k_passive_avg_us") for n in ("own", "ucx"))
-        print(f"4 KiB get p50 (avg) us, the server passive (its main thread asleep): own {fmt(o, '{:.2f}')} ({fmt(oa, '{:.1f}')}),"
-              f" ucx {fmt(u, '{:.2f}')} ({fmt(ua, '{:.1f}')}): own/pp {fmt(ratio(o, rt), '{:.2f}')}")
+        o9, u9 = (agents.get(n, {}).get("get_4k_passive_p99_us") for n in ("own", "ucx"))
+        print(f"4 KiB get p50 (avg, p99) us, the server passive (its main thread asleep): own {fmt(o, '{:.2f}')}"
+              f" ({fmt(oa, '{:.1f}')}, {fmt(o9, '{:.1f}')}), ucx {fmt(u, '{:.2f}')} ({fmt(ua, '{:.1f}')}, {fmt(u9, '{:.1f}')}):"
+              f" own/pp {fmt(ratio(o, rt), '{:.2f}')}")
         o, u = (agents.get(n, {}).get("put_notify_4k_one_way_p50_us") for n in ("own", "ucx"))
         print(f"4 KiB put_notify one way p50 us: own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
               f"ping-pong one way {fmt(pp, '{:.2f}')}: own/pp {fmt(ratio(o, pp), '{:.2f}')}")

@@ -42,6 +42,8 @@ constexpr Knob kTable[] = {
      "this rank's host: ranks with equal ids share one (their CPUs, shared memory; mixed's choice per peer)"},
     {"RWIN_TCP_OWNER_SERVES", K::Enum, "1", "1|0", "transport",
      "tcp: a rank waiting inside rwin serves its own arrivals (0: only its receiver thread does)"},
+    {"RWIN_TCP_RECEIVER_SPIN_US", K::Int, "50", "0..100000", "transport",
+     "tcp: how long the receiver thread keeps polling after serving a passive target (0 when oversubscribed)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",
      "verbs device (e.g. rxe0)"},
     {"RWIN_IB_PORT", K::Int, "1", "1..255", "transport", "verbs port"},

@@ -23,6 +23,7 @@
 #include "transport/tcp/tcp_transport_impl.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
+#include "env_guard.h"
 #include "socket_util.h"
 
 namespace {
@@ -901,6 +902,70 @@ TEST(TcpTransport, AnIdleRanksReceiverThreadSleepsWithoutWakingUp) {
   ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
   EXPECT_EQ(old, 1u);
   EXPECT_GT(wakes(1), before1);
+}
+
+// A passive target (rank 1's owner never polls) is served by its receiver thread, which after
+// serving keeps polling for RWIN_TCP_RECEIVER_SPIN_US instead of sleeping in epoll_wait: requests
+// that follow each other closely cost it no wake-up. When the window ends it sleeps again.
+TEST(TcpTransport, APassiveTargetsReceiverThreadPollsBetweenCloseRequestsThenSleeps) {
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_RECEIVER_SPIN_US", "100000");  // 100 ms: far longer than a round trip, sanitizers included
+  Pair p;
+  const auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  uint64_t old = 0;
+  ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);  // rank 1's thread wakes, then spins
+  const uint64_t wakes_before = t1.receiver_wakes();
+  // A wake-up is allowed only where the requests were apart long enough for the window to end: the
+  // gap between serving one request and the next one's arrival is below the two round trips' sum.
+  int long_gaps = 0;
+  double last_ms = 0;
+  for (uint64_t i = 1; i <= 50; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+    ASSERT_EQ(old, i);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    if (last_ms + ms > 90) ++long_gaps;
+    last_ms = ms;
+  }
+  EXPECT_LE(t1.receiver_wakes() - wakes_before, static_cast<uint64_t>(long_gaps))
+      << "rank 1's receiver thread slept between requests that came within its spin window";
+  EXPECT_GT(t1.receiver_spins(), 0u);
+  std::this_thread::sleep_for(300ms);  // the window (100 ms after the last request) has ended
+  const uint64_t spins = t1.receiver_spins(), wakes = t1.receiver_wakes();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(t1.receiver_spins(), spins) << "rank 1's receiver thread still polls with nothing to serve";
+  EXPECT_EQ(t1.receiver_wakes(), wakes);
+}
+
+TEST(TcpTransport, AReceiverSpinOfZeroSleepsAfterEveryRequest) {
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_RECEIVER_SPIN_US", "0");
+  Pair p;
+  const auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  uint64_t old = 0;
+  const uint64_t wakes_before = t1.receiver_wakes();
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  EXPECT_GE(t1.receiver_wakes() - wakes_before, 20u) << "each request woke rank 1's sleeping thread";
+  EXPECT_EQ(t1.receiver_spins(), 0u);
+}
+
+TEST(TcpTransport, AReceiverSpinOutsideItsRangeIsRefusedNamingTheVariable) {
+  rwin::test::EnvGuard env;
+  for (const char* bad : {"-1", "100001", "50us", "x"}) {
+    env.set("RWIN_TCP_RECEIVER_SPIN_US", bad);
+    tp::TransportConfig cfg;
+    cfg.name = "tcp";
+    cfg.rank = 0;
+    cfg.nranks = 2;
+    cfg.ifname = "lo";
+    try {
+      (void)tp::make_transport(cfg);
+      ADD_FAILURE() << "RWIN_TCP_RECEIVER_SPIN_US=" << bad << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("RWIN_TCP_RECEIVER_SPIN_US is '" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -166,6 +167,14 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     const std::string t = v;
     if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_OWNER_SERVES is '" + t + "' (want 0 or 1)");
     owner_serves_ = t == "1";
+  }
+  if (const char* v = knobs::env("RWIN_TCP_RECEIVER_SPIN_US")) {
+    char* end = nullptr;
+    errno = 0;
+    const long long us = std::strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || us < 0 || us > 100000)
+      throw TransportError(std::string("tcp: RWIN_TCP_RECEIVER_SPIN_US is '") + v + "' (want 0..100000 microseconds)");
+    receiver_spin_ns_ = us * 1000;
   }
   try {
     bootstrap::auth::random_bytes(secret_, sizeof secret_);

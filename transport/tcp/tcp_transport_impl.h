@@ -263,8 +263,11 @@ class TcpTransport final : public Transport {
   // Measured at 4 and 8 ranks on 2 cores over loopback, owner serving: barrier 117-122 -> 85 us and
   // 727 -> 384 us, 8 B allreduce 129-134 -> 100 us and 828 -> 460 us (only the receiver thread
   // serving: 158 and 407-475 us barrier); a rank that left rwin is then served up to 2 ms later.
+  // Oversubscribed, the receiver thread also sleeps at once after serving (no spin window): a
+  // spinning thread would take the core from a rank that shares it.
   void set_oversubscribed(bool yes) noexcept override {
     owner_window_ns_.store((yes ? kOversubscribedOwnerWindow : kOwnerWindow).count(), std::memory_order_relaxed);
+    oversubscribed_.store(yes, std::memory_order_relaxed);
   }
   // Tests: whether the owner serves from its polls, and how long a gap in them counts as an absence.
   bool owner_serves() const noexcept { return owner_serves_.load(std::memory_order_relaxed); }
@@ -274,6 +277,9 @@ class TcpTransport final : public Transport {
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
+  // Rounds the receiver thread polled in its spin window after serving (receiver_spin_ns_): tests
+  // check that it spins after serving a passive target and stops when the window ends.
+  uint64_t receiver_spins() const noexcept { return receiver_spins_.load(std::memory_order_relaxed); }
   // Rounds in which the receiver thread served something (tests: who serves while the owner polls).
   uint64_t receiver_served() const noexcept { return served_.load(std::memory_order_relaxed); }
   // Reads of requests that peeked (pump): tests check that the peek path ran.
@@ -380,11 +386,18 @@ class TcpTransport final : public Transport {
   static constexpr std::chrono::nanoseconds kOwnerWindow{200000};
   static constexpr std::chrono::nanoseconds kOversubscribedOwnerWindow{2000000};
   std::atomic<int64_t> owner_window_ns_{kOwnerWindow.count()};  // set_oversubscribed picks one of the two
+  // After serving an arrival while the owner is away, the receiver thread keeps polling for this long
+  // (RWIN_TCP_RECEIVER_SPIN_US) before it sleeps in epoll_wait again: a passive target's next request
+  // then costs no wake-up (a vCPU wake-up here is 20-30 us: the agent's passive 4 KiB get took ~33 us
+  // against ~10 us, bench/RESULTS.md). An idle rank's thread never served, so it never spins.
+  int64_t receiver_spin_ns_ = 50000;
+  std::atomic<bool> oversubscribed_{false};
   static int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> receiver_wakes_{0};
+  std::atomic<uint64_t> receiver_spins_{0};
   std::atomic<uint64_t> peeks_{0};
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
