@@ -424,6 +424,7 @@ void expect_chain_setting_mismatch(const char* knob, std::string (*value)(int), 
       bool all = true;
       for (const auto& part : named) all = all && what.find(part) != std::string::npos;
       if (all) std::printf("NAMED ALL\n");
+      std::printf("rank %d: %s\n", rank, what.c_str());  // in the report when the test fails
     }
   });
   ASSERT_TRUE(res.all_ok()) << knob << ": " << res.report();
@@ -441,7 +442,7 @@ TEST(MixedTransport, ChainSettingsMustAgree) {
   expect_chain_setting_mismatch("RWIN_COLL_CHAIN_LANES", [](int rank) { return std::string(rank == 3 ? "1" : "2"); },
                                 {"2 lanes", "1 lanes"});
   expect_chain_setting_mismatch("RWIN_COLL_PULL_MIN", [](int rank) { return std::string(rank == 0 ? "0" : "8192"); },
-                                {"RWIN_COLL_PULL_MIN 0", "8192"});
+                                {"RWIN_COLL_PULL_MIN=0", "RWIN_COLL_PULL_MIN=8192"});
   const auto bad = rwin_test::run_ranks(1, shm_lane("ucx", 0), [](int rank, int n, const std::string& root) {
     ::setenv("RWIN_COLL_CHAIN_LANES", "0", 1);
     expect_error([&] { Context ctx(rwin_test::rank_options(rank, n, root, shm_lane("ucx", 0))); }, ErrorCode::InvalidArgument,

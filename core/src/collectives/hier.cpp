@@ -368,8 +368,8 @@ void chain(TeamState& t, const MsgHeader& h, ReduceOp op, const WindowState& v, 
     const uint64_t theirs = w[static_cast<size_t>(kOffer * (L + b) + 6)];
     if (b != i && theirs != t.cfg.pull_min) {
       report_mismatch(t, host * L + b, h, h, what,
-                      peer_name(t, host * L + b) + " has RWIN_COLL_PULL_MIN " + std::to_string(theirs) + ", " +
-                          peer_name(t, t.me) + " " + std::to_string(t.cfg.pull_min) +
+                      peer_name(t, host * L + b) + " has RWIN_COLL_PULL_MIN=" + std::to_string(theirs) + ", " +
+                          peer_name(t, t.me) + " RWIN_COLL_PULL_MIN=" + std::to_string(t.cfg.pull_min) +
                           " (the chain along the hosts needs the same on every member)");
     }
   }
