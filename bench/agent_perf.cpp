@@ -40,6 +40,7 @@ struct Config {
   bool progress_thread = false;
   bool json = false;
   std::string transport = "ucx";
+  bool announce = false;  // the server subcommand prints its agent (address, transport port) on stdout
 };
 
 // Signal words: [0] client -> server ping, [1] stop; the client's own [0] is the pong.
@@ -92,6 +93,10 @@ int server(const Config& c) {
   o.progress_thread = c.progress_thread;
   o.transport = c.transport;
   rwin::Agent a(o);
+  if (c.announce) {  // e.g. "# agent 127.0.0.1:40123 tcp(127.0.0.1:40125)": the fault suite's strangers aim at it
+    std::printf("# %s\n", a.describe().c_str());
+    std::fflush(stdout);
+  }
   std::vector<uint8_t> data(c.max_bytes, 1);
   alignas(64) int64_t sig[8] = {};
   rwin::Region rd = a.register_memory(data.data(), data.size());
@@ -242,7 +247,10 @@ int main(int argc, char** argv) {
   cli->add_option("--desc", c.desc, "the server's descriptor file")->required();
   rwin::cli::parse_or_exit(app, argc, argv);
   try {
-    if (srv->parsed()) return server(c);
+    if (srv->parsed()) {
+      c.announce = true;
+      return server(c);
+    }
     if (cli->parsed()) return client(c);
     char dir[] = "/tmp/rwin-agent-perf-XXXXXX";
     if (!mkdtemp(dir)) throw std::runtime_error("mkdtemp failed");

@@ -16,7 +16,11 @@ kill    4 ranks of `ring_shift --mode put --size 4000000 --iters <large>` (and -
 stop    RWIN_TIMEOUT_MS=3000; SIGSTOP rank 0, then another rank: every other rank exits non-zero within
         timeout + 5 s with a diagnostic (`timed out` / `failed`); the stopped one is then SIGCONT+killed.
 stranger  while a real keyed 4-rank job runs to OK: random bytes, unauthenticated frames, a rank impostor,
-        3000 idle connections during start-up, many unauthenticated SETs (rank 0's VmRSS within +20 MB).
+        3000 idle connections during start-up, many unauthenticated SETs (rank 0's VmRSS within +20 MB);
+        and (with rwin-agent-perf, the release build) strangers at an agent's own-tcp transport listener,
+        which stays open: random bytes, half hellos, hellos of every kind (a wrong proof and a frame where
+        one is challenged; stranger.py tcp) while a real client connects and moves data; every hello
+        answered, none accepted, client and server end cleanly.
 
 Output: one PASS/FAIL line per check, a markdown detection table, the elapsed time, then exactly
 `N passed, M failed`. Exit status 0 only if nothing failed. Every process started here is killed on exit
@@ -495,6 +499,53 @@ class Suite:
                    f"stranger {build} rank 0 VmRSS {before} kB -> {after} kB (+{grew:.1f} MB, bound +20 MB)"
                    f"{'' if alive else ' (rank 0 ended before the second reading)'}; {short(read(out), 120)}")
         job_ok(job, "unauthenticated SETs")
+
+        # (f) an agent's listener over rwin's own tcp transport, which stays open for run-time peers:
+        # strangers (stranger.py tcp) while a real client connects and moves data through it. Needs
+        # rwin-agent-perf (the release build; the ASan tree has no benchmarks).
+        if os.access(os.path.join(bin_dir, "rwin-agent-perf"), os.X_OK):
+            self.agent_tcp_strangers(build, bin_dir)
+
+    def agent_tcp_strangers(self, build, bin_dir):
+        a = self.a
+        Job.seq += 1
+        d = os.path.join(REG.tmp, f"agent{Job.seq}")
+        os.makedirs(d)
+        tool = os.path.join(bin_dir, "rwin-agent-perf")
+        common = ["--transport", "tcp", "--max-bytes", "1M", "--iters", "2000", "--bw-iters", "50"]
+        desc = os.path.join(d, "desc")
+        env = {k: v for k, v in os.environ.items() if not LAUNCH_VARS.match(k)}
+        sout = os.path.join(d, "server.out")
+        server = REG.spawn([tool, *common, "--progress-thread", "server", "--desc", desc], env, sout, sout + ".err")
+        port = None
+        deadline = time.monotonic() + a.startup_cap
+        while port is None and time.monotonic() < deadline and server.poll() is None:
+            m = re.search(r"tcp\(127\.0\.0\.1:(\d+)\)", read(sout))
+            port = int(m.group(1)) if m else None
+            time.sleep(0.02)
+        if port is None:
+            REG.kill(server)
+            self.check(False, f"stranger {build} agent over tcp: no transport port announced "
+                       f"({short(read(sout) + read(sout + '.err'), 200)})")
+            return
+        out = os.path.join(d, "stranger-tcp.out")
+        p = REG.spawn(["/usr/bin/python3", os.path.join(HERE, "stranger.py"), "tcp", "--port", str(port),
+                       "--conns", "1500", "--seconds", "6", "--seed", str(a.seed)], None, out, out + ".err")
+        time.sleep(0.5)  # strangers first, then the real client among them
+        cout = os.path.join(d, "client.out")
+        client = REG.spawn([tool, *common, "client", "--desc", desc], env, cout, cout + ".err")
+        crc = self.wait_proc(client, a.cap + 30)
+        src = self.wait_proc(server, 20)
+        rc = self.wait_proc(p, 30)
+        text = read(out)
+        m = re.search(r"(\d+) hellos answered", text)
+        self.check(crc == 0 and "get MiB/s" in read(cout),
+                   f"stranger {build} agent over tcp: the real client ran beside them (rc={crc}) "
+                   f"{short(read(cout + '.err'), 160) if crc != 0 else ''}")
+        self.check(src == 0, f"stranger {build} agent over tcp: the server ended cleanly (rc={src}) "
+                   f"{short(read(sout + '.err'), 160) if src != 0 else ''}")
+        self.check(rc == 0 and m is not None and int(m.group(1)) > 0,
+                   f"stranger {build} agent over tcp: no stranger accepted (rc={rc}): {short(text, 300)}")
 
     # ---- report --------------------------------------------------------------------------------------
     def table(self):

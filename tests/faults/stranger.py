@@ -13,9 +13,14 @@ Talks only to 127.0.0.1 (there is no host option); every loop is bounded in coun
       then holds until --hold seconds pass or SIGTERM; prints how many the server closed.
   stranger.py sets --port P [--count K] [--value-bytes B] [--seconds S]
       K SETs of distinct keys with B-byte values, reconnecting (bounded) when the store drops it.
+  stranger.py tcp --port P [--conns N] [--seconds S] [--seed X]
+      the listener of rwin's own tcp transport (transport/tcp/tcp_wire.h; an agent's stays open):
+      random bytes, half hellos, and whole hellos of every kind with a random proof followed by a
+      request frame. Exit 3 if any connection was accepted (an Accept with status 0).
 
 Every mode first waits (bounded by --wait-listen, default 20 s) for the port to accept connections.
-Exit status: 0 done, 3 (frames) the store served a stranger, 2 usage, 1 could not connect at all.
+Exit status: 0 done, 3 (frames, tcp) the store or transport served a stranger, 2 usage, 1 could not
+connect at all.
 """
 import argparse
 import errno
@@ -285,9 +290,72 @@ def mode_sets(a):
     return 0
 
 
+TCP_MAGIC = 0x50435452  # transport/tcp/tcp_wire.h kMagic
+
+
+def tcp_hello(rng):
+    """A Hello {magic, version, kind, src, dst, nonce[16]}: mostly the right version, every kind."""
+    return struct.pack("<IHHii16s", TCP_MAGIC, rng.choice([1, 1, 1, 2]), rng.choice([1, 2, 2, rng.randrange(65536)]),
+                       rng.randrange(-2, 8), rng.randrange(-2, 8), rng.randbytes(16))
+
+
+def mode_tcp(a):
+    rng = random.Random(a.seed)
+    deadline = time.monotonic() + a.seconds
+    conns = raw = half = answered = refused = challenged = accepted = unanswered = dropped = 0
+    while conns < a.conns and time.monotonic() < deadline:
+        conns += 1
+        try:
+            s = connect(a.port)
+        except OSError:
+            continue
+        try:
+            kind = rng.randrange(4)
+            if kind == 0:  # random bytes, some with the magic first
+                head = struct.pack("<I", TCP_MAGIC) if rng.random() < 0.5 else b""
+                s.sendall(head + rng.randbytes(rng.randrange(1, 4096)))
+                raw += 1
+                continue
+            if kind == 1:  # half a hello, then gone
+                s.sendall(tcp_hello(rng)[:rng.randrange(1, 32)])
+                half += 1
+                continue
+            s.sendall(tcp_hello(rng))
+            try:
+                ch = recv_exact(s, 24, time.monotonic() + 2.0)
+            except TimeoutError:
+                unanswered += 1
+                continue
+            except (ConnectionError, OSError):
+                dropped += 1  # closed without a challenge (a hello it could not parse)
+                continue
+            answered += 1
+            if struct.unpack_from("<IHH", ch)[2] != 0:
+                refused += 1
+                continue
+            challenged += 1
+            # A proof nobody could compute, then a request frame (a 40-byte ReqHeader's worth): neither
+            # may be taken for a peer's.
+            s.sendall(rng.randbytes(32) + rng.randbytes(40))
+            try:
+                acc = recv_exact(s, 40, time.monotonic() + 2.0)
+                if struct.unpack_from("<II", acc)[1] == 0:
+                    accepted += 1
+            except (ConnectionError, OSError, TimeoutError):
+                pass  # dropped: what a wrong proof gets
+        except (ConnectionError, OSError):
+            dropped += 1
+        finally:
+            s.close()
+    say(f"tcp: {conns} connections: {raw} random, {half} half hellos, {answered} hellos answered "
+        f"({refused} refused, {challenged} challenged), {unanswered} unanswered within 2 s, {dropped} dropped, "
+        f"{accepted} accepted")
+    return 3 if accepted else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["random", "frames", "idle", "sets"])
+    p.add_argument("mode", choices=["random", "frames", "idle", "sets", "tcp"])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--conns", type=int, default=200)
     p.add_argument("--seconds", type=float, default=3.0)
@@ -304,7 +372,7 @@ def main():
     if not wait_listen(a.port, a.wait_listen):
         say(f"nothing listens on {HOST}:{a.port} after {a.wait_listen} s")
         return 1
-    return {"random": mode_random, "frames": mode_frames, "idle": mode_idle, "sets": mode_sets}[a.mode](a)
+    return {"random": mode_random, "frames": mode_frames, "idle": mode_idle, "sets": mode_sets, "tcp": mode_tcp}[a.mode](a)
 
 
 if __name__ == "__main__":
