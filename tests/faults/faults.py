@@ -539,13 +539,14 @@ class Suite:
         rc = self.wait_proc(p, 30)
         text = read(out)
         m = re.search(r"(\d+) hellos answered", text)
+        late = re.search(r"(\d+) unanswered", text)
         self.check(crc == 0 and "get MiB/s" in read(cout),
                    f"stranger {build} agent over tcp: the real client ran beside them (rc={crc}) "
                    f"{short(read(cout + '.err'), 160) if crc != 0 else ''}")
         self.check(src == 0, f"stranger {build} agent over tcp: the server ended cleanly (rc={src}) "
                    f"{short(read(sout + '.err'), 160) if src != 0 else ''}")
-        self.check(rc == 0 and m is not None and int(m.group(1)) > 0,
-                   f"stranger {build} agent over tcp: no stranger accepted (rc={rc}): {short(text, 300)}")
+        self.check(rc == 0 and m is not None and int(m.group(1)) > 0 and late is not None and late.group(1) == "0",
+                   f"stranger {build} agent over tcp: every hello answered, none accepted (rc={rc}): {short(text, 300)}")
 
     # ---- report --------------------------------------------------------------------------------------
     def table(self):
