@@ -209,7 +209,7 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
 // (acks shared by up to 2 messages), with 1 (every message acknowledged before the slot is written
 // again) and with the default, auto, 64 KiB chunks: 64 slots while messages are tiny, and the tiny
 // broadcasts leave ~15 acks owed per root and receiver when the first 32000-byte broadcast grows the
-// slots to 32 KiB and their number to 7 (credits must start whole again).
+// slots to 32 KiB and their number to 8 (credits must start whole again).
 TEST_P(Collectives, BackToBackReuse) {
   for (const char* slots : {"auto", "4", "1"}) {
     run(4, [slots](Context& ctx) {
