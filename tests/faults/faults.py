@@ -545,8 +545,10 @@ class Suite:
                    f"{short(read(cout + '.err'), 160) if crc != 0 else ''}")
         self.check(src == 0, f"stranger {build} agent over tcp: the server ended cleanly (rc={src}) "
                    f"{short(read(sout + '.err'), 160) if src != 0 else ''}")
-        self.check(rc == 0 and m is not None and int(m.group(1)) > 0 and late is not None and late.group(1) == "0",
-                   f"stranger {build} agent over tcp: every hello answered, none accepted (rc={rc}): {short(text, 300)}")
+        answered = m is not None and int(m.group(1)) > 0 and late is not None and late.group(1) == "0"
+        self.check(rc == 0 and answered,
+                   f"stranger {build} agent over tcp: every hello answered, none accepted (rc={rc}): "
+                   f"{short(text, 300)}")
 
     # ---- report --------------------------------------------------------------------------------------
     def table(self):

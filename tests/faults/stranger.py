@@ -372,7 +372,8 @@ def main():
     if not wait_listen(a.port, a.wait_listen):
         say(f"nothing listens on {HOST}:{a.port} after {a.wait_listen} s")
         return 1
-    return {"random": mode_random, "frames": mode_frames, "idle": mode_idle, "sets": mode_sets, "tcp": mode_tcp}[a.mode](a)
+    modes = {"random": mode_random, "frames": mode_frames, "idle": mode_idle, "sets": mode_sets, "tcp": mode_tcp}
+    return modes[a.mode](a)
 
 
 if __name__ == "__main__":
