@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -21,6 +20,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/netif.h"
 #include "common/knobs.h"
+#include "common/parse_number.h"
 #include "common/log.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/tcp_transport_impl.h"
@@ -169,12 +169,11 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     owner_serves_ = t == "1";
   }
   if (const char* v = knobs::env("RWIN_TCP_RECEIVER_SPIN_US")) {
-    char* end = nullptr;
-    errno = 0;
-    const long long us = std::strtoll(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || us < 0 || us > 100000)
-      throw TransportError(std::string("tcp: RWIN_TCP_RECEIVER_SPIN_US is '") + v + "' (want 0..100000 microseconds)");
-    receiver_spin_ns_ = us * 1000;
+    uint64_t us = 0;
+    if (const std::string why = common::parse_u64_in(v, 0, 100000, us); !why.empty()) {
+      throw TransportError(std::string("tcp: RWIN_TCP_RECEIVER_SPIN_US is '") + v + "': " + why + " (microseconds)");
+    }
+    receiver_spin_ns_ = static_cast<int64_t>(us) * 1000;
   }
   try {
     bootstrap::auth::random_bytes(secret_, sizeof secret_);

@@ -66,7 +66,7 @@ void TcpTransport::receiver_main() noexcept {
       receiver_wakes_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    if (spin_until > 0 && now_ns() < spin_until && !oversubscribed_.load(std::memory_order_relaxed)) {
+    if (spin_until > 0 && now_ns() < spin_until && !oversubscribed()) {
       // Served a moment ago: poll, so the next request costs no wake-up. A pending handshake ends
       // the spin (its deadline is kept by epoll_wait's timeout below).
       int served = -1;

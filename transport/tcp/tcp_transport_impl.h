@@ -267,7 +267,9 @@ class TcpTransport final : public Transport {
   // spinning thread would take the core from a rank that shares it.
   void set_oversubscribed(bool yes) noexcept override {
     owner_window_ns_.store((yes ? kOversubscribedOwnerWindow : kOwnerWindow).count(), std::memory_order_relaxed);
-    oversubscribed_.store(yes, std::memory_order_relaxed);
+  }
+  bool oversubscribed() const noexcept {
+    return owner_window_ns_.load(std::memory_order_relaxed) == kOversubscribedOwnerWindow.count();
   }
   // Tests: whether the owner serves from its polls, and how long a gap in them counts as an absence.
   bool owner_serves() const noexcept { return owner_serves_.load(std::memory_order_relaxed); }
@@ -391,7 +393,6 @@ class TcpTransport final : public Transport {
   // then costs no wake-up (a vCPU wake-up here is 20-30 us: the agent's passive 4 KiB get took ~33 us
   // against ~10 us, bench/RESULTS.md). An idle rank's thread never served, so it never spins.
   int64_t receiver_spin_ns_ = 50000;
-  std::atomic<bool> oversubscribed_{false};
   static int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
