@@ -949,6 +949,23 @@ TEST(TcpTransport, AReceiverSpinOfZeroSleepsAfterEveryRequest) {
   EXPECT_EQ(t1.receiver_spins(), 0u);
 }
 
+// More ranks than CPUs on the host: a spinning receiver thread would take the CPU of a rank that shares
+// it, so it sleeps after every request whatever RWIN_TCP_RECEIVER_SPIN_US says.
+TEST(TcpTransport, AnOversubscribedHostsReceiverThreadDoesNotSpin) {
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_RECEIVER_SPIN_US", "100000");
+  Pair p;
+  auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  std::this_thread::sleep_for(300ms);  // the spin after serving the start-up's handshakes has ended
+  t1.set_oversubscribed(true);
+  uint64_t old = 0;
+  const uint64_t wakes_before = t1.receiver_wakes(), spins_before = t1.receiver_spins();
+  for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(p.run(work(tp::Op::FetchAdd, &old, p.at1(0), 8, 1)).ok);
+  EXPECT_EQ(old, 19u);
+  EXPECT_EQ(t1.receiver_spins(), spins_before);
+  EXPECT_GE(t1.receiver_wakes() - wakes_before, 20u) << "each request woke rank 1's sleeping thread";
+}
+
 TEST(TcpTransport, AReceiverSpinOutsideItsRangeIsRefusedNamingTheVariable) {
   rwin::test::EnvGuard env;
   for (const char* bad : {"-1", "100001", "50us", "x"}) {
