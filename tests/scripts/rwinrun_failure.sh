@@ -50,6 +50,44 @@ for pid in $children; do
   case "$state" in "" | Z*) ;; *) fail "sleep $pid of a terminated rank is still alive (state $state)" ;; esac
 done
 
+# A survivor that exits with an error because a peer died is not named in the dead rank's place.
+# Made deterministic: rank 1 stops rwinrun, lets rank 2 kill itself, waits for rank 2's zombie, and
+# exits 1 with a helper resuming rwinrun after it; rwinrun then finds both zombies in one sweep, and
+# waitpid hands back the older child (rank 1) first. `timeout -s KILL`: a stopped rwinrun never hangs
+# the test.
+TMPD="$tmp" timeout -s KILL 60 "$rwinrun" -n 4 -- sh -c '
+  case "$RWIN_RANK" in
+  2) echo $$ >"$TMPD/victim.tmp" && mv "$TMPD/victim.tmp" "$TMPD/victim"
+     while [ ! -e "$TMPD/go" ]; do sleep 0.02; done
+     kill -9 $$ ;;
+  1) while [ ! -s "$TMPD/victim" ]; do sleep 0.02; done
+     victim=$(cat "$TMPD/victim") launcher=$PPID
+     kill -STOP "$launcher"; : >"$TMPD/go"
+     while :; do case "$(ps -o stat= -p "$victim")" in Z*|"") break ;; esac; sleep 0.02; done
+     sh -c "sleep 0.3; kill -CONT $launcher" </dev/null >/dev/null 2>&1 &
+     exit 1 ;;
+  *) exec sleep 300 ;;
+  esac' >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || fail "killed rank plus failing survivor gave exit status $rc, want 1: $(cat "$tmp/err")"
+grep -Eq "^rwinrun: rank 2 \(pid [0-9]+\) killed by signal 9 \(SIGKILL\); terminating the other 2 ranks$" "$tmp/err" \
+  || fail "the killed rank is not the one named: $(cat "$tmp/err")"
+[ "$(grep -c '^rwinrun: rank' "$tmp/err")" -eq 1 ] || fail "the survivor's consequent exit was named too: $(cat "$tmp/err")"
+
+# A rank that dies of a signal rwinrun did not send while the job is ending is named as well (the
+# first line may only show a consequence); deaths by rwinrun's own SIGTERM stay quiet.
+"$rwinrun" -n 3 -- sh -c '
+  if [ "$RWIN_RANK" = 0 ]; then sleep 0.5; exit 3; fi
+  if [ "$RWIN_RANK" = 1 ]; then trap "trap - SEGV; kill -SEGV \$\$" TERM; fi
+  sleep 300 & wait' >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || fail "exit 3 plus a crash on SIGTERM gave exit status $rc, want 1"
+grep -Eq "^rwinrun: rank 0 \(pid [0-9]+\) exited with status 3; terminating the other 2 ranks$" "$tmp/err" \
+  || fail "the first failure is not named: $(cat "$tmp/err")"
+grep -Eq "^rwinrun: rank 1 \(pid [0-9]+\) killed by signal 11 \(SIGSEGV\), a signal rwinrun did not send$" "$tmp/err" \
+  || fail "a rank crashing while the job ended is not named: $(cat "$tmp/err")"
+[ "$(grep -c '^rwinrun: rank' "$tmp/err")" -eq 2 ] || fail "rank 2's death by rwinrun's SIGTERM was named: $(cat "$tmp/err")"
+
 # A rank ignoring SIGTERM is SIGKILLed after the grace period.
 start=$(date +%s)
 "$rwinrun" -n 2 -- sh -c 'if [ "$RWIN_RANK" = 0 ]; then exit 1; fi; trap "" TERM; sleep 300' >"$tmp/out" 2>"$tmp/err"

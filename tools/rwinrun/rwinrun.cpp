@@ -21,15 +21,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/auth.h"
@@ -137,7 +140,12 @@ void read_stream(Rank& r, Stream& s, bool with_prefix) {
   emit_lines(r, s, false, with_prefix);
 }
 
+// Signals rwinrun has sent its ranks, so a rank's death by some other signal can be told apart.
+uint64_t g_sent_signals = 0;
+bool sent_signal(int sig) { return sig > 0 && sig < 64 && (g_sent_signals >> sig) & 1; }
+
 void signal_all(std::vector<Rank>& ranks, int sig) {
+  if (sig > 0 && sig < 64) g_sent_signals |= uint64_t{1} << sig;
   for (auto& r : ranks) {
     // The whole process group: a shell rank's `sleep` must go too. Exited leaders still count,
     // their group lives on while any member does.
@@ -293,7 +301,11 @@ int run(const Config& cfg, char** argv) {
   if (failed_start) begin_termination(1);
 
   for (;;) {
-    // Reap everything that has exited.
+    // Reap everything that has exited, then name what went wrong. A rank killed by a signal is named
+    // before one that exited with an error in the same sweep: the error is usually its consequence (a
+    // survivor learns "peer 2 failed" and exits 1), and waitpid hands zombies back oldest child first,
+    // so the survivor would otherwise be named in place of the rank that died.
+    std::vector<std::pair<Rank*, int>> reaped;
     for (;;) {
       int st = 0;
       const pid_t pid = ::waitpid(-1, &st, WNOHANG);
@@ -302,19 +314,30 @@ int run(const Config& cfg, char** argv) {
         if (r.pid != pid || !r.running) continue;
         r.running = false;
         r.status = st;
-        const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && !terminating) {
-          int others = 0;
-          for (auto& o : ranks) others += o.running ? 1 : 0;
-          const std::string how = WIFSIGNALED(st) ? "killed by signal " + signal_text(WTERMSIG(st))
-                                                  : "exited with status " + std::to_string(WEXITSTATUS(st));
-          std::string msg = "rwinrun: rank " + std::to_string(r.index) + " (pid " + std::to_string(pid) + ") " + how;
-          if (others > 0) {
-            msg += "; terminating the other " + std::to_string(others) + (others == 1 ? " rank" : " ranks");
-          }
-          write_all(2, msg + "\n");
-          begin_termination(1);
+        reaped.emplace_back(&r, st);
+      }
+    }
+    std::stable_sort(reaped.begin(), reaped.end(),
+                     [](const auto& a, const auto& b) { return WIFSIGNALED(a.second) && !WIFSIGNALED(b.second); });
+    for (const auto& [r, st] : reaped) {
+      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      if (ok) continue;
+      const std::string how = WIFSIGNALED(st) ? "killed by signal " + signal_text(WTERMSIG(st))
+                                              : "exited with status " + std::to_string(WEXITSTATUS(st));
+      const std::string who = "rwinrun: rank " + std::to_string(r->index) + " (pid " + std::to_string(r->pid) + ") ";
+      if (!terminating) {
+        int others = 0;
+        for (auto& o : ranks) others += o.running ? 1 : 0;
+        std::string msg = who + how;
+        if (others > 0) {
+          msg += "; terminating the other " + std::to_string(others) + (others == 1 ? " rank" : " ranks");
         }
+        write_all(2, msg + "\n");
+        begin_termination(1);
+      } else if (WIFSIGNALED(st) && !sent_signal(WTERMSIG(st))) {
+        // Died on its own while the job was ending (a crash, an outside kill): named too, since the
+        // first line may only show its consequence. Deaths by rwinrun's own signals stay quiet.
+        write_all(2, who + how + ", a signal rwinrun did not send\n");
       }
     }
     bool any_running = false;
