@@ -465,7 +465,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Each rank gets RWIN_RANK, RWIN_NRANKS, RWIN_ROOT and RWIN_JOB_KEY (fresh per job unless already set);\n"
       "output lines are prefixed \"[rank] \" unless --no-prefix or --output. If a rank fails the others are\n"
-      "terminated. Exit: 0 ok, 1 a rank failed, 124 timeout, 128+sig interrupted, 2 usage, 127 could not start.");
+      "terminated; the line on rwinrun's stderr names the first failure (a rank killed by a signal before one\n"
+      "that exited with an error at the same moment), and later deaths by signals rwinrun did not send.\n"
+      "Exit: 0 ok, 1 a rank failed, 124 timeout, 128+sig interrupted, 2 usage, 127 could not start.");
   rwin::cli::parse_or_exit(app, argc, argv);
   cfg.prefix = !no_prefix && cfg.output_dir.empty();
   if (!cfg.output_dir.empty()) {
