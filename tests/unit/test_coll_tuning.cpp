@@ -1,6 +1,6 @@
 // The collectives' tuning table (core/src/collectives/tuning.cpp): the built-in rules reproduce the
 // measured choices at their edges, a file's rules come first and are checked field by field, and
-// every refused file says which rule and field is wrong.
+// every refused file says which rule and field is wrong; and the workspace's automatic slot count.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -282,3 +282,16 @@ TEST(CollTuning, SlotsAreAutoOrACountFrom1To64) {
 }
 
 }  // namespace
+
+// docs/CONTRACT.md, "Workspace": with RWIN_COLL_SLOTS auto, K = 256 KiB / (64 + P), 8 to 64. The floor
+// matters after a large call: the window only grows, so 256 KiB chunks set the depth of every later
+// small call (4 there made tiny broadcasts 1.4x slower, bench/RESULTS.md).
+TEST(CollWorkspace, AutoSlotsFillQuarterMebibytePerPeerBetweenEightAndSixtyFour) {
+  EXPECT_EQ(auto_slots(64 + 64), 64u);           // tiny messages: the ceiling
+  EXPECT_EQ(auto_slots(64 + 2048), 64u);         // 262144 / 2112 = 124
+  EXPECT_EQ(auto_slots(64 + 4096), 63u);         // 262144 / 4160
+  EXPECT_EQ(auto_slots(64 + 16384), 15u);        // 262144 / 16448
+  EXPECT_EQ(auto_slots(64 + 32768), 8u);         // 7 by the quotient: the floor
+  EXPECT_EQ(auto_slots(64 + 256 * 1024), 8u);    // the chunk size: 2 MiB per peer
+  EXPECT_EQ(auto_slots(64 + (1u << 30)), 8u);    // any chunk size the knob allows
+}

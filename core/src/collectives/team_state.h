@@ -235,6 +235,8 @@ TeamState& team_of(const std::shared_ptr<TeamState>& s, const char* what);
 TeamState& team_call(const std::shared_ptr<TeamState>& s, const char* what);
 
 // channel.cpp: workspace, the message engine, barrier.
+// Scratch slots per peer when RWIN_COLL_SLOTS is auto, for slots of `slot_bytes` (header + payload).
+uint64_t auto_slots(uint64_t slot_bytes);
 // Collective; may grow. `h`: the call's header, for the growth handshake (none for a barrier).
 void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h);
 // `h`: the barrier call's header (Team::barrier), so that a member running another call is noticed.

@@ -11,16 +11,6 @@ namespace rwin::detail {
 
 namespace {
 
-// Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 8 to 64. Small
-// messages get a deep window, so a member running calls ahead (a broadcast's root) stalls on credit
-// far less often (measured in bench/RESULTS.md). The window is the team's and only grows, so once a
-// large call grew the slots, small calls get what large ones do: at least 8 (256 KiB chunks: 2 MiB
-// per peer), which measured 1.4x faster tiny broadcasts after a large call than 4 did (acks come at
-// half the window: 2 messages of credit), in shared memory and across hosts.
-uint64_t auto_slots(uint64_t slot_bytes) {
-  return std::clamp<uint64_t>((uint64_t{256} << 10) / slot_bytes, 8, 64);
-}
-
 // Maps our slots in every mapped member's new scratch now, at growth, instead of one page fault per
 // slot in the first calls that use each slot (a 64-deep window of 4 KiB slots made the first ~64 4 KiB
 // allreduces on shared memory 3x slower on average). Reads only, and only of our own slots there, which
@@ -49,6 +39,16 @@ std::shared_ptr<WindowState> u8_view(std::shared_ptr<BufferState> buf, uint64_t 
 }
 
 }  // namespace
+
+// Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 8 to 64. Small
+// messages get a deep window, so a member running calls ahead (a broadcast's root) stalls on credit
+// far less often (measured in bench/RESULTS.md). The window is the team's and only grows, so once a
+// large call grew the slots, small calls get what large ones do: at least 8 (256 KiB chunks: 2 MiB
+// per peer), which measured 1.4x faster tiny broadcasts after a large call than 4 did (acks come at
+// half the window: 2 messages of credit), in shared memory and across hosts.
+uint64_t auto_slots(uint64_t slot_bytes) {
+  return std::clamp<uint64_t>((uint64_t{256} << 10) / slot_bytes, 8, 64);
+}
 
 void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) {
   ContextImpl& c = t.live("collective workspace");
