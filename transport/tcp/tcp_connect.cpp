@@ -20,8 +20,8 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/netif.h"
 #include "common/knobs.h"
-#include "common/parse_number.h"
 #include "common/log.h"
+#include "common/parse_number.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/tcp_transport_impl.h"
 
