@@ -121,13 +121,14 @@ run_tsan() {
     fi
   done
   echo "tsan: overlap (nonblocking collectives) over UCX tcp, shared memory and rwin's own tcp: OK"
-  # Every transport-parameterised suite over rwin's own tcp and over mixed (contract, memory model,
+  # Every transport-parameterised suite over rwin's own tcp (one connection per pair, and three with
+  # striping: tcp_striped) and over mixed (contract, memory model,
   # accumulate, collectives, ...: the receiver thread applies writes, atomics and put(Add)s while the
   # main thread reads what they publish; in mixed beside shared-memory peers' CPU stores and atomics on
   # the same windows), the mixed transport's own tests, and the nonblocking collectives over every lane.
   # tests/tsan-mp.supp: the one test that reads a window while puts land in it, on purpose.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan-mp.supp \
-    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*/mixed:MixedTransport.*:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
+    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*/tcp_striped:*/mixed:MixedTransport.*:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
     { echo "tsan: rwin_mp_tests over own tcp and mixed failed:"; grep -v '^skipped' build-tsan.mp.log | tail -60; return 1; }
   echo "tsan: rwin_mp_tests over rwin's own tcp and mixed (and *Nonblocking* everywhere): OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and

@@ -115,6 +115,9 @@ inline std::vector<TransportParam> transports() {
       {"ucx_shm", "ucx", {{"UCX_TLS", "posix,sysv,self"}}, false},
       {"ucx_shm_native", "ucx", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_UCX_RMA", "native"}}, false},
       {"tcp", "tcp", {{"RWIN_IFNAME", "lo"}}, true},  // rwin's own sockets (transport/tcp)
+      // The same with three connections per pair and every Write of 4 KiB or more striped over them
+      // (RWIN_TCP_SOCKETS): notifies, flushes and gets wait at the target for every stripe before them.
+      {"tcp_striped", "tcp", {{"RWIN_IFNAME", "lo"}, {"RWIN_TCP_SOCKETS", "3"}, {"RWIN_TCP_STRIPE_MIN", "4K"}}, true},
       // UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
       // every ring neighbour is on the "other host".
       {"mixed", "mixed", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_IFNAME", "lo"}}, false, 2},

@@ -128,8 +128,9 @@ struct Pair {
   std::unique_ptr<tp::RemoteKey> key_of_1;  // rank 1's window, as rank 0 sees it
   std::unique_ptr<tp::RemoteKey> key_of_0;
   static constexpr size_t kBytes = 1 << 20;
+  size_t bytes = kBytes;  // each window's size
 
-  Pair() {
+  explicit Pair(size_t window_bytes = kBytes) : bytes(window_bytes) {
     const uint16_t port = test_sock::free_port();
     const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
     std::string errs[2];
@@ -143,7 +144,7 @@ struct Pair {
         cfg.ifname = "lo";
         r[me].t = tp::make_transport(cfg);
         r[me].t->connect(*r[me].bs);
-        r[me].window = r[me].t->allocate(kBytes);
+        r[me].window = r[me].t->allocate(bytes);
       } catch (const std::exception& e) {
         errs[me] = e.what();
       }
@@ -187,6 +188,20 @@ struct Pair {
       done.clear();
     }
     return {id, false, "no completion within 20 s"};
+  }
+  // Rank 0 polls until every one of `ids` completed, each successfully (bounded: 20 s).
+  bool wait_all(std::vector<uint64_t> ids) {
+    std::vector<tp::Completion> done;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!ids.empty() && std::chrono::steady_clock::now() < until) {
+      r[0].t->poll(done);
+      for (auto& c : done) {
+        if (!c.ok) return false;
+        std::erase(ids, c.cookie);
+      }
+      done.clear();
+    }
+    return ids.empty();
   }
   uint64_t cookie = 0;
 };
@@ -571,15 +586,18 @@ TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRa
   uint16_t lport = 0;
   const int lst = test_sock::listen_loopback(4, &lport);
   ASSERT_GE(lst, 0);
-  w::Endpoint me;
+  w::JobEndpoint job;  // one connection to each rank (RWIN_TCP_SOCKETS unset)
+  w::Endpoint& me = job.e;
   me.rank = 1;
   me.port = lport;
   me.ipv4 = htonl(INADDR_LOOPBACK);
   rwin::bootstrap::auth::random_bytes(me.secret, sizeof me.secret);
-  const auto all = bs1.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
-  w::Endpoint ep0;
-  ASSERT_EQ(all[0].size(), sizeof ep0);
-  std::memcpy(&ep0, all[0].data(), sizeof ep0);
+  const auto all = bs1.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&job), sizeof job));
+  w::JobEndpoint job0;
+  ASSERT_EQ(all[0].size(), sizeof job0);
+  std::memcpy(&job0, all[0].data(), sizeof job0);
+  ASSERT_EQ(job0.sockets, 1u);
+  const w::Endpoint& ep0 = job0.e;
   const std::string s0(reinterpret_cast<const char*>(ep0.secret), sizeof ep0.secret);
   const std::string s1(reinterpret_cast<const char*>(me.secret), sizeof me.secret);
 
@@ -983,6 +1001,238 @@ TEST(TcpTransport, AReceiverSpinOutsideItsRangeIsRefusedNamingTheVariable) {
           << e.what();
     }
   }
+}
+
+// ---- striping (RWIN_TCP_SOCKETS) -----------------------------------------------------------------
+
+// Three connections per pair of ranks, and every Write of 4 KiB or more striped over them.
+struct StripedEnv {
+  rwin::test::EnvGuard env;
+  StripedEnv() {
+    env.set("RWIN_TCP_SOCKETS", "3");
+    env.set("RWIN_TCP_STRIPE_MIN", "4K");
+  }
+};
+
+std::vector<char> pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 131 + static_cast<size_t>(seed) * 7 + 1);
+  return v;
+}
+
+// Writes go round-robin over the three connections, all posted before any completes; a get and a
+// Flush after them (no wait in between) see every byte, because the first connection waits at the
+// target's end for the lanes' writes the Fence names.
+TEST(TcpStriping, WritesOverThreeConnectionsLandWholeAndAGetOrFlushAfterThemSeesEveryStripe) {
+  StripedEnv striped;
+  Pair p;
+  auto& t0 = static_cast<tp::tcp::TcpTransport&>(*p.r[0].t);
+  ASSERT_EQ(t0.sockets(), 3);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::vector<char>> srcs;
+    std::vector<uint64_t> cookies;
+    size_t off = 0;
+    for (int i = 0; i < 24; ++i) {
+      const size_t n = 4096 + static_cast<size_t>((i * 7919 + round * 131) % 30000);  // every one striped
+      srcs.push_back(pattern(n, round * 100 + i));
+      tp::Work w = work(tp::Op::Write, srcs.back().data(), p.at1(off), n);
+      ASSERT_EQ(p.post(w), tp::PostResult::Ok);
+      cookies.push_back(w.cookie);
+      off += n + 64;
+    }
+    // Straight after the writes (none waited for): a get of the last bytes, then a Flush.
+    std::vector<char> back(srcs.back().size());
+    tp::Work g = work(tp::Op::Read, back.data(), p.at1(off - 64 - back.size()), back.size());
+    ASSERT_EQ(p.post(g), tp::PostResult::Ok);
+    cookies.push_back(g.cookie);
+    ASSERT_TRUE(p.wait_all(cookies)) << p.r[0].t->peer_error(1);
+    EXPECT_EQ(back, srcs.back()) << "the get saw the last write (round " << round << ")";
+    ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+    off = 0;
+    for (const auto& src : srcs) {
+      ASSERT_EQ(std::memcmp(p.mem(1) + off, src.data(), src.size()), 0) << "round " << round << ", offset " << off;
+      for (size_t gap = 0; gap < 64; ++gap) ASSERT_EQ(p.mem(1)[off + src.size() + gap], 0) << "nothing between writes";
+      off += src.size() + 64;
+    }
+    std::memset(p.mem(1), 0, off);  // everything landed (the Flush): the next round starts clean
+  }
+  EXPECT_GE(t0.lane_writes(), 4u * 24 * 2 / 3 - 1) << "two of every three writes went on the lanes";
+  EXPECT_GE(t0.fences_sent(), 4u);
+  // A write below RWIN_TCP_STRIPE_MIN stays on the first connection.
+  const uint64_t lanes_before = t0.lane_writes();
+  std::vector<char> small = pattern(4095, 9);
+  ASSERT_TRUE(p.run(work(tp::Op::Write, small.data(), p.at1(0), small.size())).ok);
+  EXPECT_EQ(t0.lane_writes(), lanes_before);
+}
+
+// The ordering made certain, driven by hand over adopted connections: lane 1 carries a write's header
+// and half its payload, then the first connection a Fence naming that write and an atomic after it.
+// Rank 0 (the target, serving from its polls) must not apply the atomic while the write is half
+// there, however long it polls; once the rest arrives, the write lands and then the atomic.
+TEST(TcpStriping, AnAtomicBehindAFenceWaitsUntilTheLanesWriteLandedWhole) {
+  tp::tcp::TcpTransport t(unconnected_config());
+  auto window = t.allocate(1 << 20);
+  const uint64_t base = reinterpret_cast<uint64_t>(window->addr());
+  const auto [mine, theirs] = tcp_pair();
+  const auto [lane_mine, lane_theirs] = tcp_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  t.adopt_lane_for_testing(1, 1, lane_mine);
+  const std::vector<char> data = pattern(256 * 1024, 4);
+  w::ReqHeader wr = req(w::Req::Write, data.size(), base + 4096);
+  ASSERT_EQ(::send(lane_theirs, &wr, sizeof wr, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof wr));
+  const size_t half = data.size() / 2;
+  ASSERT_EQ(::send(lane_theirs, data.data(), half, MSG_NOSIGNAL), static_cast<ssize_t>(half));
+  w::ReqHeader frames[2]{};
+  frames[0].type = static_cast<uint8_t>(w::Req::Fence);
+  frames[0].addr = 1;  // one write on lane 1
+  frames[1] = req(w::Req::AtomicAdd, 8, base);
+  frames[1].operand = 1;
+  ASSERT_EQ(::send(theirs, frames, sizeof frames, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof frames));
+  const auto* flag = static_cast<const uint64_t*>(window->addr());
+  std::vector<tp::Completion> done;
+  // Polls until the first half has landed, then 2000 more: room for a wrong order to show.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::memcmp(static_cast<char*>(window->addr()) + 4096 + half - 64, data.data() + half - 64, 64) != 0 &&
+         std::chrono::steady_clock::now() < until) {
+    t.poll(done);
+  }
+  for (int i = 0; i < 2000; ++i) t.poll(done);
+  EXPECT_EQ(__atomic_load_n(flag, __ATOMIC_ACQUIRE), 0u) << "the atomic overtook the write on lane 1";
+  EXPECT_EQ(t.peer_error(1), "");
+  ASSERT_EQ(::send(lane_theirs, data.data() + half, data.size() - half, MSG_NOSIGNAL), static_cast<ssize_t>(data.size() - half));
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < until) t.poll(done);
+  ASSERT_EQ(__atomic_load_n(flag, __ATOMIC_ACQUIRE), 1u) << t.peer_error(1);
+  EXPECT_EQ(std::memcmp(static_cast<char*>(window->addr()) + 4096, data.data(), data.size()), 0);
+  // The lane closed between frames is no failure (a goodbye); one closed inside a frame is.
+  ::close(lane_theirs);
+  for (int i = 0; i < 100; ++i) t.poll(done);
+  EXPECT_EQ(t.peer_error(1), "");
+  ::close(theirs);
+  t.quiesce(false);
+}
+
+// A lane closed in the middle of a write's payload (the peer died) fails the peer, named.
+TEST(TcpStriping, ALaneClosedInTheMiddleOfAWriteFailsThePeerNamingTheLane) {
+  tp::tcp::TcpTransport t(unconnected_config());
+  auto window = t.allocate(1 << 20);
+  const auto [mine, theirs] = tcp_pair();
+  const auto [lane_mine, lane_theirs] = tcp_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  t.adopt_lane_for_testing(1, 2, lane_mine);
+  const std::vector<char> data = pattern(8192, 6);
+  w::ReqHeader wr = req(w::Req::Write, 65536, reinterpret_cast<uint64_t>(window->addr()));
+  ASSERT_EQ(::send(lane_theirs, &wr, sizeof wr, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof wr));
+  ASSERT_EQ(::send(lane_theirs, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
+  ::close(lane_theirs);
+  std::vector<tp::Completion> done;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (t.peer_error(1).empty() && std::chrono::steady_clock::now() < until) t.poll(done);
+  EXPECT_NE(t.peer_error(1).find("lane 2 was closed in the middle of a write's payload"), std::string::npos) << t.peer_error(1);
+  ::close(theirs);
+  t.quiesce(false);
+}
+
+// A lane's write outside the target's region is refused by the target on the first connection (a
+// lane carries nothing back), naming the lane; nothing lands.
+TEST(TcpStriping, ALaneWriteOutsideTheTargetsRegionIsRefusedAndNamed) {
+  StripedEnv striped;
+  Pair p;
+  std::vector<char> src = pattern(8192, 5);
+  tp::Work w = work(tp::Op::Write, src.data(), p.at1(Pair::kBytes - 100), src.size());
+  ASSERT_EQ(p.post(w), tp::PostResult::Ok);
+  ASSERT_EQ(static_cast<tp::tcp::TcpTransport&>(*p.r[0].t).lane_writes(), 1u);
+  (void)p.wait(w.cookie);
+  const auto c = p.run(work(tp::Op::Flush, nullptr, 0, 0));
+  EXPECT_FALSE(c.ok);
+  EXPECT_NE(c.error.find("rank 1 refused it"), std::string::npos) << c.error;
+  EXPECT_NE(c.error.find("on lane 1"), std::string::npos) << c.error;
+  for (size_t i = 0; i < Pair::kBytes; i += 4096) ASSERT_EQ(p.mem(1)[i], 0) << "nothing landed at " << i;
+  EXPECT_EQ(p.mem(1)[Pair::kBytes - 1], 0);
+}
+
+// A Fence naming writes on lanes that do not exist (a peer's garbage) fails the peer, named; it does
+// not stall its connection forever.
+TEST(TcpStriping, AFenceNamingALaneThatIsNotConnectedFailsThePeer) {
+  tp::tcp::TcpTransport t(unconnected_config());
+  auto window = t.allocate(4096);
+  const auto [mine, theirs] = tcp_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  w::ReqHeader f{};
+  f.type = static_cast<uint8_t>(w::Req::Fence);
+  f.operand = 2;  // two writes on lane 2
+  ASSERT_EQ(w::check_request(f), "");
+  ASSERT_EQ(::send(theirs, &f, sizeof f, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof f));
+  std::vector<tp::Completion> done;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (t.peer_error(1).empty() && std::chrono::steady_clock::now() < until) t.poll(done);
+  EXPECT_NE(t.peer_error(1).find("a fence waits for 2 writes on lane 2, which is not connected"), std::string::npos)
+      << t.peer_error(1);
+  ::close(theirs);
+  t.quiesce(false);
+}
+
+TEST(TcpStriping, HellosOpeningLanesAreCheckedAndRunTimePeersHaveNone) {
+  w::Hello h;
+  h.src = 1;
+  h.dst = 0;
+  h.kind = w::lane_kind(1);
+  EXPECT_EQ(w::check_hello(h, 0, 2), "");
+  EXPECT_EQ(w::hello_lane(h.kind), 1);
+  h.kind = w::lane_kind(w::kMaxSockets);
+  EXPECT_NE(w::check_hello(h, 0, 2).find("lane 4 (at most 3"), std::string::npos) << w::check_hello(h, 0, 2);
+  h.kind = w::lane_kind(0);  // a lane of index 0 is no kind at all
+  EXPECT_NE(w::check_hello(h, 0, 2).find("hello kind"), std::string::npos);
+  h.kind = w::lane_kind(1);
+  h.dst = 0;
+  EXPECT_NE(w::check_hello(h, 0, 2, true).find("hello kind"), std::string::npos) << "an agent takes no lanes";
+}
+
+TEST(TcpStriping, SocketsAndStripeMinOutsideTheirRangeAreRefusedNamingTheVariable) {
+  rwin::test::EnvGuard env;
+  const std::pair<const char*, const char*> bad[] = {
+      {"RWIN_TCP_SOCKETS", "0"}, {"RWIN_TCP_SOCKETS", "5"}, {"RWIN_TCP_SOCKETS", "x"},
+      {"RWIN_TCP_STRIPE_MIN", "0"}, {"RWIN_TCP_STRIPE_MIN", "2G"}, {"RWIN_TCP_STRIPE_MIN", "64X"}};
+  for (const auto& [name, value] : bad) {
+    rwin::test::EnvGuard one;
+    one.set(name, value);
+    try {
+      (void)tp::make_transport(unconnected_config());
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(name) + " is '" + value + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every rank must open as many connections to each other: a mismatch fails both ranks' connect,
+// naming the two values, instead of a rank waiting for lanes that never come.
+TEST(TcpStriping, RanksWithDifferentSocketCountsFailToConnectNamingBoth) {
+  const uint16_t port = test_sock::free_port();
+  const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
+  std::unique_ptr<tp::Transport> t[2];
+  {
+    rwin::test::EnvGuard env;
+    env.set("RWIN_TCP_SOCKETS", "2");
+    tp::TransportConfig cfg = unconnected_config();
+    cfg.rank = 1;
+    t[1] = tp::make_transport(cfg);
+  }
+  t[0] = tp::make_transport(unconnected_config());  // RWIN_TCP_SOCKETS unset: 1
+  std::string errs[2];
+  auto start = [&](int me) {
+    try {
+      rwin::bootstrap::Bootstrap bs(me, 2, root, 20000ms);
+      t[me]->connect(bs);
+    } catch (const std::exception& e) {
+      errs[me] = e.what();
+    }
+  };
+  std::thread one(start, 1);
+  start(0);
+  one.join();
+  EXPECT_NE(errs[0].find("rank 0 has RWIN_TCP_SOCKETS=1 but rank 1 has 2"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[1].find("rank 1 has RWIN_TCP_SOCKETS=2 but rank 0 has 1"), std::string::npos) << errs[1];
+  for (auto& x : t) x->quiesce(false);
 }
 
 }  // namespace

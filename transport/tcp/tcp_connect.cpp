@@ -168,6 +168,20 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_OWNER_SERVES is '" + t + "' (want 0 or 1)");
     owner_serves_ = t == "1";
   }
+  if (const char* v = knobs::env("RWIN_TCP_SOCKETS"); v && !run_time_) {  // run-time peers: one connection
+    uint64_t n = 0;
+    if (const std::string why = common::parse_u64_in(v, 1, tcpw::kMaxSockets, n); !why.empty()) {
+      throw TransportError(std::string("tcp: RWIN_TCP_SOCKETS is '") + v + "': " + why + " (connections to each rank)");
+    }
+    sockets_ = static_cast<int>(n);
+  }
+  if (const char* v = knobs::env("RWIN_TCP_STRIPE_MIN")) {
+    uint64_t n = 0;
+    std::string why = common::parse_size(v, n);
+    if (why.empty() && (n == 0 || n > tcpw::kMaxFrameBytes)) why = "outside [1, 1 GiB]";
+    if (!why.empty()) throw TransportError(std::string("tcp: RWIN_TCP_STRIPE_MIN is '") + v + "': " + why + " (bytes)");
+    stripe_min_ = n;
+  }
   if (const char* v = knobs::env("RWIN_TCP_RECEIVER_SPIN_US")) {
     uint64_t us = 0;
     if (const std::string why = common::parse_u64_in(v, 0, 100000, us); !why.empty()) {
@@ -311,8 +325,8 @@ void TcpTransport::start_listening() {
 }
 
 void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes, tcpw::HelloKind kind, int32_t src,
-                        int32_t dst, Clock::time_point deadline) {
-  const std::string what = who(p) + ": connect";
+                        int32_t dst, Clock::time_point deadline, int lane) {
+  const std::string what = who(p) + (lane > 0 ? ": connect lane " + std::to_string(lane) : std::string(": connect"));
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) throw TransportError(what + ": socket: " + errno_text(errno));
   struct Closer {  // until the connection is p's
@@ -340,7 +354,7 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
   if (err != 0) throw TransportError(what + ": " + errno_text(err));
 
   tcpw::Hello h;
-  h.kind = static_cast<uint16_t>(kind);
+  h.kind = lane > 0 ? tcpw::lane_kind(lane) : static_cast<uint16_t>(kind);
   h.src = src;
   h.dst = dst;
   bootstrap::auth::random_bytes(h.nonce, sizeof h.nonce);
@@ -365,6 +379,13 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
     throw TransportError(what + ": the listener did not prove it is " +
                          (run_time_ ? std::string("the peer whose endpoint this is") : "rank " + std::to_string(p) + " of this job"));
   }
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  if (lane > 0) {  // p's from here (quiesce() closes it); nothing comes back on a lane, so no epoll
+    P.lane_out[lane - 1].fd = fd;
+    P.nlanes = lane;
+    fd = -1;
+    return;
+  }
   // p's from here: quiesce() closes it. Set before the epoll registration that lets the receive side look.
   peers_[static_cast<size_t>(p)]->out_fd = fd;
   fd = -1;
@@ -384,25 +405,33 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   // Listen before publishing the endpoint, so every dial finds someone.
   start_listening();
 
-  tcpw::Endpoint me;
-  me.port = port_;
-  me.rank = rank_;
-  me.ipv4 = ipv4_;
-  std::memcpy(me.secret, secret_, sizeof secret_);
+  tcpw::JobEndpoint me;
+  me.e.port = port_;
+  me.e.rank = rank_;
+  me.e.ipv4 = ipv4_;
+  me.sockets = static_cast<uint32_t>(sockets_);
+  std::memcpy(me.e.secret, secret_, sizeof secret_);
   const auto all = bs.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
-  std::memset(me.secret, 0, sizeof me.secret);
+  std::memset(me.e.secret, 0, sizeof me.e.secret);
   std::vector<tcpw::Endpoint> eps(static_cast<size_t>(nranks_));
   for (int p = 0; p < nranks_; ++p) {
     const auto& b = all[static_cast<size_t>(p)];
     tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
-    if (b.size() != sizeof e) {
+    if (b.size() != sizeof(tcpw::JobEndpoint)) {
       throw TransportError(describe() + ": rank " + std::to_string(p) + " published " + std::to_string(b.size()) +
-                           " bytes, not a tcp endpoint (every rank must use RWIN_TRANSPORT=tcp)");
+                           " bytes, not a tcp endpoint (every rank must use RWIN_TRANSPORT=tcp of one rwin version)");
     }
-    std::memcpy(&e, b.data(), sizeof e);
+    tcpw::JobEndpoint je;
+    std::memcpy(&je, b.data(), sizeof je);
+    e = je.e;
     if (e.magic != tcpw::kMagic || e.version != tcpw::kVersion || e.rank != p) {
       throw TransportError(describe() + ": rank " + std::to_string(p) + " published a tcp endpoint of another version (" +
                            std::to_string(e.version) + ", this rank speaks " + std::to_string(tcpw::kVersion) + ")");
+    }
+    if (je.sockets != static_cast<uint32_t>(sockets_)) {
+      throw TransportError(describe() + ": rank " + std::to_string(rank_) + " has RWIN_TCP_SOCKETS=" + std::to_string(sockets_) +
+                           " but rank " + std::to_string(p) + " has " + std::to_string(je.sockets) +
+                           " (every rank of a job must open as many connections to each other)");
     }
     std::lock_guard<std::mutex> g(conn_mu_);  // fail() on the receiver thread reads it
     peers_[static_cast<size_t>(p)]->where = addr_text(e.ipv4, e.port);
@@ -413,15 +442,23 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
     const int p = (rank_ + i) % nranks_;
     const tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
     dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline);
+    // Striping: the lanes (none to itself: it reaches its own windows directly).
+    for (int lane = 1; lane < sockets_ && p != rank_; ++lane) {
+      dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline, lane);
+    }
   }
 
-  // Wait until every rank's requests can reach this one.
+  // Wait until every rank's requests can reach this one, on every lane.
+  const int want = nranks_ + (nranks_ - 1) * (sockets_ - 1);
   std::unique_lock<std::mutex> lk(conn_mu_);
-  while (in_connected_ < nranks_) {
-    if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < nranks_) {
+  while (in_connected_ < want) {
+    if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < want) {
       std::string missing;
       for (int p = 0; p < nranks_; ++p) {
-        if (peers_[static_cast<size_t>(p)]->in_fd < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        const Peer& P = *peers_[static_cast<size_t>(p)];
+        bool all_in = P.in_fd >= 0;
+        for (int lane = 1; lane < sockets_ && p != rank_; ++lane) all_in = all_in && P.lane_in[lane - 1].fd >= 0;
+        if (!all_in) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       }
       throw TransportError(describe() + ": rank " + std::to_string(rank_) + ": no authenticated connection from rank(s) " +
                            missing + " before the start-up deadline");
@@ -431,7 +468,8 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   close_listener_ = true;  // every rank is in: strangers have nothing left to knock on
   wake();
   connected_ = true;
-  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks", describe().c_str(), rank_, nranks_);
+  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks (%d connection(s) to each other)", describe().c_str(), rank_,
+           nranks_, sockets_);
 }
 
 // ---- run-time peers (the agent) ---------------------------------------------------------------
@@ -560,6 +598,20 @@ void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd) {
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, in_fd, &ev) != 0) throw TransportError("tcp: epoll: " + errno_text(errno));
 }
 
+void TcpTransport::adopt_lane_for_testing(int peer, int lane, int fd) {
+  if (connected_ || peer < 0 || peer >= nranks_ || lane < 1 || lane >= tcpw::kMaxSockets || epoll_fd_ < 0) {
+    throw TransportError("tcp: adopt_lane_for_testing: bad use (adopt the first connection first)");
+  }
+  Peer& P = *peers_[static_cast<size_t>(peer)];
+  P.lane_in[lane - 1].fd = fd;
+  P.has_lanes_in = true;
+  sockets_ = std::max(sockets_, lane + 1);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = uint64_t{5} << 32 | static_cast<uint32_t>(lane) << 24 | static_cast<uint32_t>(peer);  // kLane (tcp_target.cpp)
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw TransportError("tcp: epoll: " + errno_text(errno));
+}
+
 void TcpTransport::quiesce(bool graceful) noexcept {
   if (quiesced_) return;
   quiesced_ = true;
@@ -572,10 +624,14 @@ void TcpTransport::quiesce(bool graceful) noexcept {
       SendItem bye;
       bye.hdr.type = static_cast<uint8_t>(tcpw::Req::Goodbye);
       P.sendq.push_back(std::move(bye));
-      while (!P.failed && !P.sendq.empty() && Clock::now() < until) {
+      while (!P.failed && (!P.sendq.empty() || P.lanes_queued() > 0) && Clock::now() < until) {
         if (!flush_sends(p)) break;
-        if (!P.sendq.empty()) {
-          pollfd pfd{P.out_fd, POLLOUT, 0};
+        int fd = P.sendq.empty() ? -1 : P.out_fd;  // one that still has something to send
+        for (int k = 0; k < P.nlanes && fd < 0; ++k) {
+          if (!P.lane_out[k].sendq.empty()) fd = P.lane_out[k].fd;
+        }
+        if (fd >= 0) {
+          pollfd pfd{fd, POLLOUT, 0};
           (void)::poll(&pfd, 1, 10);
         }
       }
@@ -599,6 +655,13 @@ void TcpTransport::quiesce(bool graceful) noexcept {
     if (P.out_fd >= 0) ::close(P.out_fd);
     if (P.in_fd >= 0) ::close(P.in_fd);
     P.out_fd = P.in_fd = -1;
+    for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) {
+      P.lane_out[k].sendq.clear();
+      for (int* fd : {&P.lane_out[k].fd, &P.lane_in[k].fd}) {
+        if (*fd >= 0) ::close(*fd);
+        *fd = -1;
+      }
+    }
   }
   for (auto& pc : pending_) ::close(pc.fd);
   pending_.clear();

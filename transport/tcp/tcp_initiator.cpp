@@ -49,47 +49,61 @@ void TcpTransport::fail_peer(int peer, const std::string& why) noexcept {
 // Everything still queued for a failed peer completes, failed.
 void TcpTransport::fail_queued(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
-  if (P.sendq.empty()) return;
+  if (P.sendq.empty() && P.lanes_queued() == 0) return;
   const std::string why = peer_error(p);
-  for (const auto& s : P.sendq) {
-    // An item that waits for a reply was failed with the awaiting list, an inline Write completed
-    // when posted; the others fail here.
-    if (s.complete_when_sent) done_.push_back({s.cookie, false, why});
-  }
-  P.sendq.clear();
+  const auto drop = [&](std::deque<SendItem>& q) {
+    for (const auto& s : q) {
+      // An item that waits for a reply was failed with the awaiting list, an inline Write completed
+      // when posted; the others fail here.
+      if (s.complete_when_sent) done_.push_back({s.cookie, false, why});
+    }
+    q.clear();
+  };
+  drop(P.sendq);
+  for (int k = 0; k < P.nlanes; ++k) drop(P.lane_out[k].sendq);
   P.held = 0;
 }
 
-bool TcpTransport::flush_sends(int p) {
+bool TcpTransport::send_queue(int p, int fd, std::deque<SendItem>& q, int lane) {
   Peer& P = *peers_[static_cast<size_t>(p)];
-  P.held = 0;  // what waited goes now
-  while (!P.sendq.empty()) {
+  while (!q.empty()) {
     if (P.failed) {
       fail_queued(p);
       return false;
     }
     iovec iov[64];
     int n = 0;
-    for (auto& s : P.sendq) {
+    for (auto& s : q) {
       if (n + 2 > 64) break;
       n = add_unsent(iov, n, s, s.payload);
     }
     msghdr m{};
     m.msg_iov = iov;
     m.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t w = ::sendmsg(P.out_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail(p, std::string("sending requests: ") + std::strerror(errno) + " (errno " + std::to_string(errno) + ")");
+      fail(p, std::string(lane > 0 ? "sending writes on lane " + std::to_string(lane) + ": " : "sending requests: ") +
+                  std::strerror(errno) + " (errno " + std::to_string(errno) + ")");
       fail_queued(p);
       return false;
     }
-    consume_sent(P.sendq, static_cast<size_t>(w), [this](const SendItem& s) {
+    consume_sent(q, static_cast<size_t>(w), [this](const SendItem& s) {
       if (s.complete_when_sent) done_.push_back({s.cookie, true, {}});
     });
   }
   return true;
+}
+
+// The lanes first: the first connection's Fence, if any, waits for their Writes at the target.
+bool TcpTransport::flush_sends(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  P.held = 0;  // what waited goes now
+  for (int k = 0; k < P.nlanes; ++k) {
+    if (!send_queue(p, P.lane_out[k].fd, P.lane_out[k].sendq, k + 1)) return false;
+  }
+  return send_queue(p, P.out_fd, P.sendq, 0);
 }
 
 PostResult TcpTransport::post(const Work& w) {
@@ -115,9 +129,52 @@ PostResult TcpTransport::post(const Work& w) {
                                           std::to_string(tcpw::kMaxAddFrameBytes) + " bytes per Work, codes below 256)"});
     return PostResult::Ok;
   }
-  if (P.sendq.size() + P.awaiting_n.load(std::memory_order_relaxed) >= kMaxInFlight) {
+  const auto in_flight = [&] { return P.sendq.size() + P.lanes_queued() + P.awaiting_n.load(std::memory_order_relaxed); };
+  if (in_flight() >= kMaxInFlight) {
     (void)flush_sends(p);
-    if (P.sendq.size() + P.awaiting_n.load(std::memory_order_relaxed) >= kMaxInFlight) return PostResult::Busy;
+    if (in_flight() >= kMaxInFlight) return PostResult::Busy;
+  }
+  const auto list = [&] {
+    if (!P.listed) {
+      P.listed = true;
+      active_.push_back(p);
+    }
+  };
+  // Striping: a large Write takes the next of the first connection and the lanes, round-robin. It
+  // leaves from the caller's buffer and completes once sent, as on the first connection.
+  if (w.op == Op::Write && P.nlanes > 0 && w.bytes >= stripe_min_ && w.bytes > SendItem::kInline) {
+    const int lane = static_cast<int>(P.next_lane++ % static_cast<uint64_t>(P.nlanes + 1));
+    if (lane > 0) {
+      Peer::LaneOut& L = P.lane_out[lane - 1];
+      SendItem s;
+      s.cookie = w.cookie;
+      s.hdr.type = static_cast<uint8_t>(tcpw::Req::Write);
+      s.hdr.region = static_cast<const TcpKey*>(w.rkey)->region();
+      s.hdr.addr = w.remote_addr;
+      s.hdr.len = w.bytes;
+      s.payload = static_cast<const char*>(w.local);
+      s.complete_when_sent = true;
+      L.sendq.push_back(std::move(s));
+      ++L.writes;
+      ++lane_writes_;
+      P.unfenced = true;
+      list();
+      (void)send_queue(p, L.fd, L.sendq, lane);
+      return PostResult::Ok;
+    }
+  }
+  // Anything on the first connection after Writes on the lanes waits at the target until they have
+  // all landed: a notify, flush, get or put(Add) then sees them, as on one socket.
+  if (P.unfenced) {
+    SendItem f;
+    f.hdr.type = static_cast<uint8_t>(tcpw::Req::Fence);
+    f.hdr.addr = P.lane_out[0].writes;
+    f.hdr.operand = P.lane_out[1].writes;
+    f.hdr.compare = P.lane_out[2].writes;
+    static_assert(tcpw::kMaxSockets - 1 == 3, "a Fence names three lanes' counts");
+    P.sendq.push_back(std::move(f));
+    P.unfenced = false;
+    ++fences_;
   }
   SendItem s;
   s.cookie = w.cookie;
@@ -172,10 +229,7 @@ PostResult TcpTransport::post(const Work& w) {
   // it, usually the notify that publishes it, so both leave in one sendmsg and one segment.
   const bool staged = (w.op == Op::Write || w.op == Op::Accumulate) && w.bytes <= SendItem::kInline;
   P.sendq.push_back(std::move(s));
-  if (!P.listed) {
-    P.listed = true;
-    active_.push_back(p);
-  }
+  list();
   // At most kMaxHeld wait: a burst of small puts leaves as it is posted, 64 KiB per sendmsg, instead of
   // all at the flush that ends it (measured: an agent's 2000 blocking 4 KiB puts then a flush ran at
   // ~150-200 MiB/s held whole, the receiver idle until the flush).
@@ -204,7 +258,7 @@ void TcpTransport::poll(std::vector<Completion>& out) {
     const int p = active_[i];
     Peer& P = *peers_[static_cast<size_t>(p)];
     if (P.sendable() || P.failed) (void)flush_sends(p);  // held writes wait (transport.h)
-    if (P.sendq.empty()) {
+    if (P.sendq.empty() && P.lanes_queued() == 0) {
       P.listed = false;
       active_[i] = active_.back();
       active_.pop_back();

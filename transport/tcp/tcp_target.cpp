@@ -27,7 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-enum Tag : uint64_t { kWake = 0, kListen = 1, kPending = 2, kIn = 3, kOut = 4 };
+enum Tag : uint64_t { kWake = 0, kListen = 1, kPending = 2, kIn = 3, kOut = 4, kLane = 5 };
+// A lane's tag value: its index above the peer's (lanes exist for a job's ranks only, < 2^24).
+uint32_t lane_value(int p, int lane) { return static_cast<uint32_t>(lane) << 24 | static_cast<uint32_t>(p); }
 uint64_t tag(Tag t, uint32_t v) { return uint64_t{t} << 32 | v; }
 
 std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
@@ -145,6 +147,10 @@ void TcpTransport::serve_owner() noexcept {
   for (int p = 0; p < n; ++p) {
     const Peer& P = *peers_[static_cast<size_t>(p)];
     if (P.failed.load(std::memory_order_relaxed) || (!run_time_ && p == rank_)) continue;
+    if (P.has_lanes_in) {  // striping: only the epoll set sees the lanes
+      (void)serve();
+      return;
+    }
     const bool in = P.in_fd >= 0;
     const bool out = P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
     if (P.want_out || nr + nq + in + out > kDirectSockets) {
@@ -203,6 +209,12 @@ int TcpTransport::serve() noexcept {
       case kOut:
         on_out(static_cast<int>(v));
         break;
+      case kLane: {
+        const int p = static_cast<int>(v & 0xffffff);
+        on_lane(p, static_cast<int>(v >> 24));
+        if (!peers_[static_cast<size_t>(p)]->failed) (void)send_replies(p);  // refusals of lane writes
+        break;
+      }
     }
   }
   if (pending_.empty()) return n < 0 ? 0 : n;
@@ -274,7 +286,15 @@ void TcpTransport::on_pending(size_t idx) {
       // A job's rank names itself (src); a run-time peer names the index we gave it (dst).
       const int p = run_time_ ? pc.hello.dst : pc.hello.src;
       const Peer& P = *peers_[static_cast<size_t>(p)];
-      if (P.in_fd >= 0) {
+      const int lane = tcpw::hello_lane(pc.hello.kind);
+      if (lane > 0) {
+        if (lane >= sockets_ || p == rank_) {
+          why = "lane " + std::to_string(lane) + " from rank " + std::to_string(p) + " (this rank takes " +
+                std::to_string(p == rank_ ? 0 : sockets_ - 1) + " lanes from it: RWIN_TCP_SOCKETS=" + std::to_string(sockets_) + ")";
+        } else if (P.lane_in[lane - 1].fd >= 0) {
+          why = "lane " + std::to_string(lane) + " of rank " + std::to_string(p) + " is connected already";
+        }
+      } else if (P.in_fd >= 0) {
         why = (run_time_ ? "run-time peer " : "rank ") + std::to_string(p) + " is connected already";
       } else if (run_time_ && P.failed) {  // dropped by the caller (fail_peer): not to come back
         why = "run-time peer " + std::to_string(p) + " was dropped";
@@ -315,17 +335,25 @@ void TcpTransport::on_pending(size_t idx) {
 
 void TcpTransport::finish_handshake(Pending& pc) {
   const int p = run_time_ ? pc.hello.dst : pc.hello.src;
+  const int lane = tcpw::hello_lane(pc.hello.kind);
+  Peer& P = *peers_[static_cast<size_t>(p)];
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
+  ev.data.u64 = lane > 0 ? tag(kLane, lane_value(p, lane)) : tag(kIn, static_cast<uint32_t>(p));
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pc.fd, &ev);
   {
     std::lock_guard<std::mutex> g(conn_mu_);
-    peers_[static_cast<size_t>(p)]->in_fd = pc.fd;
+    if (lane > 0) {
+      P.lane_in[lane - 1].fd = pc.fd;
+      P.has_lanes_in = true;
+    } else {
+      P.in_fd = pc.fd;
+    }
     ++in_connected_;
   }
   conn_cv_.notify_all();
-  RWIN_LOG(Debug, Core, "tcp rank %d: rank %d authenticated from %s", rank_, p, pc.from.c_str());
+  RWIN_LOG(Debug, Core, "tcp rank %d: rank %d authenticated from %s%s", rank_, p, pc.from.c_str(),
+           lane > 0 ? (" (lane " + std::to_string(lane) + ")").c_str() : "");
 }
 
 // ---- failure ----------------------------------------------------------------------------------
@@ -346,10 +374,16 @@ void TcpTransport::fail(int p, const std::string& why) noexcept {
     lost.swap(P.awaiting);
     P.awaiting_n.store(0, std::memory_order_relaxed);
     // Nothing of this rank reads or writes the peer's sockets again; they close in quiesce().
-    for (int fd : {P.out_fd, P.in_fd}) {
-      if (fd < 0) continue;
+    const auto close_down = [&](int fd) {
+      if (fd < 0) return;
       if (epoll_fd_ >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
       ::shutdown(fd, SHUT_RDWR);
+    };
+    close_down(P.out_fd);
+    close_down(P.in_fd);
+    for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) {
+      close_down(P.lane_out[k].fd);
+      close_down(P.lane_in[k].fd);
     }
   }
   RWIN_LOG(Info, Core, "%s: %s", name.c_str(), why.c_str());
@@ -388,6 +422,7 @@ bool TcpTransport::pump(int p, bool requests) {
   const auto land = [&] { return requests ? land_write(p) : land_read(p); };
   const auto take = [&] { return requests ? take_requests(p) : take_replies(p); };
   for (int round = 0; round < 64 && !P.failed; ++round) {
+    if (requests && P.fenced) return true;  // the lanes' writes first (on_lane lifts the fence)
     if (L.left > 0) {
       if (!land()) return false;
       if (L.left > 0) return true;  // the socket ran dry
@@ -468,7 +503,7 @@ bool TcpTransport::unpeek(int p) {
 bool TcpTransport::take_requests(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   RxBuffer& rx = P.in_rx;
-  while (P.in_land.left == 0 && rx.size() >= sizeof(tcpw::ReqHeader)) {
+  while (P.in_land.left == 0 && !P.fenced && rx.size() >= sizeof(tcpw::ReqHeader)) {
     tcpw::ReqHeader h;
     std::memcpy(&h, rx.data.get() + rx.begin, sizeof h);
     if (const std::string bad = tcpw::check_request(h); !bad.empty()) {
@@ -477,6 +512,21 @@ bool TcpTransport::take_requests(int p) {
     }
     rx.begin += sizeof h;
     const auto t = static_cast<tcpw::Req>(h.type);
+    if (t == tcpw::Req::Fence) {
+      if (run_time_) {
+        fail(p, "protocol error in its requests: a fence from a run-time peer (it has no lanes)");
+        return false;
+      }
+      P.fence[0] = h.addr;
+      P.fence[1] = h.operand;
+      P.fence[2] = h.compare;
+      if (!fence_passed(p)) {
+        if (P.failed) return false;
+        P.fenced = true;  // what follows waits on its lanes (on_lane lifts it)
+        update_in_events(p);
+      }
+      continue;
+    }
     if (t == tcpw::Req::Flush) {
       ReplyItem r;
       r.hdr.type = static_cast<uint8_t>(tcpw::Rep::FlushAck);
@@ -489,22 +539,7 @@ bool TcpTransport::take_requests(int p) {
       continue;
     }
     // Every other request names a region and a range in it.
-    std::string bad;
-    {
-      std::lock_guard<std::mutex> g(regions_->mu);
-      auto it = regions_->live.find(h.region);
-      if (it == regions_->live.end()) {
-        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
-              std::to_string(h.region) + ", which this rank does not expose (freed, or never allocated)";
-      } else if (!tcpw::inside(reinterpret_cast<uint64_t>(it->second.base), it->second.bytes, h.addr, h.len)) {
-        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes at offset " +
-              std::to_string(static_cast<int64_t>(h.addr - reinterpret_cast<uint64_t>(it->second.base))) +
-              " of region " + std::to_string(h.region) + " (" + std::to_string(it->second.bytes) + " bytes)";
-      } else if (t == tcpw::Req::WriteAdd && !it->second.adder) {
-        bad = std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
-              std::to_string(h.region) + ", which takes no put(Add) (not a window's data)";
-      }
-    }
+    const std::string bad = check_target(h);
     switch (t) {
       case tcpw::Req::Write:
       case tcpw::Req::WriteAdd:
@@ -547,6 +582,134 @@ bool TcpTransport::take_requests(int p) {
     }
   }
   if (rx.size() == 0) rx.begin = rx.end = 0;
+  return true;
+}
+
+std::string TcpTransport::check_target(const tcpw::ReqHeader& h) {
+  std::lock_guard<std::mutex> g(regions_->mu);
+  auto it = regions_->live.find(h.region);
+  if (it == regions_->live.end()) {
+    return std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
+           std::to_string(h.region) + ", which this rank does not expose (freed, or never allocated)";
+  }
+  if (!tcpw::inside(reinterpret_cast<uint64_t>(it->second.base), it->second.bytes, h.addr, h.len)) {
+    return std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes at offset " +
+           std::to_string(static_cast<int64_t>(h.addr - reinterpret_cast<uint64_t>(it->second.base))) +
+           " of region " + std::to_string(h.region) + " (" + std::to_string(it->second.bytes) + " bytes)";
+  }
+  if (static_cast<tcpw::Req>(h.type) == tcpw::Req::WriteAdd && !it->second.adder) {
+    return std::string(tcpw::req_name(h.type)) + " of " + std::to_string(h.len) + " bytes into region " +
+           std::to_string(h.region) + ", which takes no put(Add) (not a window's data)";
+  }
+  return {};
+}
+
+// ---- lanes (striping) ---------------------------------------------------------------------------
+
+bool TcpTransport::fence_passed(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) {
+    const Peer::LaneIn& L = P.lane_in[k];
+    if (L.landed >= P.fence[k]) continue;
+    if (L.fd < 0 || L.closed) {  // what the fence waits for can no longer come
+      fail(p, "protocol error: a fence waits for " + std::to_string(P.fence[k]) + " writes on lane " +
+                  std::to_string(k + 1) + ", which " + (L.fd < 0 ? "is not connected" : "was closed after " +
+                  std::to_string(L.landed)));
+    }
+    return false;
+  }
+  return true;
+}
+
+void TcpTransport::on_lane(int p, int lane) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  Peer::LaneIn& L = P.lane_in[lane - 1];
+  const std::string name = "lane " + std::to_string(lane);
+  for (int round = 0; round < 64 && !P.failed && !L.closed; ++round) {
+    if (L.land.left > 0) {
+      if (!land_lane(p, lane)) return;
+      if (L.land.left > 0) return;  // the socket ran dry
+      ++L.landed;
+      if (P.fenced && fence_passed(p)) {  // the requests that waited for this write go on
+        P.fenced = false;
+        update_in_events(p);
+        on_in(p);
+      }
+      continue;
+    }
+    char* h = reinterpret_cast<char*>(&L.hdr);
+    const ssize_t r = ::recv(L.fd, h + L.got, sizeof L.hdr - L.got, MSG_DONTWAIT);
+    if (r == 0) {
+      if (L.got > 0) {
+        fail(p, name + " was closed in the middle of a frame (did the peer die?)");
+        return;
+      }
+      // Between two frames: its goodbye, or its death, which its first connection reports. A
+      // fence that still waits on this lane fails.
+      L.closed = true;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, L.fd, nullptr);
+      if (P.fenced) (void)fence_passed(p);
+      return;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      fail(p, "receiving on " + name + ": " + errno_text(errno));
+      return;
+    }
+    count_arrival();
+    L.got += static_cast<size_t>(r);
+    if (L.got < sizeof L.hdr) continue;
+    L.got = 0;
+    std::string bad = tcpw::check_request(L.hdr);
+    if (bad.empty() && static_cast<tcpw::Req>(L.hdr.type) != tcpw::Req::Write) {
+      bad = std::string("a ") + tcpw::req_name(L.hdr.type) + " (a lane carries writes only)";
+    }
+    if (!bad.empty()) {
+      fail(p, "protocol error on " + name + ": " + bad);
+      return;
+    }
+    const std::string refused = check_target(L.hdr);
+    L.land = {};
+    L.land.left = L.hdr.len;
+    L.land.region = refused.empty() ? L.hdr.region : 0;  // 0: discarded
+    L.land.addr = L.hdr.addr;
+    if (!refused.empty()) refuse(p, refused + " (on " + name + ")");
+  }
+}
+
+// recv()s a lane write's payload straight into the window (a region freed meanwhile: discarded).
+bool TcpTransport::land_lane(int p, int lane) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  Peer::LaneIn& Ln = P.lane_in[lane - 1];
+  Peer::Landing& L = Ln.land;
+  while (L.left > 0) {
+    std::unique_lock<std::mutex> g(regions_->mu, std::defer_lock);
+    char* dst = discard_.get();
+    size_t want = static_cast<size_t>(std::min<uint64_t>(L.left, kDiscardBytes));
+    if (L.region != 0) {
+      g.lock();
+      if (regions_->live.count(L.region) != 0) {
+        dst = reinterpret_cast<char*>(L.addr);
+        want = static_cast<size_t>(L.left);
+      } else {
+        g.unlock();
+        L.region = 0;  // freed meanwhile: the rest is discarded
+      }
+    }
+    const ssize_t r = ::recv(Ln.fd, dst, want, MSG_DONTWAIT);
+    if (r > 0) {
+      count_arrival();
+      L.left -= static_cast<uint64_t>(r);
+      L.addr += static_cast<uint64_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    fail(p, r == 0 ? "lane " + std::to_string(lane) + " was closed in the middle of a write's payload (did the peer die?)"
+                   : "receiving a write's payload on lane " + std::to_string(lane) + ": " + errno_text(errno));
+    return false;
+  }
   return true;
 }
 
@@ -665,8 +828,16 @@ void TcpTransport::set_epoll_out(int p, bool on) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   if (P.want_out == on) return;
   P.want_out = on;
+  update_in_events(p);
+}
+
+// While a Fence waits for the lanes nothing is read from in_fd, so its readiness is not asked for
+// (level-triggered, it would wake the thread for bytes it will not read).
+void TcpTransport::update_in_events(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  if (P.in_fd < 0 || P.failed) return;
   epoll_event ev{};
-  ev.events = EPOLLIN | (on ? EPOLLOUT : 0u);
+  ev.events = (P.fenced ? 0u : static_cast<uint32_t>(EPOLLIN)) | (P.want_out ? static_cast<uint32_t>(EPOLLOUT) : 0u);
   ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, P.in_fd, &ev);
 }

@@ -181,7 +181,7 @@ struct Peer {
   size_t held = 0;      // inline Writes at the tail of sendq that wait for the op after them
   // Frames that should leave now: anything in sendq beyond the held Writes (a held Write goes with the
   // op after it or once kMaxHeld wait).
-  bool sendable() const { return sendq.size() > held; }
+  bool sendable() const { return sendq.size() > held || lanes_queued() > 0; }
 
   // Receive side only (under TcpTransport::rx_mu_).
   RxBuffer out_rx;           // replies
@@ -210,6 +210,37 @@ struct Peer {
   bool in_answered = false;   // the requests it read last asked for replies (they carry the ACK)
   std::deque<ReplyItem> replies;
   bool want_out = false;     // EPOLLOUT armed on in_fd
+
+  // Striping (RWIN_TCP_SOCKETS = S > 1, tcp_wire.h): lanes 1..S-1 to and from this peer, at index
+  // lane - 1. Caller thread: the Writes striped onto my lanes to it.
+  struct LaneOut {
+    int fd = -1;
+    std::deque<SendItem> sendq;  // Writes only
+    uint64_t writes = 0;         // Writes posted on it so far (a Fence names these counts)
+  };
+  LaneOut lane_out[tcpw::kMaxSockets - 1];
+  int nlanes = 0;            // lanes open to it (S - 1 once connected)
+  uint64_t next_lane = 1;    // round-robin over 0 (the first connection) .. nlanes
+  bool unfenced = false;     // a Write went on a lane since the last Fence
+  // Receive side: its lanes to me. A lane's frame is read header first (no buffer: the payload is
+  // recv()ed straight into the window).
+  struct LaneIn {
+    int fd = -1;
+    bool closed = false;       // closed by the peer between two frames (its goodbye, or its death)
+    tcpw::ReqHeader hdr;
+    size_t got = 0;            // bytes of hdr read
+    Landing land;
+    uint64_t landed = 0;       // Writes landed whole (or refused and discarded)
+  };
+  LaneIn lane_in[tcpw::kMaxSockets - 1];
+  bool has_lanes_in = false;   // any lane of it connected (the owner's direct reads do not see lanes)
+  uint64_t fence[tcpw::kMaxSockets - 1] = {};  // the last Fence's counts
+  bool fenced = false;         // its requests wait at a Fence until the lanes landed fence[]
+  size_t lanes_queued() const noexcept {
+    size_t n = 0;
+    for (int k = 0; k < nlanes; ++k) n += lane_out[k].sendq.size();
+    return n;
+  }
 };
 
 // A connection accepted but not yet authenticated (receive side, under rx_mu_).
@@ -290,6 +321,13 @@ class TcpTransport final : public Transport {
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`.
   void adopt_in_connection_for_fuzzing(int peer, int in_fd);
+  // The same for lane `lane` (1..kMaxSockets-1) of that peer (tests of striping's fence).
+  void adopt_lane_for_testing(int peer, int lane, int fd);
+
+  // Striping (tests, rwin-perf --counters): Writes posted on lanes, and Fences sent.
+  uint64_t lane_writes() const noexcept { return lane_writes_; }
+  uint64_t fences_sent() const noexcept { return fences_; }
+  int sockets() const noexcept { return sockets_; }
 
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
@@ -323,11 +361,21 @@ class TcpTransport final : public Transport {
   void apply_atomic(int p, const tcpw::ReqHeader& h);
   void refuse(int p, const std::string& why);
   void set_epoll_out(int p, bool on);
+  void update_in_events(int p);  // in_fd's epoll events: EPOLLIN unless fenced, EPOLLOUT if want_out
+  // A lane of p's (striping): reads its Write frames and lands them; lifts a Fence they complete.
+  void on_lane(int p, int lane);
+  bool land_lane(int p, int lane);  // false: the peer failed
+  // Whether every lane landed what p's Fence names (false: not yet, or p failed: a lane closed short).
+  bool fence_passed(int p);
+  // Why the target refuses request `h` of p's (empty: its range lies in an exposed region).
+  std::string check_target(const tcpw::ReqHeader& h);
   // Marks `p` failed (first reason wins), fails its awaiting work, shuts its sockets down.
   void fail(int p, const std::string& why) noexcept;
 
   // Caller-thread side (tcp_initiator.cpp).
   bool flush_sends(int p);     // false: the peer failed
+  // Sends what it can of queue `q` on `fd` (p's first connection, or lane `lane`); false: p failed.
+  bool send_queue(int p, int fd, std::deque<SendItem>& q, int lane);
   void fail_queued(int p);
 
   std::string who(int p) const;  // "tcp: rank 0 -> peer 1 (127.0.0.1:4242)"
@@ -338,13 +386,19 @@ class TcpTransport final : public Transport {
   // Listener, epoll set, wake-up eventfd and receiver thread (connect(); construction with run-time peers).
   void start_listening();
   // Opens p's out-connection to `e` and authenticates it both ways (tcp_wire.h); throws TransportError.
+  // lane > 0: one of the lanes of a job's rank (striping), which carries writes only.
   void dial(int p, const tcpw::Endpoint& e, const uint8_t* key, tcpw::HelloKind kind, int32_t src, int32_t dst,
-            std::chrono::steady_clock::time_point deadline);
+            std::chrono::steady_clock::time_point deadline, int lane = 0);
   // The receiver thread served something: wakes an armed owner (wait_fd).
   void notify_owner() noexcept;
 
   int rank_ = 0, nranks_ = 0;
-  bool run_time_ = false;  // peers are added at run time (TransportConfig::dynamic_peers)
+  bool run_time_ = false;
+  // Connections to each other rank of a job (RWIN_TCP_SOCKETS, the same on every rank; run-time
+  // peers: 1) and the smallest Write striped over them (RWIN_TCP_STRIPE_MIN).
+  int sockets_ = 1;
+  uint64_t stripe_min_ = 64 * 1024;
+  uint64_t lane_writes_ = 0, fences_ = 0;  // caller thread  // peers are added at run time (TransportConfig::dynamic_peers)
   std::atomic<int> npeers_{0};
   std::string ifname_;
   std::string bind_addr_;

@@ -13,6 +13,7 @@ const char* req_name(uint8_t type) noexcept {
     case Req::Flush: return "flush";
     case Req::Goodbye: return "goodbye";
     case Req::WriteAdd: return "write_add";
+    case Req::Fence: return "fence";
   }
   return "unknown";
 }
@@ -23,7 +24,10 @@ std::string check_hello(const Hello& h, int me, int nranks, bool run_time) {
     return "wire version " + std::to_string(h.version) + " (this rank speaks " + std::to_string(kVersion) + ")";
   }
   const auto want = run_time ? HelloKind::RunTime : HelloKind::Collective;
-  if (h.kind != static_cast<uint16_t>(want)) {
+  const int lane = hello_lane(h.kind);
+  if (!run_time && lane != 0 && (h.kind & 0xff) == static_cast<uint16_t>(HelloKind::Lane)) {
+    if (lane >= kMaxSockets) return "lane " + std::to_string(lane) + " (at most " + std::to_string(kMaxSockets - 1) + " per rank)";
+  } else if (h.kind != static_cast<uint16_t>(want)) {
     return "hello kind " + std::to_string(h.kind) + " (this transport takes " +
            (run_time ? "run-time peers" : "the ranks of a job") + ", kind " + std::to_string(static_cast<uint16_t>(want)) + ")";
   }
@@ -76,6 +80,9 @@ std::string check_request(const ReqHeader& h) {
     case Req::Flush:
     case Req::Goodbye:
       if (h.len != 0 || h.region != 0 || h.addr != 0) return std::string(req_name(h.type)) + " with a payload";
+      return {};
+    case Req::Fence:  // addr, operand, compare: the lanes' counts
+      if (h.len != 0 || h.region != 0) return std::string(req_name(h.type)) + " with a payload";
       return {};
   }
   return "unknown request type " + std::to_string(h.type);

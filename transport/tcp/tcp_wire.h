@@ -18,6 +18,13 @@
 // Accept nothing but these fixed-size messages is read; a connection that is not authenticated
 // within kAuthDeadline is dropped.
 //
+// Striping (RWIN_TCP_SOCKETS = S > 1, a job's ranks only): each rank also opens S-1 lanes to every
+// other rank (HelloKind::Lane). A lane carries Write frames only and nothing comes back on it; Writes
+// of at least RWIN_TCP_STRIPE_MIN go round-robin over the first connection and the lanes. An atomic
+// or Flush after Writes on the lanes is preceded on the first connection by a Fence naming how many
+// Writes each lane carried so far, and the target applies nothing after the Fence until they all
+// landed (a refused lane Write is answered with Refused on the first connection).
+//
 // Frames (host byte order: every rank of a job runs on the same architecture, as with verbs):
 //   request  ReqHeader (40 bytes), then `len` payload bytes for a Write or WriteAdd
 //   reply    RepHeader (24 bytes), then `len` bytes for ReadData, `len` bytes of text for Refused
@@ -43,7 +50,14 @@ inline constexpr size_t kSecret = 32;
 // client, src the client's index for the server; the secret is the one the server made for that
 // peer alone and handed over in its endpoint (local_endpoint), which only the agent's
 // token-authenticated control connection carried.
-enum class HelloKind : uint16_t { Collective = 1, RunTime = 2 };
+// Lane: an extra connection of a job's rank to another (RWIN_TCP_SOCKETS > 1), carrying only the
+// Writes striped onto it; `kind` is Lane | index << 8, index 1..kMaxSockets-1 (0 is the connection of
+// Collective kind, which carries everything else). Authenticated like the first.
+enum class HelloKind : uint16_t { Collective = 1, RunTime = 2, Lane = 3 };
+inline constexpr int kMaxSockets = 4;  // connections per ordered pair of ranks, the first included
+inline uint16_t lane_kind(int lane) noexcept { return static_cast<uint16_t>(static_cast<uint16_t>(HelloKind::Lane) | lane << 8); }
+// Which lane a (checked) hello opens: 0 for a Collective or RunTime hello.
+inline int hello_lane(uint16_t kind) noexcept { return (kind & 0xff) == static_cast<uint16_t>(HelloKind::Lane) ? kind >> 8 : 0; }
 enum class HandshakeStatus : uint16_t { Ok = 0, WrongVersion = 1, WrongRank = 2, Refused = 3 };
 
 struct Hello {
@@ -88,8 +102,12 @@ std::string check_hello(const Hello& h, int me, int nranks, bool run_time = fals
 
 // WriteAdd: put(Add) applied by the target (Op::Accumulate): `len` payload bytes added element-wise
 // at `addr` by the region's adder; `operand` is the element type's code (the core's DType, opaque here).
+// Fence (first connection only): nothing after it is applied until lanes 1, 2, 3 have landed `addr`,
+// `operand`, `compare` Writes in all (the initiator's counts of Writes sent on each): an atomic or a
+// Flush after striped Writes is applied after every stripe, as on one socket.
 enum class Req : uint8_t {
-  Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8, WriteAdd = 9
+  Write = 1, Read = 2, AtomicAdd = 3, FetchAdd = 4, CompareSwap = 5, Swap = 6, Flush = 7, Goodbye = 8, WriteAdd = 9,
+  Fence = 10
 };
 enum class Rep : uint8_t { ReadData = 1, Value = 2, FlushAck = 3, Refused = 4 };
 
@@ -154,5 +172,14 @@ struct Endpoint {
   uint8_t secret[kSecret] = {};
 };
 static_assert(sizeof(Endpoint) == 48);
+
+// What a job's rank publishes in connect(): its endpoint, and how many connections it opens to each
+// other rank (RWIN_TCP_SOCKETS; every rank must open as many).
+struct JobEndpoint {
+  Endpoint e;
+  uint32_t sockets = 1;
+  uint32_t pad = 0;
+};
+static_assert(sizeof(JobEndpoint) == 56);
 
 }  // namespace rwin::transport::tcpw
