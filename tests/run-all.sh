@@ -46,7 +46,8 @@ phase() {  # phase NAME CMD...: runs one phase, counts it
     failed=$((failed + 1)); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
   fi
 }
-# CI: 2 kill trials per transport (4 transports: UCX tcp, shared memory, own tcp, mixed)
+# CI: 2 kill trials per transport (5 transports: UCX tcp, shared memory, own tcp with 1 and with 3 sockets per
+# pair, mixed)
 # and one SIGSTOP trial per transport (rank 0 for the first, another rank for the rest; --full: both each).
 # The ASan build's own trials (CI): one kill per transport, as the release build's two already judge the
 # detection and the ASan ones are there to catch memory errors on the failure paths. Kills during a

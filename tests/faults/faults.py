@@ -49,6 +49,9 @@ TRANSPORTS = {
     "shm": {"RWIN_TRANSPORT": "ucx", "UCX_TLS": "posix,sysv,self"},
     "verbs": {"RWIN_TRANSPORT": "verbs"},
     "owntcp": {"RWIN_TRANSPORT": "tcp"},  # rwin's own sockets (transport/tcp)
+    # The same with three connections per pair and every Write of 4 KiB or more striped (RWIN_TCP_SOCKETS):
+    # a rank killed while its lanes carry stripes.
+    "owntcp_striped": {"RWIN_TRANSPORT": "tcp", "RWIN_TCP_SOCKETS": "3", "RWIN_TCP_STRIPE_MIN": "4K"},
     # UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
     # Job.start gives rank r RWIN_HOST_ID=faulthost<r % 2> (ring shifts), faulthost<r // 2> (collectives)
     "mixed": {"RWIN_TRANSPORT": "mixed", "UCX_TLS": "posix,sysv,self", "RWIN_IFNAME": "lo"},
@@ -603,9 +606,10 @@ def main():
                         " without benchmarks)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--only", default="kill,stop,stranger", help="comma list of kill, stop, stranger")
-    p.add_argument("--transports", default="tcp,shm,owntcp,mixed",
-                   help="comma list of tcp (UCX's), shm, owntcp (RWIN_TRANSPORT=tcp), mixed (shm to even or odd"
-                        " ranks, own tcp to the others), verbs (default tcp,shm,owntcp,mixed)")
+    p.add_argument("--transports", default="tcp,shm,owntcp,owntcp_striped,mixed",
+                   help="comma list of tcp (UCX's), shm, owntcp (RWIN_TRANSPORT=tcp), owntcp_striped (the same, 3 sockets"
+                        " per pair), mixed (shm to even or odd"
+                        " ranks, own tcp to the others), verbs (default tcp,shm,owntcp,owntcp_striped,mixed)")
     p.add_argument("--size", type=int, default=4000000, help="ring_shift --size for kill/stop trials")
     p.add_argument("--delay", default="0.3:2.5", help="kill delay range after start-up, s (default 0.3:2.5)")
     p.add_argument("--bound", type=float, default=5.0, help="detection bound, s (default 5; verbs: 10)")
