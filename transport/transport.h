@@ -144,7 +144,8 @@ struct Completion {
 
 enum class PostResult { Ok, Busy, PeerFailed };
 
-// What the transport asked of the device since it was made (verbs; zero elsewhere). Cheap
+// What the transport asked of the device since it was made (verbs; rwin's tcp: `striped` only; zero
+// elsewhere). Cheap
 // increments on the data path, read by tests and rwin-perf --counters.
 struct TransportCounters {
   uint64_t wrs = 0;          // work requests handed to the device
@@ -153,7 +154,7 @@ struct TransportCounters {
   uint64_t inline_wrs = 0;   // WRs whose payload went inside the WQE
   uint64_t cqes = 0;         // completions polled from the CQ
   uint64_t drained = 0;      // WRs of a failed peer completed only once the device returned them
-  uint64_t striped = 0;      // Writes/Reads posted on a peer's queue pairs other than the first
+  uint64_t striped = 0;      // Writes/Reads posted on a peer's queue pairs (tcp: connections) other than the first
   uint64_t fence_reads = 0;  // zero-length READs that ordered an atomic/Flush after striped Writes
 };
 

@@ -326,6 +326,11 @@ class TcpTransport final : public Transport {
 
   // Striping (tests, rwin-perf --counters): Writes posted on lanes, and Fences sent.
   uint64_t lane_writes() const noexcept { return lane_writes_; }
+  TransportCounters counters() const override {
+    TransportCounters c;
+    c.striped = lane_writes_;
+    return c;
+  }
   uint64_t fences_sent() const noexcept { return fences_; }
   int sockets() const noexcept { return sockets_; }
 
