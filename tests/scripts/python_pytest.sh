@@ -26,7 +26,7 @@ pytest_run() {  # pytest_run UCX_TLS NRANKS [PYTEST_ARGS...]: passes when every 
   rc=$?
   ranks_ok=$(grep -cE '^\[[0-9]+\] [0-9]+ passed(, [0-9]+ skipped)? in ' <<<"$out")
   [[ $rc -eq 0 && $ranks_ok -eq $n ]] && rwin_sanitizer_clean "$out" && ok=1
-  local what="pytest over ${RWIN_TRANSPORT:-ucx} $tls on $n ranks"
+  local what="pytest over ${RWIN_TRANSPORT:-ucx}${RWIN_TCP_SOCKETS:+ ($RWIN_TCP_SOCKETS sockets)} $tls on $n ranks"
   rwin_verdict "$ok" "$what: $(grep -m1 -oE '[0-9]+ passed(, [0-9]+ skipped)?' <<<"$out") per rank" \
     "$what (status $rc, $ranks_ok of $n ranks passed)" 150 "$out"
 }
@@ -41,6 +41,8 @@ pytest_run tcp 2
 pytest_run posix,sysv,self 4
 # rwin's own tcp transport (docs/TCP.md); agents do not run over it yet, so their tests are left out.
 RWIN_TRANSPORT=tcp pytest_run tcp 2 -k "not agent"
+# The same with three connections per pair and every Write of 4 KiB or more striped (RWIN_TCP_SOCKETS).
+RWIN_TRANSPORT=tcp RWIN_TCP_SOCKETS=3 RWIN_TCP_STRIPE_MIN=4K pytest_run tcp 2 -k "not agent"
 # RWIN_TEST_TIER=ci (the CI tier runs this script under ASan only): 3 ranks over tcp and the examples'
 # other lane left to --full.
 if [[ ${RWIN_TEST_TIER:-full} == ci ]]; then
