@@ -212,7 +212,7 @@ run_ranks() { # run_ranks LAUNCHER ROOTKIND MODE SIZE: one rank per background p
     check_rank_rc "$r" $? "$logs$r.log"
   done
   RANK_PIDS=()
-  report "$launcher root=$rootkind mode=$mode size=$size" "$logs"
+  report "$launcher root=$rootkind mode=$mode size=$size${LABEL_SUFFIX:-}" "$logs"
 }
 
 run_mpirun() { # run_mpirun ROOTKIND MODE SIZE
@@ -293,7 +293,14 @@ if [[ ${RWIN_NETNS_OWN_TCP:-1} == 1 && $(basename "$PROG") == ring_shift ]]; the
     start=$EPOCHREALTIME
     run_ranks env-autoif explicit "$mode" "${SIZES##* }"
   done
-  EXTRA_ENV=()
+  # And with three connections per pair, every Write of 4 KiB or more striped over them (RWIN_TCP_SOCKETS).
+  EXTRA_ENV=(RWIN_TRANSPORT=tcp RWIN_TCP_SOCKETS=3 RWIN_TCP_STRIPE_MIN=4K) LABEL_SUFFIX=" sockets=3"
+  for mode in $MODES; do
+    PORT=$((PORT + 1))
+    start=$EPOCHREALTIME
+    run_ranks env-autoif explicit "$mode" "${SIZES##* }"
+  done
+  EXTRA_ENV=() LABEL_SUFFIX=
 fi
 
 # Fetching atomics between the hosts (issue 25), over UCX tcp and rwin's own tcp: ticket_ring.py draws

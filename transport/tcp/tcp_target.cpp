@@ -697,20 +697,28 @@ bool TcpTransport::land_lane(int p, int lane) {
         L.region = 0;  // freed meanwhile: the rest is discarded
       }
     }
-    const ssize_t r = ::recv(Ln.fd, dst, want, MSG_DONTWAIT);
+    const int got = recv_payload(p, Ln.fd, L, dst, want, lane);
+    if (got <= 0) return got == 0;
+  }
+  return true;
+}
+
+int TcpTransport::recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane) {
+  for (;;) {
+    const ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
     if (r > 0) {
       count_arrival();
       L.left -= static_cast<uint64_t>(r);
       L.addr += static_cast<uint64_t>(r);
-      continue;
+      return 1;
     }
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    fail(p, r == 0 ? "lane " + std::to_string(lane) + " was closed in the middle of a write's payload (did the peer die?)"
-                   : "receiving a write's payload on lane " + std::to_string(lane) + ": " + errno_text(errno));
-    return false;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    const std::string on = lane > 0 ? "lane " + std::to_string(lane) : std::string();
+    fail(p, r == 0 ? (lane > 0 ? on : std::string("the connection")) + " was closed in the middle of a write's payload (did the peer die?)"
+                   : "receiving a write's payload" + (lane > 0 ? " on " + on : std::string()) + ": " + errno_text(errno));
+    return -1;
   }
-  return true;
 }
 
 // Lands what is buffered of the current write, then recv()s the rest straight into the window; a
@@ -749,18 +757,8 @@ bool TcpTransport::land_write(int p) {
       L.addr += n;
       continue;
     }
-    const ssize_t r = ::recv(P.in_fd, dst, want, MSG_DONTWAIT);
-    if (r > 0) {
-      count_arrival();
-      L.left -= static_cast<uint64_t>(r);
-      L.addr += static_cast<uint64_t>(r);
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    fail(p, r == 0 ? "the connection was closed in the middle of a write's payload (did the peer die?)"
-                   : "receiving a write's payload: " + errno_text(errno));
-    return false;
+    const int got = recv_payload(p, P.in_fd, L, dst, want, 0);
+    if (got <= 0) return got == 0;
   }
   if (L.add) apply_add(p);
   return true;

@@ -370,6 +370,10 @@ class TcpTransport final : public Transport {
   // A lane of p's (striping): reads its Write frames and lands them; lifts a Fence they complete.
   void on_lane(int p, int lane);
   bool land_lane(int p, int lane);  // false: the peer failed
+  // recv()s up to `want` bytes of a write's payload (landing L) from `fd`, p's first connection
+  // (lane 0) or one of its lanes, into `dst`. 1: some arrived (L advanced), 0: the socket is dry,
+  // -1: p failed (a close inside the payload, or an error; named with the lane).
+  int recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane);
   // Whether every lane landed what p's Fence names (false: not yet, or p failed: a lane closed short).
   bool fence_passed(int p);
   // Why the target refuses request `h` of p's (empty: its range lies in an exposed region).
