@@ -5,13 +5,18 @@
 // Input: the raw byte stream. To let inputs reach the window, each request header the harness finds
 // (walking the stream as a sender frames it) gets its region mapped into {0 = none, 1 = the window,
 // 3 = never allocated} and its address into [base - 64 KiB, base + 2 x window): some in range, some
-// not, some overflowing. Region 2 exists but is never named.
+// not, some overflowing; a Fence's counts are taken mod 4, so some wait for lane writes that come.
+// Region 2 exists but is never named. An input that starts with "RWLN" and a 4-byte length n carries
+// n bytes for lane 1 (striping: a second connection of the same peer, whose writes a Fence on the
+// first waits for), then the first connection's stream; lane 1 is connected either way, and closed
+// once its bytes are sent.
 // Properties: no crash or sanitizer report; the stream always ends with the peer failed (the end of
 // the stream is a closed connection) and a reason; region 2 is never written; the window's adder
 // is only ever handed a range inside the window.
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -60,29 +65,56 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   t.accept_adds(*window, std::make_shared<ByteAdder>(window->addr()));
   const uint64_t base = reinterpret_cast<uint64_t>(window->addr());
 
-  std::vector<uint8_t> stream(data, data + size);
-  for (size_t at = 0; at + sizeof(w::ReqHeader) <= stream.size();) {
-    w::ReqHeader h;
-    std::memcpy(&h, stream.data() + at, sizeof h);
-    const uint32_t regions[] = {0, 1, 3};
-    h.region = regions[h.region % 3];
-    h.addr = base - 65536 + h.addr % (3 * kWindow + 65536);
-    std::memcpy(stream.data() + at, &h, sizeof h);
-    at += sizeof h;
-    if (h.type == static_cast<uint8_t>(w::Req::Write) || h.type == static_cast<uint8_t>(w::Req::WriteAdd)) {
-      if (h.len > stream.size() - at) break;
-      at += h.len;
-    }
+  std::vector<uint8_t> stream(data, data + size), lane;
+  if (size >= 8 && std::memcmp(data, "RWLN", 4) == 0) {
+    uint32_t n;
+    std::memcpy(&n, data + 4, 4);
+    n = static_cast<uint32_t>(std::min<size_t>(n, size - 8));
+    lane.assign(data + 8, data + 8 + n);
+    stream.assign(data + 8 + n, data + size);
   }
+  const auto map_headers = [&](std::vector<uint8_t>& bytes) {
+    for (size_t at = 0; at + sizeof(w::ReqHeader) <= bytes.size();) {
+      w::ReqHeader h;
+      std::memcpy(&h, bytes.data() + at, sizeof h);
+      if (h.type == static_cast<uint8_t>(w::Req::Fence)) {
+        h.addr %= 4;
+        h.operand %= 4;
+        h.compare %= 4;
+      } else {
+        const uint32_t regions[] = {0, 1, 3};
+        h.region = regions[h.region % 3];
+        h.addr = base - 65536 + h.addr % (3 * kWindow + 65536);
+      }
+      std::memcpy(bytes.data() + at, &h, sizeof h);
+      at += sizeof h;
+      if (h.type == static_cast<uint8_t>(w::Req::Write) || h.type == static_cast<uint8_t>(w::Req::WriteAdd)) {
+        if (h.len > bytes.size() - at) break;
+        at += h.len;
+      }
+    }
+  };
+  map_headers(stream);
+  map_headers(lane);
 
   int sv[2];
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
   t.adopt_in_connection_for_fuzzing(1, sv[0]);  // the transport's end; sv[1] is the peer's
-  size_t sent = 0;
+  int lv[2];
+  FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, lv) == 0);
+  t.adopt_lane_for_testing(1, 1, lv[0]);
+  size_t sent = 0, lane_sent = 0;
   std::vector<rt::Completion> done;
   char sink[65536];
-  bool closed = false;
+  bool closed = false, lane_closed = false;
   for (int round = 0; round < 100000 && t.peer_error(1).empty(); ++round) {
+    if (lane_sent < lane.size()) {
+      const ssize_t n = ::send(lv[1], lane.data() + lane_sent, lane.size() - lane_sent, MSG_NOSIGNAL);
+      if (n > 0) lane_sent += static_cast<size_t>(n);
+    } else if (!lane_closed) {
+      ::shutdown(lv[1], SHUT_WR);  // a fence still waiting on it then fails the peer
+      lane_closed = true;
+    }
     if (sent < stream.size()) {
       const ssize_t n = ::send(sv[1], stream.data() + sent, stream.size() - sent, MSG_NOSIGNAL);
       if (n > 0) sent += static_cast<size_t>(n);
@@ -99,5 +131,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto* o = static_cast<const uint8_t*>(other->addr());
   for (size_t i = 0; i < 4096; ++i) FUZZ_CHECK(o[i] == 0);
   ::close(sv[1]);
+  ::close(lv[1]);
   return 0;
 }
