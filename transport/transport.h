@@ -315,6 +315,8 @@ struct TransportConfig {
   bool ucx_wakeup = false;       // ucx, dynamic_peers: UCP_FEATURE_WAKEUP and wait_fd() (agents: on unless RWIN_AGENT_UCX_WAKEUP=0)
   std::vector<int> host_of;      // mixed: each rank's host, equal numbers for ranks that share one (the same
                                  // vector on every rank, from the bootstrap: core/src/context.cpp); empty: one host
+  bool lanes_across_hosts_only = false;  // tcp under mixed: RWIN_TCP_SOCKETS' extra connections only to ranks on
+                                         // other hosts (host_of), the ones mixed sends through tcp
   std::string listen_host;       // tcp, dynamic_peers: the IPv4 address its listener binds (the agent's control
                                  // address); empty: RWIN_IFNAME's address, else the one a route chooses
 };

@@ -99,6 +99,7 @@ class MixedTransport final : public Transport {
     if (spans) {
       TransportConfig t = cfg;
       t.name = "tcp";
+      t.lanes_across_hosts_only = true;  // striping's lanes where tcp carries data, not to this host's ranks
       tcp_ = make_tcp_transport(t);
     }
     for (bool b : via_tcp_) remote_ += b ? 1 : 0;

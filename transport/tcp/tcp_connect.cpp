@@ -134,6 +134,8 @@ void RxBuffer::compact() noexcept {
 
 TcpTransport::TcpTransport(const TransportConfig& cfg)
     : rank_(cfg.rank), nranks_(cfg.nranks), run_time_(cfg.dynamic_peers), ifname_(cfg.ifname) {
+  host_of_ = cfg.host_of;
+  lanes_across_hosts_only_ = cfg.lanes_across_hosts_only;
   if (run_time_) {
     rank_ = nranks_ = 0;
     peers_.resize(kMaxRunTimePeers);  // empty slots, filled by add_peer()
@@ -443,13 +445,14 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
     const tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
     dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline);
     // Striping: the lanes (none to itself: it reaches its own windows directly).
-    for (int lane = 1; lane < sockets_ && p != rank_; ++lane) {
+    for (int lane = 1; lane < sockets_ && lanes_to(p); ++lane) {
       dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline, lane);
     }
   }
 
   // Wait until every rank's requests can reach this one, on every lane.
-  const int want = nranks_ + (nranks_ - 1) * (sockets_ - 1);
+  int want = nranks_;
+  for (int p = 0; p < nranks_; ++p) want += lanes_to(p) ? sockets_ - 1 : 0;
   std::unique_lock<std::mutex> lk(conn_mu_);
   while (in_connected_ < want) {
     if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < want) {
@@ -457,7 +460,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
       for (int p = 0; p < nranks_; ++p) {
         const Peer& P = *peers_[static_cast<size_t>(p)];
         bool all_in = P.in_fd >= 0;
-        for (int lane = 1; lane < sockets_ && p != rank_; ++lane) all_in = all_in && P.lane_in[lane - 1].fd >= 0;
+        for (int lane = 1; lane < sockets_ && lanes_to(p); ++lane) all_in = all_in && P.lane_in[lane - 1].fd >= 0;
         if (!all_in) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       }
       throw TransportError(describe() + ": rank " + std::to_string(rank_) + ": no authenticated connection from rank(s) " +

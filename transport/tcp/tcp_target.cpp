@@ -288,9 +288,9 @@ void TcpTransport::on_pending(size_t idx) {
       const Peer& P = *peers_[static_cast<size_t>(p)];
       const int lane = tcpw::hello_lane(pc.hello.kind);
       if (lane > 0) {
-        if (lane >= sockets_ || p == rank_) {
+        if (lane >= sockets_ || !lanes_to(p)) {
           why = "lane " + std::to_string(lane) + " from rank " + std::to_string(p) + " (this rank takes " +
-                std::to_string(p == rank_ ? 0 : sockets_ - 1) + " lanes from it: RWIN_TCP_SOCKETS=" + std::to_string(sockets_) + ")";
+                std::to_string(lanes_to(p) ? sockets_ - 1 : 0) + " lanes from it: RWIN_TCP_SOCKETS=" + std::to_string(sockets_) + ")";
         } else if (P.lane_in[lane - 1].fd >= 0) {
           why = "lane " + std::to_string(lane) + " of rank " + std::to_string(p) + " is connected already";
         }

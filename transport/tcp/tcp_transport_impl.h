@@ -407,6 +407,15 @@ class TcpTransport final : public Transport {
   // peers: 1) and the smallest Write striped over them (RWIN_TCP_STRIPE_MIN).
   int sockets_ = 1;
   uint64_t stripe_min_ = 64 * 1024;
+  // Which peers get lanes: every other rank, or under mixed only those on other hosts (the same answer
+  // on both ends of a pair, as host_of is the same on every rank).
+  std::vector<int> host_of_;
+  bool lanes_across_hosts_only_ = false;
+  bool lanes_to(int p) const noexcept {
+    if (sockets_ <= 1 || p == rank_) return false;
+    if (!lanes_across_hosts_only_ || host_of_.size() != static_cast<size_t>(nranks_)) return true;
+    return host_of_[static_cast<size_t>(p)] != host_of_[static_cast<size_t>(rank_)];
+  }
   uint64_t lane_writes_ = 0, fences_ = 0;  // caller thread  // peers are added at run time (TransportConfig::dynamic_peers)
   std::atomic<int> npeers_{0};
   std::string ifname_;
