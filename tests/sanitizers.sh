@@ -128,7 +128,7 @@ run_tsan() {
   # the same windows), the mixed transport's own tests, and the nonblocking collectives over every lane.
   # tests/tsan-mp.supp: the one test that reads a window while puts land in it, on purpose.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:suppressions=$root/tests/tsan-mp.supp \
-    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*/tcp_striped:*/mixed:MixedTransport.*:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
+    build-tsan/bin/rwin_mp_tests --gtest_filter='*/tcp:*/tcp_striped:*/mixed:*/mixed_striped:MixedTransport.*:*Nonblocking*' --gtest_brief=1 >build-tsan.mp.log 2>&1 ||
     { echo "tsan: rwin_mp_tests over own tcp and mixed failed:"; grep -v '^skipped' build-tsan.mp.log | tail -60; return 1; }
   echo "tsan: rwin_mp_tests over rwin's own tcp and mixed (and *Nonblocking* everywhere): OK"
   # rwin's own tcp transport: every rank's receiver thread applies peers' writes, reads and

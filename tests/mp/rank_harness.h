@@ -121,6 +121,9 @@ inline std::vector<TransportParam> transports() {
       // UCX's shared memory to the ranks of the same parity, rwin's tcp to the others (transport/mixed):
       // every ring neighbour is on the "other host".
       {"mixed", "mixed", {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_IFNAME", "lo"}}, false, 2},
+      // The same with striping on its tcp side: lanes only to the other host's ranks.
+      {"mixed_striped", "mixed",
+       {{"UCX_TLS", "posix,sysv,self"}, {"RWIN_IFNAME", "lo"}, {"RWIN_TCP_SOCKETS", "3"}, {"RWIN_TCP_STRIPE_MIN", "4K"}}, false, 2},
       {"verbs", "verbs", {}, true},
   };
 }
