@@ -324,15 +324,16 @@ class TcpTransport final : public Transport {
   // The same for lane `lane` (1..kMaxSockets-1) of that peer (tests of striping's fence).
   void adopt_lane_for_testing(int peer, int lane, int fd);
 
-  // Striping (tests, rwin-perf --counters): Writes posted on lanes, and Fences sent.
+  // Striping (tests): Writes posted on lanes, Fences sent, connections per pair.
   uint64_t lane_writes() const noexcept { return lane_writes_; }
+  uint64_t fences_sent() const noexcept { return fences_; }
+  int sockets() const noexcept { return sockets_; }
+  // rwin-perf --counters, ctx.stats(): the lanes' Writes as `striped` (the rest are verbs' counters).
   TransportCounters counters() const override {
     TransportCounters c;
     c.striped = lane_writes_;
     return c;
   }
-  uint64_t fences_sent() const noexcept { return fences_; }
-  int sockets() const noexcept { return sockets_; }
 
   static constexpr std::chrono::seconds kAuthDeadline{5};
   static constexpr size_t kMaxPending = 256;      // unauthenticated connections kept at once
@@ -402,7 +403,7 @@ class TcpTransport final : public Transport {
   void notify_owner() noexcept;
 
   int rank_ = 0, nranks_ = 0;
-  bool run_time_ = false;
+  bool run_time_ = false;  // peers are added at run time (TransportConfig::dynamic_peers)
   // Connections to each other rank of a job (RWIN_TCP_SOCKETS, the same on every rank; run-time
   // peers: 1) and the smallest Write striped over them (RWIN_TCP_STRIPE_MIN).
   int sockets_ = 1;
