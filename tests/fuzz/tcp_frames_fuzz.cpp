@@ -1,5 +1,5 @@
 // rwin's own tcp transport: the request stream an authenticated peer sends, through the real
-// receive path (transport/tcp/tcp_target.cpp: framing, header checks, region lookup, writes landing
+// receive path (transport/tcp/tcp_target.cpp and tcp_lanes.cpp: framing, header checks, region lookup, writes landing
 // in the window, put(Add)s handed to its adder, reads and atomics served, refusals), driven by poll()
 // over a socketpair.
 // Input: the raw byte stream. To let inputs reach the window, each request header the harness finds

@@ -37,8 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
-
 std::string addr_text(uint32_t ipv4_net, uint16_t port) {
   char buf[INET_ADDRSTRLEN] = {};
   in_addr a{};
@@ -319,9 +317,9 @@ void TcpTransport::start_listening() {
   if (epoll_fd_ < 0 || wake_fd_ < 0 || nap_fd_ < 0) throw TransportError("tcp: epoll/eventfd: " + errno_text(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = 0;  // the wake-up
+  ev.data.u64 = tag(kWake, 0);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  ev.data.u64 = uint64_t{1} << 32;  // the listener
+  ev.data.u64 = tag(kListen, 0);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   receiver_ = std::thread([this] { receiver_main(); });
 }
@@ -393,7 +391,7 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
   fd = -1;
   epoll_event oev{};
   oev.events = EPOLLIN;
-  oev.data.u64 = uint64_t{4} << 32 | static_cast<uint32_t>(p);
+  oev.data.u64 = tag(kOut, static_cast<uint32_t>(p));
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[static_cast<size_t>(p)]->out_fd, &oev) != 0) {
     throw TransportError(what + ": epoll: " + errno_text(errno));
   }
@@ -597,7 +595,7 @@ void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd) {
   peers_[static_cast<size_t>(peer)]->in_fd = in_fd;
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = uint64_t{3} << 32 | static_cast<uint32_t>(peer);  // an in-connection (tcp_target.cpp)
+  ev.data.u64 = tag(kIn, static_cast<uint32_t>(peer));
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, in_fd, &ev) != 0) throw TransportError("tcp: epoll: " + errno_text(errno));
 }
 
@@ -611,7 +609,7 @@ void TcpTransport::adopt_lane_for_testing(int peer, int lane, int fd) {
   sockets_ = std::max(sockets_, lane + 1);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = uint64_t{5} << 32 | static_cast<uint32_t>(lane) << 24 | static_cast<uint32_t>(peer);  // kLane (tcp_target.cpp)
+  ev.data.u64 = tag(kLane, lane_value(peer, lane));
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw TransportError("tcp: epoll: " + errno_text(errno));
 }
 

@@ -1,12 +1,9 @@
-// The tcp transport's receiver thread: accepts and authenticates connections, applies the
-// requests peers send (writes land straight in the window, reads are served from it, atomics are
+// The tcp transport's receiver thread: serves its epoll set (handshakes: tcp_accept.cpp; striping's
+// lanes: tcp_lanes.cpp), applies the requests peers send (writes land straight in the window, reads are served from it, atomics are
 // CPU atomics on it), returns the replies, and reads the replies to this rank's own requests.
 // It sleeps in epoll_wait with no timeout unless a handshake is pending, so an idle rank costs
 // no CPU; after serving a passive target it polls for receiver_spin_ns_ first (a closely following
 // request then costs no wake-up).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -17,25 +14,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "bootstrap/auth.h"
 #include "common/log.h"
 #include "transport/tcp/tcp_transport_impl.h"
 
 namespace rwin::transport::tcp {
 
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-enum Tag : uint64_t { kWake = 0, kListen = 1, kPending = 2, kIn = 3, kOut = 4, kLane = 5 };
-// A lane's tag value: its index above the peer's (lanes exist for a job's ranks only, < 2^24).
-uint32_t lane_value(int p, int lane) { return static_cast<uint32_t>(lane) << 24 | static_cast<uint32_t>(p); }
-uint64_t tag(Tag t, uint32_t v) { return uint64_t{t} << 32 | v; }
-
-std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
-
-
-}  // namespace
 
 void TcpTransport::receiver_main() noexcept {
   // While the owner is inside rwin (it polled, or slept in idle_wait, within kOwnerWindow, or
@@ -223,137 +207,6 @@ int TcpTransport::serve() noexcept {
     if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
   }
   return n < 0 ? 0 : n;
-}
-
-// ---- handshake (server side) -------------------------------------------------------------------
-
-void TcpTransport::on_accept() {
-  for (;;) {
-    sockaddr_in from{};
-    socklen_t len = sizeof from;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: the next event retries
-    }
-    if (pending_.size() >= kMaxPending) drop_pending(0, "too many unauthenticated connections (the oldest goes)");
-    Pending pc;
-    pc.fd = fd;
-    pc.deadline = Clock::now() + kAuthDeadline;
-    char buf[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
-    pc.from = std::string(buf) + ":" + std::to_string(ntohs(from.sin_port));
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = tag(kPending, static_cast<uint32_t>(fd));
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      ::close(fd);
-      continue;
-    }
-    pending_.push_back(std::move(pc));
-  }
-}
-
-void TcpTransport::drop_pending(size_t idx, const std::string& why) {
-  Pending& pc = pending_[idx];
-  ++strangers_;
-  RWIN_LOG(Info, Core, "tcp rank %d: dropped a connection from %s before it was authenticated: %s (%zu so far)", rank_,
-           pc.from.c_str(), why.c_str(), strangers_);
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pc.fd, nullptr);
-  ::close(pc.fd);
-  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(idx));
-}
-
-void TcpTransport::on_pending(size_t idx) {
-  Pending& pc = pending_[idx];
-  char* dst = pc.have_hello ? reinterpret_cast<char*>(&pc.proof) : reinterpret_cast<char*>(&pc.hello);
-  const size_t need = pc.have_hello ? sizeof pc.proof : sizeof pc.hello;
-  const ssize_t r = ::recv(pc.fd, dst + pc.got, need - pc.got, MSG_DONTWAIT);
-  if (r == 0) return drop_pending(idx, "closed during the handshake");
-  if (r < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    return drop_pending(idx, "recv: " + errno_text(errno));
-  }
-  pc.got += static_cast<size_t>(r);
-  if (pc.got < need) return;
-  pc.got = 0;
-  if (!pc.have_hello) {
-    tcpw::Challenge c;
-    std::string why = tcpw::check_hello(pc.hello, rank_, run_time_ ? peer_count() : nranks_, run_time_);
-    if (why.empty()) {
-      // A job's rank names itself (src); a run-time peer names the index we gave it (dst).
-      const int p = run_time_ ? pc.hello.dst : pc.hello.src;
-      const Peer& P = *peers_[static_cast<size_t>(p)];
-      const int lane = tcpw::hello_lane(pc.hello.kind);
-      if (lane > 0) {
-        if (lane >= sockets_ || !lanes_to(p)) {
-          why = "lane " + std::to_string(lane) + " from rank " + std::to_string(p) + " (this rank takes " +
-                std::to_string(lanes_to(p) ? sockets_ - 1 : 0) + " lanes from it: RWIN_TCP_SOCKETS=" + std::to_string(sockets_) + ")";
-        } else if (P.lane_in[lane - 1].fd >= 0) {
-          why = "lane " + std::to_string(lane) + " of rank " + std::to_string(p) + " is connected already";
-        }
-      } else if (P.in_fd >= 0) {
-        why = (run_time_ ? "run-time peer " : "rank ") + std::to_string(p) + " is connected already";
-      } else if (run_time_ && P.failed) {  // dropped by the caller (fail_peer): not to come back
-        why = "run-time peer " + std::to_string(p) + " was dropped";
-      }
-    }
-    if (!why.empty()) {
-      c.status = static_cast<uint16_t>(pc.hello.version != tcpw::kVersion ? tcpw::HandshakeStatus::WrongVersion
-                                                                          : tcpw::HandshakeStatus::Refused);
-      (void)::send(pc.fd, &c, sizeof c, MSG_NOSIGNAL | MSG_DONTWAIT);
-      return drop_pending(idx, why);
-    }
-    bootstrap::auth::random_bytes(c.nonce, sizeof c.nonce);
-    pc.challenge = c;
-    if (::send(pc.fd, &c, sizeof c, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof c)) {
-      return drop_pending(idx, "the challenge could not be sent");
-    }
-    pc.have_hello = true;
-    return;
-  }
-  // The proof is complete.
-  const tcpw::Transcript t(pc.hello.nonce, pc.challenge.nonce, pc.hello.src, pc.hello.dst);
-  const uint8_t* secret = run_time_ ? peers_[static_cast<size_t>(pc.hello.dst)]->secret : secret_;
-  const std::string key(reinterpret_cast<const char*>(secret), tcpw::kSecret);
-  const auto want = bootstrap::auth::hmac(key, "rwin-tcp-client", t.bytes);
-  if (!bootstrap::auth::equal(pc.proof.mac, want.data(), want.size())) {
-    return drop_pending(idx, run_time_ ? "wrong proof (not the peer that endpoint was made for)"
-                                       : "wrong proof (not a rank of this job)");
-  }
-  tcpw::Accept a;
-  const auto mine = bootstrap::auth::hmac(key, "rwin-tcp-server", t.bytes);
-  std::memcpy(a.mac, mine.data(), mine.size());
-  if (::send(pc.fd, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof a)) {
-    return drop_pending(idx, "the accept could not be sent");
-  }
-  finish_handshake(pc);
-  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(idx));
-}
-
-void TcpTransport::finish_handshake(Pending& pc) {
-  const int p = run_time_ ? pc.hello.dst : pc.hello.src;
-  const int lane = tcpw::hello_lane(pc.hello.kind);
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = lane > 0 ? tag(kLane, lane_value(p, lane)) : tag(kIn, static_cast<uint32_t>(p));
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pc.fd, &ev);
-  {
-    std::lock_guard<std::mutex> g(conn_mu_);
-    if (lane > 0) {
-      P.lane_in[lane - 1].fd = pc.fd;
-      P.has_lanes_in = true;
-    } else {
-      P.in_fd = pc.fd;
-    }
-    ++in_connected_;
-  }
-  conn_cv_.notify_all();
-  RWIN_LOG(Debug, Core, "tcp rank %d: rank %d authenticated from %s%s", rank_, p, pc.from.c_str(),
-           lane > 0 ? (" (lane " + std::to_string(lane) + ")").c_str() : "");
 }
 
 // ---- failure ----------------------------------------------------------------------------------
@@ -602,105 +455,6 @@ std::string TcpTransport::check_target(const tcpw::ReqHeader& h) {
            std::to_string(h.region) + ", which takes no put(Add) (not a window's data)";
   }
   return {};
-}
-
-// ---- lanes (striping) ---------------------------------------------------------------------------
-
-bool TcpTransport::fence_passed(int p) {
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) {
-    const Peer::LaneIn& L = P.lane_in[k];
-    if (L.landed >= P.fence[k]) continue;
-    if (L.fd < 0 || L.closed) {  // what the fence waits for can no longer come
-      fail(p, "protocol error: a fence waits for " + std::to_string(P.fence[k]) + " writes on lane " +
-                  std::to_string(k + 1) + ", which " + (L.fd < 0 ? "is not connected" : "was closed after " +
-                  std::to_string(L.landed)));
-    }
-    return false;
-  }
-  return true;
-}
-
-void TcpTransport::on_lane(int p, int lane) {
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  Peer::LaneIn& L = P.lane_in[lane - 1];
-  const std::string name = "lane " + std::to_string(lane);
-  for (int round = 0; round < 64 && !P.failed && !L.closed; ++round) {
-    if (L.land.left > 0) {
-      if (!land_lane(p, lane)) return;
-      if (L.land.left > 0) return;  // the socket ran dry
-      ++L.landed;
-      if (P.fenced && fence_passed(p)) {  // the requests that waited for this write go on
-        P.fenced = false;
-        update_in_events(p);
-        on_in(p);
-      }
-      continue;
-    }
-    char* h = reinterpret_cast<char*>(&L.hdr);
-    const ssize_t r = ::recv(L.fd, h + L.got, sizeof L.hdr - L.got, MSG_DONTWAIT);
-    if (r == 0) {
-      if (L.got > 0) {
-        fail(p, name + " was closed in the middle of a frame (did the peer die?)");
-        return;
-      }
-      // Between two frames: its goodbye, or its death, which its first connection reports. A
-      // fence that still waits on this lane fails.
-      L.closed = true;
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, L.fd, nullptr);
-      if (P.fenced) (void)fence_passed(p);
-      return;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      fail(p, "receiving on " + name + ": " + errno_text(errno));
-      return;
-    }
-    count_arrival();
-    L.got += static_cast<size_t>(r);
-    if (L.got < sizeof L.hdr) continue;
-    L.got = 0;
-    std::string bad = tcpw::check_request(L.hdr);
-    if (bad.empty() && static_cast<tcpw::Req>(L.hdr.type) != tcpw::Req::Write) {
-      bad = std::string("a ") + tcpw::req_name(L.hdr.type) + " (a lane carries writes only)";
-    }
-    if (!bad.empty()) {
-      fail(p, "protocol error on " + name + ": " + bad);
-      return;
-    }
-    const std::string refused = check_target(L.hdr);
-    L.land = {};
-    L.land.left = L.hdr.len;
-    L.land.region = refused.empty() ? L.hdr.region : 0;  // 0: discarded
-    L.land.addr = L.hdr.addr;
-    if (!refused.empty()) refuse(p, refused + " (on " + name + ")");
-  }
-}
-
-// recv()s a lane write's payload straight into the window (a region freed meanwhile: discarded).
-bool TcpTransport::land_lane(int p, int lane) {
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  Peer::LaneIn& Ln = P.lane_in[lane - 1];
-  Peer::Landing& L = Ln.land;
-  while (L.left > 0) {
-    std::unique_lock<std::mutex> g(regions_->mu, std::defer_lock);
-    char* dst = discard_.get();
-    size_t want = static_cast<size_t>(std::min<uint64_t>(L.left, kDiscardBytes));
-    if (L.region != 0) {
-      g.lock();
-      if (regions_->live.count(L.region) != 0) {
-        dst = reinterpret_cast<char*>(L.addr);
-        want = static_cast<size_t>(L.left);
-      } else {
-        g.unlock();
-        L.region = 0;  // freed meanwhile: the rest is discarded
-      }
-    }
-    const int got = recv_payload(p, Ln.fd, L, dst, want, lane);
-    if (got <= 0) return got == 0;
-  }
-  return true;
 }
 
 int TcpTransport::recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane) {

@@ -25,9 +25,11 @@
 //    fetched value) is touched only under its peer's mutex while the peer is healthy, so once
 //    fail_peer() returned nothing lands there.
 //
-// Files: tcp_connect.cpp (construction, listener, handshake, connect, quiesce),
+// Files: tcp_connect.cpp (construction, listener, the dialling side of the handshake, connect, quiesce),
 //        tcp_initiator.cpp (post, poll, send queues, failures),
-//        tcp_target.cpp (the receive side: accept, authenticate, apply, reply; the receiver thread).
+//        tcp_accept.cpp (the listening side of the handshake),
+//        tcp_target.cpp (the receive side: the receiver thread, apply, reply, failure),
+//        tcp_lanes.cpp (striping's receive side: lanes and the Fence).
 #pragma once
 
 #include <sys/uio.h>
@@ -37,6 +39,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -50,6 +53,14 @@
 #include "transport/transport.h"
 
 namespace rwin::transport::tcp {
+
+// What each descriptor in the epoll set is: the kind in the upper 32 bits of epoll_event.data.u64, a
+// value (a peer's index, a pending fd, a lane's lane_value) in the lower.
+enum Tag : uint64_t { kWake = 0, kListen = 1, kPending = 2, kIn = 3, kOut = 4, kLane = 5 };
+inline uint64_t tag(Tag t, uint32_t v) noexcept { return uint64_t{t} << 32 | v; }
+// A lane's tag value: its index above the peer's (lanes exist for a job's ranks only, < 2^24).
+inline uint32_t lane_value(int p, int lane) noexcept { return static_cast<uint32_t>(lane) << 24 | static_cast<uint32_t>(p); }
+inline std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
 // Regions peers may touch, by id. Shared by the transport and its regions, so a region may
 // outlive the transport.
@@ -340,7 +351,8 @@ class TcpTransport final : public Transport {
   static constexpr size_t kMaxInFlight = 4096;    // per peer: queued + awaiting a reply
   static constexpr int kMaxRunTimePeers = 16384;  // peers_ slots of a transport with run-time peers
 
-  // The receive side (tcp_target.cpp): the receiver thread, or the owner's poll(), under rx_mu_.
+  // The receive side (tcp_target.cpp, tcp_accept.cpp, tcp_lanes.cpp): the receiver thread, or the
+  // owner's poll(), under rx_mu_.
  private:
   void receiver_main() noexcept;
   int serve() noexcept;        // handles what is ready now (how many events); rx_mu_ held
