@@ -44,6 +44,8 @@ constexpr Knob kTable[] = {
      "tcp: a rank waiting inside rwin serves its own arrivals (0: only its receiver thread does)"},
     {"RWIN_TCP_SOCKETS", K::Int, "1", "1..4", "transport",
      "tcp: connections from each rank to each other; Writes of at least RWIN_TCP_STRIPE_MIN go round-robin over them"},
+    {"RWIN_TCP_DUPLEX", K::Bool, "1", "0|1", "transport",
+     "tcp: one connection per pair of ranks carrying both ways (unstriped pairs), or one per direction"},
     {"RWIN_TCP_STRIPE_MIN", K::Size, "64K", "1..1073741824", "transport",
      "tcp: smallest Write striped over the connections to a peer (smaller ones, and every other request, use the first)"},
     {"RWIN_TCP_RECEIVER_SPIN_US", K::Int, "50", "0..100000", "transport",

@@ -8,11 +8,14 @@
 // not, some overflowing; a Fence's counts are taken mod 4, so some wait for lane writes that come.
 // Region 2 exists but is never named. An input that starts with "RWLN" and a 4-byte length n carries
 // n bytes for lane 1 (striping: a second connection of the same peer, whose writes a Fence on the
-// first waits for), then the first connection's stream; lane 1 is connected either way, and closed
-// once its bytes are sent.
+// first waits for), then the first connection's stream; lane 1 is connected (and closed once its
+// bytes are sent) unless the input starts with "RWDX": then the connection is the pair's one duplex
+// connection (tcp_wire.h), this rank posts a 64-byte Read and a fetch-add to the peer on it first,
+// and the stream's frames whose type has kReplyBit are replies to them (or to nothing).
 // Properties: no crash or sanitizer report; the stream always ends with the peer failed (the end of
 // the stream is a closed connection) and a reason; region 2 is never written; the window's adder
-// is only ever handed a range inside the window.
+// is only ever handed a range inside the window; each posted operation completes once at most, and
+// nothing else completes.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -66,7 +69,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t base = reinterpret_cast<uint64_t>(window->addr());
 
   std::vector<uint8_t> stream(data, data + size), lane;
-  if (size >= 8 && std::memcmp(data, "RWLN", 4) == 0) {
+  const bool duplex = size >= 4 && std::memcmp(data, "RWDX", 4) == 0;
+  if (duplex) {
+    stream.assign(data + 4, data + size);
+  } else if (size >= 8 && std::memcmp(data, "RWLN", 4) == 0) {
     uint32_t n;
     std::memcpy(&n, data + 4, 4);
     n = static_cast<uint32_t>(std::min<size_t>(n, size - 8));
@@ -75,6 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const auto map_headers = [&](std::vector<uint8_t>& bytes) {
     for (size_t at = 0; at + sizeof(w::ReqHeader) <= bytes.size();) {
+      if (duplex && (bytes[at] & w::kReplyBit) != 0) {  // a reply: its body follows it
+        w::RepHeader r;
+        std::memcpy(&r, bytes.data() + at, sizeof r);
+        at += sizeof r;
+        if (r.len > bytes.size() - at) break;
+        at += r.len;
+        continue;
+      }
       w::ReqHeader h;
       std::memcpy(&h, bytes.data() + at, sizeof h);
       if (h.type == static_cast<uint8_t>(w::Req::Fence)) {
@@ -99,10 +113,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   int sv[2];
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
-  t.adopt_in_connection_for_fuzzing(1, sv[0]);  // the transport's end; sv[1] is the peer's
+  t.adopt_in_connection_for_fuzzing(1, sv[0], duplex);  // the transport's end; sv[1] is the peer's
   int lv[2];
   FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, lv) == 0);
-  t.adopt_lane_for_testing(1, 1, lv[0]);
+  if (!duplex) t.adopt_lane_for_testing(1, 1, lv[0]);
+  else ::close(lv[0]);
+  // Duplex: this rank's own requests, whose replies the stream may carry.
+  char got[64] = {};
+  uint64_t old = 0;
+  std::unique_ptr<rt::RemoteKey> key;
+  if (duplex) {
+    w::PackedKey k;
+    k.region = 7;
+    k.base = 0x100000;
+    k.bytes = 4096;
+    std::vector<uint8_t> packed(sizeof k);
+    std::memcpy(packed.data(), &k, sizeof k);
+    key = t.unpack_key(1, packed);
+    rt::Work rd{.op = rt::Op::Read, .peer = 1, .local = got, .remote_addr = k.base, .rkey = key.get(), .bytes = sizeof got, .cookie = 1};
+    rt::Work fa{.op = rt::Op::FetchAdd, .peer = 1, .local = &old, .remote_addr = k.base + 8, .rkey = key.get(), .bytes = 8, .operand = 1, .cookie = 2};
+    FUZZ_CHECK(t.post(rd) == rt::PostResult::Ok);
+    FUZZ_CHECK(t.post(fa) == rt::PostResult::Ok);
+  }
+  int completions[3] = {};
   size_t sent = 0, lane_sent = 0;
   std::vector<rt::Completion> done;
   char sink[65536];
@@ -125,12 +158,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (::recv(sv[1], sink, sizeof sink, 0) > 0) {
     }
     t.poll(done);
+    for (const auto& c : done) {
+      FUZZ_CHECK(duplex && (c.cookie == 1 || c.cookie == 2));  // nothing else was posted
+      ++completions[c.cookie];
+    }
+    done.clear();
   }
   FUZZ_CHECK(!t.peer_error(1).empty());
-  FUZZ_CHECK(done.empty());  // nothing of this rank's was posted
+  t.poll(done);  // what the failure completed
+  for (const auto& c : done) {
+    FUZZ_CHECK(duplex && (c.cookie == 1 || c.cookie == 2));
+    ++completions[c.cookie];
+  }
+  FUZZ_CHECK(completions[1] <= 1 && completions[2] <= 1);
   const auto* o = static_cast<const uint8_t*>(other->addr());
   for (size_t i = 0; i < 4096; ++i) FUZZ_CHECK(o[i] == 0);
   ::close(sv[1]);
   ::close(lv[1]);
+  if (duplex) t.quiesce(false);  // before `got` and `old` go: nothing lands in them after
   return 0;
 }

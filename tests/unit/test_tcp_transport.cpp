@@ -560,6 +560,10 @@ bool closed_by_server(int fd) {
 }
 
 TEST(TcpTransport, StrangersAtTheListenerDuringStartUpAreDroppedAndOnlyTheRealRankCompletesIt) {
+  // Connections one per direction, so this thread's rank 1 dials rank 0 after the strangers (a duplex
+  // pair is dialled by its lower rank: RanksWithDifferentDuplexSettingsFailToConnectNamingBoth).
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_DUPLEX", "0");
   const uint16_t port = test_sock::free_port();
   const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
   std::unique_ptr<tp::Transport> t0;
@@ -724,6 +728,9 @@ TEST(TcpTransport, OnAnOversubscribedHostTheOwnerServesAndItsThreadWaitsLonger) 
 // peer) through small writes, atomics, a large write landing straight into the window after a
 // peek, a read and a flush.
 TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
+  // Only a connection that carries requests one way is peeked (a duplex one's answers carry the ACK).
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_DUPLEX", "0");
   Pair p;
   auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
   uint64_t* counter = reinterpret_cast<uint64_t*>(p.mem(1) + 8192);
@@ -1233,6 +1240,160 @@ TEST(TcpStriping, RanksWithDifferentSocketCountsFailToConnectNamingBoth) {
   EXPECT_NE(errs[0].find("rank 0 has RWIN_TCP_SOCKETS=1 but rank 1 has 2"), std::string::npos) << errs[0];
   EXPECT_NE(errs[1].find("rank 1 has RWIN_TCP_SOCKETS=2 but rank 0 has 1"), std::string::npos) << errs[1];
   for (auto& x : t) x->quiesce(false);
+}
+
+// ---- duplex connections (RWIN_TCP_DUPLEX) -------------------------------------------------------
+
+// One socket per pair of ranks (the lower one dials), carrying both ranks' requests and the replies
+// to them: both ranks write into, read from and fetch-add on each other at once, every byte checked.
+TEST(TcpDuplex, OneConnectionCarriesBothRanksRequestsAndRepliesInterleaved) {
+  Pair p;
+  auto& t0 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[0].t);
+  auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  EXPECT_EQ(t0.connections_to(1), 1);
+  EXPECT_EQ(t1.connections_to(0), 1);
+  for (int i = 0; i < 64; ++i) {
+    std::memset(p.mem(0) + 100000 + i * 1000, 'a' + i % 26, 1000);
+    std::memset(p.mem(1) + 200000 + i * 1000, 'A' + i % 26, 1000);
+  }
+  std::string err1;
+  std::vector<char> got1(64 * 1000);
+  uint64_t olds1[64] = {};
+  std::thread rank1([&] {  // rank 1 reads rank 0's pattern and adds to rank 0's counter, 64 times
+    tp::Transport& t = *p.r[1].t;
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 64; ++i) {
+      tp::Work rd = work(tp::Op::Read, got1.data() + i * 1000, p.key_of_0->base() + 100000 + i * 1000, 1000);
+      tp::Work fa = work(tp::Op::FetchAdd, &olds1[i], p.key_of_0->base() + 8, 8, 1);
+      for (tp::Work* w : {&rd, &fa}) {
+        w->peer = 0;
+        w->rkey = p.key_of_0.get();
+        w->cookie = 1000 + ids.size();
+        ids.push_back(w->cookie);
+        if (t.post(*w) != tp::PostResult::Ok) {
+          err1 = "post: " + t.peer_error(0);
+          return;
+        }
+      }
+    }
+    std::vector<tp::Completion> done;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!ids.empty() && std::chrono::steady_clock::now() < until) {
+      t.poll(done);
+      for (auto& c : done) {
+        if (!c.ok) err1 = c.error;
+        std::erase(ids, c.cookie);
+      }
+      done.clear();
+    }
+    if (!ids.empty()) err1 = std::to_string(ids.size()) + " of rank 1's operations did not complete within 20 s";
+  });
+  // Meanwhile rank 0 writes into rank 1 and reads rank 1's pattern back, and adds to its counter.
+  std::vector<char> got0(64 * 1000);
+  std::vector<char> src(64 * 1000);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 31 + 7);
+  std::vector<uint64_t> ids;
+  uint64_t olds0[64] = {};
+  for (int i = 0; i < 64; ++i) {
+    tp::Work wr = work(tp::Op::Write, src.data() + i * 1000, p.at1(400000 + i * 1000), 1000);
+    tp::Work rd = work(tp::Op::Read, got0.data() + i * 1000, p.at1(200000 + i * 1000), 1000);
+    tp::Work fa = work(tp::Op::FetchAdd, &olds0[i], p.at1(16), 8, 1);
+    for (tp::Work* w : {&wr, &rd, &fa}) {
+      ASSERT_EQ(p.post(*w), tp::PostResult::Ok);
+      ids.push_back(w->cookie);
+    }
+  }
+  tp::Work fl = work(tp::Op::Flush, nullptr, 0, 0);
+  ASSERT_EQ(p.post(fl), tp::PostResult::Ok);
+  ids.push_back(fl.cookie);
+  EXPECT_TRUE(p.wait_all(ids));
+  rank1.join();
+  ASSERT_TRUE(err1.empty()) << err1;
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(olds0[i], static_cast<uint64_t>(i)) << "rank 0's fetch-adds in order";
+    EXPECT_EQ(olds1[i], static_cast<uint64_t>(i)) << "rank 1's fetch-adds in order";
+    EXPECT_EQ(got0[i * 1000], 'A' + i % 26);
+    EXPECT_EQ(got1[i * 1000 + 999], 'a' + i % 26);
+  }
+  EXPECT_EQ(std::memcmp(p.mem(1) + 400000, src.data(), src.size()), 0);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(std::memcmp(got0.data() + i * 1000, p.mem(1) + 200000 + i * 1000, 1000), 0) << i;
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(std::memcmp(got1.data() + i * 1000, p.mem(0) + 100000 + i * 1000, 1000), 0) << i;
+}
+
+// A request the caller left half sent (its socket was full) is finished by the receive side when a
+// reply has to follow it, so a peer's get is answered while the caller is away from rwin.
+TEST(TcpDuplex, ARequestLeftHalfSentIsFinishedSoThePeersGetIsAnsweredWhileTheCallerIsAway) {
+  constexpr size_t kBig = 48u << 20;  // far more than loopback's socket buffers hold
+  Pair p(kBig + (1u << 20));
+  std::vector<char> big(kBig);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 11 + i / 4093);
+  std::memcpy(p.mem(0) + 64, "rank 0!", 8);
+  char got[8] = {};
+  tp::Work rd = work(tp::Op::Read, got, p.key_of_0->base() + 64, 8);
+  rd.peer = 0;
+  rd.rkey = p.key_of_0.get();
+  rd.cookie = 9;
+  tp::Work wr = work(tp::Op::Write, big.data(), p.at1(4096), big.size());
+  {
+    // Rank 1 reads nothing meanwhile, so rank 0's socket fills and the write is left half sent.
+    auto held = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t).hold_receive_side_for_testing();
+    ASSERT_EQ(p.post(wr), tp::PostResult::Ok);  // sends what fits; rank 0 polls no more until the get
+    ASSERT_EQ(p.r[1].t->post(rd), tp::PostResult::Ok);
+  }
+  const tp::Completion c = p.wait(rd.cookie, 1);  // rank 1 polls (and lands the write); rank 0 does not
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(std::memcmp(got, "rank 0!", 8), 0);
+  EXPECT_EQ(std::memcmp(p.mem(1) + 4096, big.data(), big.size()), 0) << "the write landed whole before the reply";
+  const tp::Completion w = p.wait(wr.cookie);  // rank 0 back: its write completes
+  EXPECT_TRUE(w.ok) << w.error;
+}
+
+// Every rank must connect the same way: a mismatch fails both ranks' connect, naming both values.
+TEST(TcpDuplex, RanksWithDifferentDuplexSettingsFailToConnectNamingBoth) {
+  const uint16_t port = test_sock::free_port();
+  const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
+  std::unique_ptr<tp::Transport> t[2];
+  {
+    rwin::test::EnvGuard env;
+    env.set("RWIN_TCP_DUPLEX", "0");
+    tp::TransportConfig cfg = unconnected_config();
+    cfg.rank = 1;
+    t[1] = tp::make_transport(cfg);
+  }
+  t[0] = tp::make_transport(unconnected_config());  // RWIN_TCP_DUPLEX unset: 1
+  std::string errs[2];
+  auto start = [&](int me) {
+    try {
+      rwin::bootstrap::Bootstrap bs(me, 2, root, 20000ms);
+      t[me]->connect(bs);
+    } catch (const std::exception& e) {
+      errs[me] = e.what();
+    }
+  };
+  std::thread one(start, 1);
+  start(0);
+  one.join();
+  EXPECT_NE(errs[0].find("rank 0 has RWIN_TCP_DUPLEX=1 but rank 1 has 0"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[1].find("rank 1 has RWIN_TCP_DUPLEX=0 but rank 0 has 1"), std::string::npos) << errs[1];
+  for (auto& x : t) x->quiesce(false);
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_DUPLEX", "2");
+  EXPECT_THROW(tp::make_transport(unconnected_config()), tp::TransportError);
+}
+
+// Striped pairs, and RWIN_TCP_DUPLEX=0, keep one connection per direction.
+TEST(TcpDuplex, StripedOrDisabledPairsKeepAConnectionPerDirection) {
+  {
+    rwin::test::EnvGuard env;
+    env.set("RWIN_TCP_DUPLEX", "0");
+    Pair p;
+    EXPECT_EQ(dynamic_cast<tp::tcp::TcpTransport&>(*p.r[0].t).connections_to(1), 2);
+    ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+  }
+  StripedEnv env;
+  Pair p;
+  EXPECT_EQ(dynamic_cast<tp::tcp::TcpTransport&>(*p.r[0].t).connections_to(1), 2 + 2 * 2);
+  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
 }
 
 }  // namespace

@@ -88,6 +88,8 @@ void TcpTransport::on_pending(size_t idx) {
         }
       } else if (P.in_fd >= 0) {
         why = (run_time_ ? "run-time peer " : "rank ") + std::to_string(p) + " is connected already";
+      } else if (duplex(p) && p > rank_) {
+        why = "rank " + std::to_string(p) + " dialled, but this rank dials the higher ranks itself (RWIN_TCP_DUPLEX=1)";
       } else if (run_time_ && P.failed) {  // dropped by the caller (fail_peer): not to come back
         why = "run-time peer " + std::to_string(p) + " was dropped";
       }
@@ -140,6 +142,7 @@ void TcpTransport::finish_handshake(Pending& pc) {
       P.has_lanes_in = true;
     } else {
       P.in_fd = pc.fd;
+      if (duplex(p)) P.out_fd = pc.fd;  // this rank's requests to p go on it too
     }
     ++in_connected_;
   }

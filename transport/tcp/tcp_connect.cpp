@@ -175,6 +175,11 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     }
     sockets_ = static_cast<int>(n);
   }
+  if (const char* v = knobs::env("RWIN_TCP_DUPLEX")) {
+    const std::string t = v;
+    if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_DUPLEX is '" + t + "' (want 0 or 1)");
+    duplex_ = t == "1";
+  }
   if (const char* v = knobs::env("RWIN_TCP_STRIPE_MIN")) {
     uint64_t n = 0;
     std::string why = common::parse_size(v, n);
@@ -224,7 +229,7 @@ std::string TcpTransport::who(int p) const {
 Capabilities TcpTransport::capabilities() const {
   Capabilities c;
   c.max_message_bytes = tcpw::kMaxFrameBytes;
-  c.write_then_atomic_ordered = true;  // one socket per direction, applied in order
+  c.write_then_atomic_ordered = true;  // one socket carries a rank's requests to a peer, applied in order
   c.needs_target_progress = false;     // the receiver thread serves
   c.native_set = true;                 // the target swaps with a CPU atomic
   c.default_chunk_bytes = size_t{1} << 20;
@@ -386,6 +391,16 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
     fd = -1;
     return;
   }
+  if (duplex(p)) {  // both ways on it: the receive side reads it as p's requests (and its replies)
+    std::lock_guard<std::mutex> g(rx_mu_);
+    P.out_fd = P.in_fd = fd;
+    fd = -1;
+    epoll_event iev{};
+    iev.events = EPOLLIN;
+    iev.data.u64 = tag(kIn, static_cast<uint32_t>(p));
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, P.in_fd, &iev) != 0) throw TransportError(what + ": epoll: " + errno_text(errno));
+    return;
+  }
   // p's from here: quiesce() closes it. Set before the epoll registration that lets the receive side look.
   peers_[static_cast<size_t>(p)]->out_fd = fd;
   fd = -1;
@@ -410,6 +425,7 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   me.e.rank = rank_;
   me.e.ipv4 = ipv4_;
   me.sockets = static_cast<uint32_t>(sockets_);
+  me.duplex = duplex_ ? 1 : 0;
   std::memcpy(me.e.secret, secret_, sizeof secret_);
   const auto all = bs.allgather(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&me), sizeof me));
   std::memset(me.e.secret, 0, sizeof me.e.secret);
@@ -433,24 +449,31 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
                            " but rank " + std::to_string(p) + " has " + std::to_string(je.sockets) +
                            " (every rank of a job must open as many connections to each other)");
     }
+    if (je.duplex != (duplex_ ? 1u : 0u)) {
+      throw TransportError(describe() + ": rank " + std::to_string(rank_) + " has RWIN_TCP_DUPLEX=" + (duplex_ ? "1" : "0") +
+                           " but rank " + std::to_string(p) + " has " + std::to_string(je.duplex) +
+                           " (every rank of a job must connect the same way)");
+    }
     std::lock_guard<std::mutex> g(conn_mu_);  // fail() on the receiver thread reads it
     peers_[static_cast<size_t>(p)]->where = addr_text(e.ipv4, e.port);
   }
 
-  // Dial everyone (self included), starting after this rank so that not all ranks knock on rank 0 at once.
+  // Dial everyone (self included), starting after this rank so that not all ranks knock on rank 0 at
+  // once; a duplex pair's first connection only from its lower rank.
   for (int i = 1; i <= nranks_; ++i) {
     const int p = (rank_ + i) % nranks_;
     const tcpw::Endpoint& e = eps[static_cast<size_t>(p)];
-    dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline);
+    if (!duplex(p) || rank_ < p) dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline);
     // Striping: the lanes (none to itself: it reaches its own windows directly).
     for (int lane = 1; lane < sockets_ && lanes_to(p); ++lane) {
       dial(p, e, e.secret, tcpw::HelloKind::Collective, rank_, p, deadline, lane);
     }
   }
 
-  // Wait until every rank's requests can reach this one, on every lane.
-  int want = nranks_;
-  for (int p = 0; p < nranks_; ++p) want += lanes_to(p) ? sockets_ - 1 : 0;
+  // Wait until every rank's requests can reach this one, on every lane (duplex pairs: the lower ranks'
+  // connections; this rank's own to the higher ones are up).
+  int want = 0;
+  for (int p = 0; p < nranks_; ++p) want += (!duplex(p) || p < rank_ ? 1 : 0) + (lanes_to(p) ? sockets_ - 1 : 0);
   std::unique_lock<std::mutex> lk(conn_mu_);
   while (in_connected_ < want) {
     if (conn_cv_.wait_until(lk, deadline) == std::cv_status::timeout && in_connected_ < want) {
@@ -469,8 +492,8 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   close_listener_ = true;  // every rank is in: strangers have nothing left to knock on
   wake();
   connected_ = true;
-  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks (%d connection(s) to each other)", describe().c_str(), rank_,
-           nranks_, sockets_);
+  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks (%d connection(s) to each other, %s)", describe().c_str(), rank_,
+           nranks_, sockets_, duplex_ ? "duplex where unstriped" : "one per direction");
 }
 
 // ---- run-time peers (the agent) ---------------------------------------------------------------
@@ -588,11 +611,16 @@ void TcpTransport::notify_owner() noexcept {
   }
 }
 
-void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd) {
-  if (connected_ || peer < 0 || peer >= nranks_) throw TransportError("tcp: adopt_in_connection_for_fuzzing: bad use");
+void TcpTransport::adopt_in_connection_for_fuzzing(int peer, int in_fd, bool duplex) {
+  if (connected_ || peer < 0 || peer >= nranks_ || peer == rank_) throw TransportError("tcp: adopt_in_connection_for_fuzzing: bad use");
   if (epoll_fd_ < 0) epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw TransportError("tcp: epoll: " + errno_text(errno));
+  duplex_ = duplex;
   peers_[static_cast<size_t>(peer)]->in_fd = in_fd;
+  if (duplex) {  // this rank's requests go on it too: post() works from here
+    peers_[static_cast<size_t>(peer)]->out_fd = in_fd;
+    connected_ = true;
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = tag(kIn, static_cast<uint32_t>(peer));
@@ -653,7 +681,7 @@ void TcpTransport::quiesce(bool graceful) noexcept {
       P.awaiting.clear();
     }
     P.sendq.clear();
-    if (P.out_fd >= 0) ::close(P.out_fd);
+    if (P.out_fd >= 0 && P.out_fd != P.in_fd) ::close(P.out_fd);  // a duplex connection is both
     if (P.in_fd >= 0) ::close(P.in_fd);
     P.out_fd = P.in_fd = -1;
     for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) {

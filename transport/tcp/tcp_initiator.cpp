@@ -50,6 +50,9 @@ void TcpTransport::fail_peer(int peer, const std::string& why) noexcept {
 void TcpTransport::fail_queued(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   if (P.sendq.empty() && P.lanes_queued() == 0) return;
+  std::lock_guard<std::mutex> tx(P.tx_mu);  // the receive side may hold sendq's front (tx_req)
+  P.tx_half = Peer::Half::None;
+  P.tx_req = nullptr;
   const std::string why = peer_error(p);
   const auto drop = [&](std::deque<SendItem>& q) {
     for (const auto& s : q) {
@@ -66,8 +69,21 @@ void TcpTransport::fail_queued(int p) {
 
 bool TcpTransport::send_queue(int p, int fd, std::deque<SendItem>& q, int lane) {
   Peer& P = *peers_[static_cast<size_t>(p)];
+  // A duplex connection: the receive side's replies share it (tcp_wire.h), so the frames take turns.
+  const bool shared = lane == 0 && duplex(p);
+  std::unique_lock<std::mutex> tx(P.tx_mu, std::defer_lock);
+  if (shared) {
+    tx.lock();
+    // A request the receive side finished for us while we were away: it completes here.
+    while (!q.empty() && q.front().sent == q.front().total()) {
+      if (q.front().complete_when_sent) done_.push_back({q.front().cookie, true, {}});
+      q.pop_front();
+    }
+    if (P.tx_half == Peer::Half::Reply) return true;  // its rest goes first (EPOLLOUT), then ours
+  }
   while (!q.empty()) {
     if (P.failed) {
+      if (tx.owns_lock()) tx.unlock();
       fail_queued(p);
       return false;
     }
@@ -85,13 +101,19 @@ bool TcpTransport::send_queue(int p, int fd, std::deque<SendItem>& q, int lane) 
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       fail(p, std::string(lane > 0 ? "sending writes on lane " + std::to_string(lane) + ": " : "sending requests: ") +
-                  std::strerror(errno) + " (errno " + std::to_string(errno) + ")");
+                  errno_text(errno));
+      if (tx.owns_lock()) tx.unlock();
       fail_queued(p);
       return false;
     }
     consume_sent(q, static_cast<size_t>(w), [this](const SendItem& s) {
       if (s.complete_when_sent) done_.push_back({s.cookie, true, {}});
     });
+    if (shared) {  // a frame left half sent: no reply may follow it until it is out
+      const bool half = !q.empty() && q.front().sent > 0;
+      P.tx_half = half ? Peer::Half::Request : Peer::Half::None;
+      P.tx_req = half ? &q.front() : nullptr;
+    }
   }
   return true;
 }

@@ -136,7 +136,8 @@ void TcpTransport::serve_owner() noexcept {
       return;
     }
     const bool in = P.in_fd >= 0;
-    const bool out = P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
+    // A duplex connection brings the replies with the requests (on_in reads both).
+    const bool out = !duplex(p) && P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
     if (P.want_out || nr + nq + in + out > kDirectSockets) {
       (void)serve();
       return;
@@ -270,19 +271,22 @@ void TcpTransport::on_in(int p) {
 bool TcpTransport::pump(int p, bool requests) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   RxBuffer& rx = requests ? P.in_rx : P.out_rx;
-  const Peer::Landing& L = requests ? P.in_land : P.out_land;
   const int fd = requests ? P.in_fd : P.out_fd;
-  const auto land = [&] { return requests ? land_write(p) : land_read(p); };
-  const auto take = [&] { return requests ? take_requests(p) : take_replies(p); };
+  // A duplex connection (requests: its one socket) lands a write's payload or a read's, whichever
+  // frame came last.
+  const bool both = requests && duplex(p);
+  const auto left = [&] { return requests ? P.in_land.left + (both ? P.out_land.left : 0) : P.out_land.left; };
+  const auto land = [&] { return requests && P.in_land.left > 0 ? land_write(p) : land_read(p); };
+  const auto take = [&] { return requests ? take_in(p) : take_replies(p); };
   for (int round = 0; round < 64 && !P.failed; ++round) {
     if (requests && P.fenced) return true;  // the lanes' writes first (on_lane lifts the fence)
-    if (L.left > 0) {
+    if (left() > 0) {
       if (!land()) return false;
-      if (L.left > 0) return true;  // the socket ran dry
+      if (left() > 0) return true;  // the socket ran dry
       continue;
     }
     if (rx.size() > 0 && !take()) return false;
-    if (L.left > 0) continue;
+    if (left() > 0) continue;
     if (requests && !unpeek(p)) return false;
     if (!rx.data) rx.data.reset(new char[RxBuffer::kBytes]);
     if (rx.end == RxBuffer::kBytes) rx.compact();
@@ -299,7 +303,8 @@ bool TcpTransport::pump(int p, bool requests) {
     // what the receiver thread reads (its epoll would report the queued bytes again at once), and an
     // agent's (run-time peers: its owner arms and sleeps after a poll, and the bytes it left queued
     // woke it again through the receiver thread; a 4 KiB put+notify to a passive agent took 29 us).
-    const bool peek = requests && owner_serving_ && !run_time_ && !P.in_streaming && !P.in_answered;
+    // (Nor a duplex connection's: the answer carries the ACK there.)
+    const bool peek = requests && !both && owner_serving_ && !run_time_ && !P.in_streaming && !P.in_answered;
     const size_t ask = peek ? std::min(room, kPeekBytes) : room;
     const ssize_t r = ::recv(fd, rx.data.get() + rx.end, ask, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
     if (r == 0) {
@@ -327,7 +332,7 @@ bool TcpTransport::pump(int p, bool requests) {
     if (!take()) return false;
     if (requests) P.in_answered = !P.replies.empty();
     // A short read drained the socket: no second recv() to learn EAGAIN (epoll reports what comes next).
-    if (static_cast<size_t>(r) < ask && L.left == 0) return true;
+    if (static_cast<size_t>(r) < ask && left() == 0) return true;
   }
   return !P.failed;
 }
@@ -356,7 +361,7 @@ bool TcpTransport::unpeek(int p) {
 bool TcpTransport::take_requests(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   RxBuffer& rx = P.in_rx;
-  while (P.in_land.left == 0 && !P.fenced && rx.size() >= sizeof(tcpw::ReqHeader)) {
+  while (P.in_land.left == 0 && !P.fenced && rx.size() >= sizeof(tcpw::ReqHeader) && !next_is_reply(p)) {
     tcpw::ReqHeader h;
     std::memcpy(&h, rx.data.get() + rx.begin, sizeof h);
     if (const std::string bad = tcpw::check_request(h); !bad.empty()) {
@@ -436,6 +441,27 @@ bool TcpTransport::take_requests(int p) {
   }
   if (rx.size() == 0) rx.begin = rx.end = 0;
   return true;
+}
+
+bool TcpTransport::next_is_reply(int p) const noexcept {
+  const Peer& P = *peers_[static_cast<size_t>(p)];
+  return duplex(p) && P.in_rx.size() > 0 && (static_cast<uint8_t>(P.in_rx.data[P.in_rx.begin]) & tcpw::kReplyBit) != 0;
+}
+
+// A duplex connection's frames in arrival order: runs of requests, runs of replies, until a payload
+// is still on its way, the next frame is not all here, or a Fence holds the requests.
+bool TcpTransport::take_in(int p) {
+  if (!duplex(p)) return take_requests(p);
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  const RxBuffer& rx = P.in_rx;
+  while (P.in_land.left == 0 && P.out_land.left == 0 && !P.fenced && !P.failed) {
+    const bool reply = next_is_reply(p);
+    const size_t before = rx.size();
+    if (before < (reply ? sizeof(tcpw::RepHeader) : sizeof(tcpw::ReqHeader))) return true;
+    if (!(reply ? take_replies(p) : take_requests(p))) return false;
+    if (rx.size() == before && P.in_land.left == 0 && P.out_land.left == 0) return true;  // nothing taken
+  }
+  return !P.failed;
 }
 
 std::string TcpTransport::check_target(const tcpw::ReqHeader& h) {
@@ -601,6 +627,20 @@ void TcpTransport::on_in_writable(int p) {
 // Sends queued replies, several per sendmsg; a read's payload goes straight from the window.
 bool TcpTransport::send_replies(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
+  // A duplex connection: the caller thread's requests share it, whole frames at a time (tcp_wire.h).
+  const bool shared = duplex(p);
+  std::unique_lock<std::mutex> tx(P.tx_mu, std::defer_lock);
+  if (shared && !P.replies.empty() && !P.failed) {
+    tx.lock();
+    if (P.tx_half == Peer::Half::Request) {  // the caller's frame first, even if the caller is away
+      const int r = finish_half_request(p);
+      if (r < 0) return false;
+      if (r == 0) {
+        set_epoll_out(p, true);
+        return true;
+      }
+    }
+  }
   while (!P.replies.empty() && !P.failed) {
     iovec iov[64];
     int n = 0;
@@ -619,6 +659,7 @@ bool TcpTransport::send_replies(int p) {
         }
         body = reinterpret_cast<const char*>(r.addr);
       }
+      if (shared) r.hdr.type |= tcpw::kReplyBit;
       n = add_unsent(iov, n, r, body);
     }
     msghdr m{};
@@ -635,9 +676,32 @@ bool TcpTransport::send_replies(int p) {
       return false;
     }
     consume_sent(P.replies, static_cast<size_t>(w), [](const ReplyItem&) {});
+    if (shared) P.tx_half = !P.replies.empty() && P.replies.front().sent > 0 ? Peer::Half::Reply : Peer::Half::None;
   }
   if (P.replies.empty()) set_epoll_out(p, false);
   return true;
+}
+
+int TcpTransport::finish_half_request(int p) {
+  Peer& P = *peers_[static_cast<size_t>(p)];
+  SendItem& s = *P.tx_req;
+  while (s.sent < s.total()) {
+    iovec iov[2];
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(add_unsent(iov, 0, s, s.payload));
+    const ssize_t w = ::sendmsg(P.out_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      fail(p, "sending requests: " + errno_text(errno));
+      return -1;
+    }
+    s.sent += static_cast<size_t>(w);
+  }
+  P.tx_half = Peer::Half::None;  // the caller completes and drops it at its next send
+  P.tx_req = nullptr;
+  return 1;
 }
 
 // ---- replies to this rank's requests -----------------------------------------------------------
@@ -646,10 +710,12 @@ void TcpTransport::on_out(int p) { (void)pump(p, false); }
 
 bool TcpTransport::take_replies(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
-  RxBuffer& rx = P.out_rx;
-  while (P.out_land.left == 0 && rx.size() >= sizeof(tcpw::RepHeader)) {
+  RxBuffer& rx = replies_rx(p);
+  const bool both = duplex(p);  // its requests arrive in the same buffer: stop at the first
+  while (P.out_land.left == 0 && rx.size() >= sizeof(tcpw::RepHeader) && (!both || next_is_reply(p))) {
     tcpw::RepHeader h;
     std::memcpy(&h, rx.data.get() + rx.begin, sizeof h);
+    if (both) h.type = static_cast<uint8_t>(h.type & ~tcpw::kReplyBit);
     if (const std::string bad = tcpw::check_reply(h); !bad.empty()) {
       fail(p, "protocol error in its replies: " + bad);
       return false;
@@ -697,7 +763,8 @@ bool TcpTransport::take_replies(int p) {
 // Lands a read's data in the caller's buffer (or a refusal's text), from the buffer, then the socket.
 bool TcpTransport::land_read(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
-  RxBuffer& rx = P.out_rx;
+  RxBuffer& rx = replies_rx(p);
+  const int fd = duplex(p) ? P.in_fd : P.out_fd;
   Peer::Landing& L = P.out_land;
   const bool text = L.refused.type == static_cast<uint8_t>(tcpw::Rep::Refused);
   while (L.left > 0) {
@@ -713,7 +780,7 @@ bool TcpTransport::land_read(int p) {
       rx.begin += got;
       if (rx.size() == 0) rx.begin = rx.end = 0;
     } else {
-      const ssize_t r = ::recv(P.out_fd, dst, want, MSG_DONTWAIT);
+      const ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
       if (r <= 0) {
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;

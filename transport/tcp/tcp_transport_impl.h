@@ -174,7 +174,7 @@ void consume_sent(Queue& q, size_t w, Whole&& whole) {
 // Everything about one peer.
 struct Peer {
   int out_fd = -1;  // my requests, its replies
-  int in_fd = -1;   // its requests, my replies
+  int in_fd = -1;   // its requests, my replies (a duplex connection: the same socket as out_fd)
   std::string where;  // "127.0.0.1:41234"
   uint8_t secret[tcpw::kSecret] = {};  // run-time peers: what its connection must prove (made for it alone)
 
@@ -194,8 +194,18 @@ struct Peer {
   // op after it or once kMaxHeld wait).
   bool sendable() const { return sendq.size() > held || lanes_queued() > 0; }
 
+  // A duplex connection's two writers (the caller thread's requests, the receive side's replies) take
+  // turns under tx_mu, whole frames at a time: a frame one of them left half sent (the socket was full)
+  // is finished before the other writes. The receive side finishes a request the caller left half sent
+  // itself (tx_req: sendq's front, which only this mutex's holders touch while it is set), so a caller
+  // away from rwin does not hold up its replies; the caller completes and drops it at its next send.
+  enum class Half : uint8_t { None, Request, Reply };
+  std::mutex tx_mu;
+  Half tx_half = Half::None;
+  SendItem* tx_req = nullptr;  // Half::Request: the request frame left half sent
+
   // Receive side only (under TcpTransport::rx_mu_).
-  RxBuffer out_rx;           // replies
+  RxBuffer out_rx;           // replies (a duplex connection: unused, both kinds arrive in in_rx)
   RxBuffer in_rx;            // requests
   // Payload still to land for the frame being received on each socket.
   struct Landing {
@@ -330,8 +340,10 @@ class TcpTransport final : public Transport {
   uint64_t peeks() const noexcept { return peeks_.load(std::memory_order_relaxed); }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
-  // receiver thread, so poll() serves it. The transport owns and closes `in_fd`.
-  void adopt_in_connection_for_fuzzing(int peer, int in_fd);
+  // receiver thread, so poll() serves it. The transport owns and closes `in_fd`. duplex: it is the
+  // pair's one connection (tcp_wire.h: replies to this rank's requests may come on it too, its own
+  // replies carry kReplyBit, and post() sends on it); else a directional in-connection.
+  void adopt_in_connection_for_fuzzing(int peer, int in_fd, bool duplex = false);
   // The same for lane `lane` (1..kMaxSockets-1) of that peer (tests of striping's fence).
   void adopt_lane_for_testing(int peer, int lane, int fd);
 
@@ -339,6 +351,16 @@ class TcpTransport final : public Transport {
   uint64_t lane_writes() const noexcept { return lane_writes_; }
   uint64_t fences_sent() const noexcept { return fences_; }
   int sockets() const noexcept { return sockets_; }
+  // Tests: while the returned lock is held, this rank's receive side serves nothing (neither its
+  // receiver thread nor its owner's poll), so what peers send stays in the sockets.
+  std::unique_lock<std::mutex> hold_receive_side_for_testing() { return std::unique_lock<std::mutex>(rx_mu_); }
+  // Tests: the sockets this rank holds to peer p (a duplex pair's one, or one per direction and lanes).
+  int connections_to(int p) const noexcept {
+    const Peer& P = *peers_[static_cast<size_t>(p)];
+    int n = (P.out_fd >= 0) + (P.in_fd >= 0 && P.in_fd != P.out_fd);
+    for (int k = 0; k < tcpw::kMaxSockets - 1; ++k) n += (P.lane_out[k].fd >= 0) + (P.lane_in[k].fd >= 0);
+    return n;
+  }
   // rwin-perf --counters, ctx.stats(): the lanes' Writes as `striped` (the rest are verbs' counters).
   TransportCounters counters() const override {
     TransportCounters c;
@@ -368,6 +390,15 @@ class TcpTransport final : public Transport {
   // Reads for good what an earlier pump() peeked from p's in_fd (false: the peer failed).
   bool unpeek(int p);
   bool take_requests(int p);   // parses in_rx; false: the peer failed
+  // What in_rx holds, whatever its kind: take_requests, or on a duplex connection requests and replies
+  // as they come.
+  bool take_in(int p);
+  RxBuffer& replies_rx(int p) noexcept {  // where the replies to this rank's requests collect
+    Peer& P = *peers_[static_cast<size_t>(p)];
+    return duplex(p) ? P.in_rx : P.out_rx;
+  }
+  // Whether in_rx's next frame is a reply (a duplex connection's kReplyBit); false with nothing buffered.
+  bool next_is_reply(int p) const noexcept;
   bool land_write(int p);      // recv()s payload straight into the window (a WriteAdd's into add_buf)
   void apply_add(int p);       // a WriteAdd's payload is all in add_buf: the region's adder adds it
   bool take_replies(int p);
@@ -376,6 +407,9 @@ class TcpTransport final : public Transport {
   // P.mu and is released before the completion queue's mutex is taken.
   void complete_front(Peer& P, std::unique_lock<std::mutex>& g);
   bool send_replies(int p);    // false: the peer failed
+  // A duplex connection: sends the rest of the request the caller left half sent (tx_mu held). 1: it
+  // is out (or there was none), 0: the socket is full, -1: the peer failed.
+  int finish_half_request(int p);
   void apply_atomic(int p, const tcpw::ReqHeader& h);
   void refuse(int p, const std::string& why);
   void set_epoll_out(int p, bool on);
@@ -420,6 +454,12 @@ class TcpTransport final : public Transport {
   // peers: 1) and the smallest Write striped over them (RWIN_TCP_STRIPE_MIN).
   int sockets_ = 1;
   uint64_t stripe_min_ = 64 * 1024;
+  // One connection per pair of ranks carrying both ways (RWIN_TCP_DUPLEX, tcp_wire.h); never to itself,
+  // never to run-time peers. The lower rank of a duplex pair dials it.
+  // A striped pair keeps one connection per direction: a Fence waiting for a lane holds up what comes
+  // after it on the first connection, which must not be the replies to this rank's own requests.
+  bool duplex_ = true;
+  bool duplex(int p) const noexcept { return duplex_ && !run_time_ && p != rank_ && !lanes_to(p); }
   // Which peers get lanes: every other rank, or under mixed only those on other hosts (the same answer
   // on both ends of a pair, as host_of is the same on every rank).
   std::vector<int> host_of_;

@@ -2,10 +2,16 @@
 // frames an initiator sends and the reply frames its target returns. Pure data and checks (no
 // sockets), so the fuzzer and the unit tests drive exactly what the transport runs.
 //
-// Connections are directional: rank A's requests to rank B travel on a socket A opened to B's
-// listener ("A's out-connection", "B's in-connection"); B's replies to them come back on the same
-// socket. So each direction of each socket has one writer (A's caller thread writes requests, B's
-// receiver thread writes replies) and one reader (B's receiver thread, A's receiver thread).
+// Connections between two ranks of a job are duplex (RWIN_TCP_DUPLEX=1, the default): the lower rank
+// dials the higher one, and that one socket carries both ranks' requests and the replies to them, so
+// a message one way carries the TCP acknowledgement of the last one the other way (two sockets per
+// pair cost a segment of its own per acknowledgement: bench/RESULTS.md). A reply frame's type has
+// kReplyBit set there, which is how a reader tells it from a request. Each direction then has two
+// writers (the caller thread's requests, the receive side's replies), which take turns whole frames
+// at a time (TcpTransport::send_queue, send_replies). With RWIN_TCP_DUPLEX=0, and always for run-time
+// peers (the agent) and a rank's connection to itself, connections are directional: rank A's requests
+// to rank B travel on a socket A opened to B's listener ("A's out-connection", "B's in-connection");
+// B's replies to them come back on the same socket, types without kReplyBit.
 //
 // Handshake (client = the initiator, server = the target's receiver thread):
 //   client -> Hello     {magic, version, kind, src, dst, client_nonce[16]}          32 bytes
@@ -110,6 +116,8 @@ enum class Req : uint8_t {
   Fence = 10
 };
 enum class Rep : uint8_t { ReadData = 1, Value = 2, FlushAck = 3, Refused = 4 };
+// On a duplex connection a reply's type byte carries this bit (a request's never does).
+inline constexpr uint8_t kReplyBit = 0x80;
 
 struct ReqHeader {
   uint8_t type = 0;
@@ -173,12 +181,13 @@ struct Endpoint {
 };
 static_assert(sizeof(Endpoint) == 48);
 
-// What a job's rank publishes in connect(): its endpoint, and how many connections it opens to each
-// other rank (RWIN_TCP_SOCKETS; every rank must open as many).
+// What a job's rank publishes in connect(): its endpoint, how many connections it opens to each
+// other rank (RWIN_TCP_SOCKETS) and whether the first is duplex (RWIN_TCP_DUPLEX): every rank must
+// say the same.
 struct JobEndpoint {
   Endpoint e;
   uint32_t sockets = 1;
-  uint32_t pad = 0;
+  uint32_t duplex = 0;
 };
 static_assert(sizeof(JobEndpoint) == 56);
 
