@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -1213,33 +1214,39 @@ TEST(TcpStriping, SocketsAndStripeMinOutsideTheirRangeAreRefusedNamingTheVariabl
 
 // Every rank must open as many connections to each other: a mismatch fails both ranks' connect,
 // naming the two values, instead of a rank waiting for lanes that never come.
-TEST(TcpStriping, RanksWithDifferentSocketCountsFailToConnectNamingBoth) {
+// Two ranks connect, rank 1 with `knob` set to `value` and rank 0 without it; what each connect() threw.
+std::array<std::string, 2> connect_with_rank1_knob(const char* knob, const char* value) {
   const uint16_t port = test_sock::free_port();
   const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
   std::unique_ptr<tp::Transport> t[2];
   {
     rwin::test::EnvGuard env;
-    env.set("RWIN_TCP_SOCKETS", "2");
+    env.set(knob, value);
     tp::TransportConfig cfg = unconnected_config();
     cfg.rank = 1;
     t[1] = tp::make_transport(cfg);
   }
-  t[0] = tp::make_transport(unconnected_config());  // RWIN_TCP_SOCKETS unset: 1
-  std::string errs[2];
+  t[0] = tp::make_transport(unconnected_config());
+  std::array<std::string, 2> errs;
   auto start = [&](int me) {
     try {
       rwin::bootstrap::Bootstrap bs(me, 2, root, 20000ms);
       t[me]->connect(bs);
     } catch (const std::exception& e) {
-      errs[me] = e.what();
+      errs[static_cast<size_t>(me)] = e.what();
     }
   };
   std::thread one(start, 1);
   start(0);
   one.join();
+  for (auto& x : t) x->quiesce(false);
+  return errs;
+}
+
+TEST(TcpStriping, RanksWithDifferentSocketCountsFailToConnectNamingBoth) {
+  const auto errs = connect_with_rank1_knob("RWIN_TCP_SOCKETS", "2");  // rank 0: unset, 1
   EXPECT_NE(errs[0].find("rank 0 has RWIN_TCP_SOCKETS=1 but rank 1 has 2"), std::string::npos) << errs[0];
   EXPECT_NE(errs[1].find("rank 1 has RWIN_TCP_SOCKETS=2 but rank 0 has 1"), std::string::npos) << errs[1];
-  for (auto& x : t) x->quiesce(false);
 }
 
 // ---- duplex connections (RWIN_TCP_DUPLEX) -------------------------------------------------------
@@ -1350,32 +1357,9 @@ TEST(TcpDuplex, ARequestLeftHalfSentIsFinishedSoThePeersGetIsAnsweredWhileTheCal
 
 // Every rank must connect the same way: a mismatch fails both ranks' connect, naming both values.
 TEST(TcpDuplex, RanksWithDifferentDuplexSettingsFailToConnectNamingBoth) {
-  const uint16_t port = test_sock::free_port();
-  const auto root = rwin::bootstrap::HostPort::parse("127.0.0.1:" + std::to_string(port));
-  std::unique_ptr<tp::Transport> t[2];
-  {
-    rwin::test::EnvGuard env;
-    env.set("RWIN_TCP_DUPLEX", "0");
-    tp::TransportConfig cfg = unconnected_config();
-    cfg.rank = 1;
-    t[1] = tp::make_transport(cfg);
-  }
-  t[0] = tp::make_transport(unconnected_config());  // RWIN_TCP_DUPLEX unset: 1
-  std::string errs[2];
-  auto start = [&](int me) {
-    try {
-      rwin::bootstrap::Bootstrap bs(me, 2, root, 20000ms);
-      t[me]->connect(bs);
-    } catch (const std::exception& e) {
-      errs[me] = e.what();
-    }
-  };
-  std::thread one(start, 1);
-  start(0);
-  one.join();
+  const auto errs = connect_with_rank1_knob("RWIN_TCP_DUPLEX", "0");  // rank 0: unset, 1
   EXPECT_NE(errs[0].find("rank 0 has RWIN_TCP_DUPLEX=1 but rank 1 has 0"), std::string::npos) << errs[0];
   EXPECT_NE(errs[1].find("rank 1 has RWIN_TCP_DUPLEX=0 but rank 0 has 1"), std::string::npos) << errs[1];
-  for (auto& x : t) x->quiesce(false);
   rwin::test::EnvGuard env;
   env.set("RWIN_TCP_DUPLEX", "2");
   EXPECT_THROW(tp::make_transport(unconnected_config()), tp::TransportError);

@@ -92,18 +92,8 @@ bool TcpTransport::land_lane(int p, int lane) {
   Peer::Landing& L = Ln.land;
   while (L.left > 0) {
     std::unique_lock<std::mutex> g(regions_->mu, std::defer_lock);
-    char* dst = discard_.get();
-    size_t want = static_cast<size_t>(std::min<uint64_t>(L.left, kDiscardBytes));
-    if (L.region != 0) {
-      g.lock();
-      if (regions_->live.count(L.region) != 0) {
-        dst = reinterpret_cast<char*>(L.addr);
-        want = static_cast<size_t>(L.left);
-      } else {
-        g.unlock();
-        L.region = 0;  // freed meanwhile: the rest is discarded
-      }
-    }
+    size_t want = 0;
+    char* dst = write_dst(L, want, g);
     const int got = recv_payload(p, Ln.fd, L, dst, want, lane);
     if (got <= 0) return got == 0;
   }

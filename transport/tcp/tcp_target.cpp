@@ -501,6 +501,20 @@ int TcpTransport::recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_
   }
 }
 
+char* TcpTransport::write_dst(Peer::Landing& L, size_t& want, std::unique_lock<std::mutex>& g) {
+  if (L.region != 0) {
+    g.lock();
+    if (regions_->live.count(L.region) != 0) {
+      want = static_cast<size_t>(L.left);
+      return reinterpret_cast<char*>(L.addr);
+    }
+    g.unlock();
+    L.region = 0;  // freed meanwhile: the rest is discarded
+  }
+  want = static_cast<size_t>(std::min<uint64_t>(L.left, kDiscardBytes));
+  return discard_.get();
+}
+
 // Lands what is buffered of the current write, then recv()s the rest straight into the window; a
 // WriteAdd's payload collects in add_buf and is added once it is all here.
 bool TcpTransport::land_write(int p) {
@@ -510,24 +524,14 @@ bool TcpTransport::land_write(int p) {
   while (L.left > 0) {
     if (rx.size() == 0 && !unpeek(p)) return false;  // what was peeked is behind us: read it for good
     std::unique_lock<std::mutex> g(regions_->mu, std::defer_lock);
-    char* dst = discard_.get();
-    size_t room = kDiscardBytes;
-    if (L.add) {
-      if (L.region != 0) {
-        dst = P.add_buf.get() + (L.total - L.left);
-        room = L.left;
-      }
-    } else if (L.region != 0) {
-      g.lock();
-      auto it = regions_->live.find(L.region);
-      if (it != regions_->live.end()) {
-        dst = reinterpret_cast<char*>(L.addr);
-        room = L.left;
-      } else {
-        L.region = 0;  // freed meanwhile: the rest is discarded
-      }
+    size_t want = 0;
+    char* dst;
+    if (L.add) {  // its payload collects in add_buf (a refused one: discarded)
+      dst = L.region != 0 ? P.add_buf.get() + (L.total - L.left) : discard_.get();
+      want = static_cast<size_t>(std::min<uint64_t>(L.left, L.region != 0 ? L.left : kDiscardBytes));
+    } else {
+      dst = write_dst(L, want, g);
     }
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(L.left, room));
     if (rx.size() > 0) {
       const size_t n = std::min(want, rx.size());
       std::memcpy(dst, rx.data.get() + rx.begin, n);

@@ -421,6 +421,10 @@ class TcpTransport final : public Transport {
   // (lane 0) or one of its lanes, into `dst`. 1: some arrived (L advanced), 0: the socket is dry,
   // -1: p failed (a close inside the payload, or an error; named with the lane).
   int recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane);
+  // Where the next bytes of Write landing L go, and how many (`want`): the window, with `g` (on the
+  // region table's mutex) locked so the region outlives the recv, or the discard buffer for a refused
+  // write or one whose region was freed meanwhile (L.region becomes 0).
+  char* write_dst(Peer::Landing& L, size_t& want, std::unique_lock<std::mutex>& g);
   // Whether every lane landed what p's Fence names (false: not yet, or p failed: a lane closed short).
   bool fence_passed(int p);
   // Why the target refuses request `h` of p's (empty: its range lies in an exposed region).
