@@ -9,6 +9,9 @@
 //    writes, reads, atomics, put(Add)s (through the core's RegionAdder) and flushes as they arrive, whether or not the owner is inside an rwin
 //    call. It costs no CPU when idle (it blocks without a timeout). While the owner is inside rwin,
 //    its poll() serves instead (rx_mu_; a hand-off to the thread costs 3x the latency).
+//  * One connection per pair of ranks (RWIN_TCP_DUPLEX, tcp_wire.h): both ranks' requests and the
+//    replies to them, so an answer carries the ACK of the message before it. Its two writers (the
+//    caller's requests, the receive side's replies) take turns whole frames at a time (Peer::tx_mu).
 //  * Ordered. Requests on one socket are applied in arrival order, one thread at a time, so an
 //    atomic after writes lands after them (write_then_atomic_ordered) and a Flush's ack promises
 //    every request before it.
