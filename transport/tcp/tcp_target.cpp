@@ -443,27 +443,6 @@ bool TcpTransport::take_requests(int p) {
   return true;
 }
 
-bool TcpTransport::next_is_reply(int p) const noexcept {
-  const Peer& P = *peers_[static_cast<size_t>(p)];
-  return duplex(p) && P.in_rx.size() > 0 && (static_cast<uint8_t>(P.in_rx.data[P.in_rx.begin]) & tcpw::kReplyBit) != 0;
-}
-
-// A duplex connection's frames in arrival order: runs of requests, runs of replies, until a payload
-// is still on its way, the next frame is not all here, or a Fence holds the requests.
-bool TcpTransport::take_in(int p) {
-  if (!duplex(p)) return take_requests(p);
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  const RxBuffer& rx = P.in_rx;
-  while (P.in_land.left == 0 && P.out_land.left == 0 && !P.fenced && !P.failed) {
-    const bool reply = next_is_reply(p);
-    const size_t before = rx.size();
-    if (before < (reply ? sizeof(tcpw::RepHeader) : sizeof(tcpw::ReqHeader))) return true;
-    if (!(reply ? take_replies(p) : take_requests(p))) return false;
-    if (rx.size() == before && P.in_land.left == 0 && P.out_land.left == 0) return true;  // nothing taken
-  }
-  return !P.failed;
-}
-
 std::string TcpTransport::check_target(const tcpw::ReqHeader& h) {
   std::lock_guard<std::mutex> g(regions_->mu);
   auto it = regions_->live.find(h.region);
@@ -684,28 +663,6 @@ bool TcpTransport::send_replies(int p) {
   }
   if (P.replies.empty()) set_epoll_out(p, false);
   return true;
-}
-
-int TcpTransport::finish_half_request(int p) {
-  Peer& P = *peers_[static_cast<size_t>(p)];
-  SendItem& s = *P.tx_req;
-  while (s.sent < s.total()) {
-    iovec iov[2];
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = static_cast<size_t>(add_unsent(iov, 0, s, s.payload));
-    const ssize_t w = ::sendmsg(P.out_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      fail(p, "sending requests: " + errno_text(errno));
-      return -1;
-    }
-    s.sent += static_cast<size_t>(w);
-  }
-  P.tx_half = Peer::Half::None;  // the caller completes and drops it at its next send
-  P.tx_req = nullptr;
-  return 1;
 }
 
 // ---- replies to this rank's requests -----------------------------------------------------------

@@ -32,7 +32,8 @@
 //        tcp_initiator.cpp (post, poll, send queues, failures),
 //        tcp_accept.cpp (the listening side of the handshake),
 //        tcp_target.cpp (the receive side: the receiver thread, apply, reply, failure),
-//        tcp_lanes.cpp (striping's receive side: lanes and the Fence).
+//        tcp_lanes.cpp (striping's receive side: lanes and the Fence),
+//        tcp_duplex.cpp (one connection per pair: both kinds of frame on it, the half-sent request).
 #pragma once
 
 #include <sys/uio.h>
