@@ -1,7 +1,9 @@
 // rwin_tcp_ref: loopback TCP references for the tcp targets of issue 4.
 //   stream:   one TCP stream over 127.0.0.1, WRITE-byte send() calls for SECONDS; MiB/s at the receiver
 //   pingpong: SIZE-byte messages bounced with busy-polling recv(MSG_DONTWAIT); one way = RTT / 2
-//             (--sockets 2: the echo on a second connection, each direction on its own)
+//             (--sockets 2: the echo on a second connection, each direction on its own; --epoll:
+//             each side's socket also sits in an epoll set nobody waits on, as rwin's transport
+//             keeps its sockets for its receiver thread)
 //   frames:   the runtime's multi-host way of moving a tensor (a length-prefixed header, then the
 //             payload, on one socket, received into a preallocated buffer), COUNT frames of SIZE
 //             back to back and one 8-byte ack at the end; MiB/s from the first send to the ack
@@ -11,11 +13,13 @@
 //   rwin_tcp_ref stream 1048576 2
 //   rwin_tcp_ref pingpong 8,4096,65536 2000
 //   rwin_tcp_ref pingpong 8 20000 --sockets 2
+//   rwin_tcp_ref pingpong 8 20000 --epoll
 //   rwin_tcp_ref frames 4096,1M,256M
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,12 +144,23 @@ void stream(size_t write_bytes, double seconds) {
 // `sockets` 2: each direction on a connection of its own, as rwin's tcp transport sends its requests
 // (every TCP segment then carries data one way only, and its ACK is a segment of its own instead of
 // riding on the answer: what that costs a message is the difference to one socket).
-void pingpong(const std::vector<size_t>& sizes, int iters, int sockets) {
+// `epoll`: each side's receiving socket is also in an epoll set (level-triggered EPOLLIN) that nobody
+// waits on, as a socket of rwin's tcp transport is while its owner polls it: every arrival then runs
+// the epoll callback in the sender's softirq (bench/RESULTS.md, "Where the rest of the 8 B gap goes").
+void pingpong(const std::vector<size_t>& sizes, int iters, int sockets, bool epoll) {
   for (size_t size : sizes) {
     int s, c;
     make_pair(&s, &c);
     int s_in = s, c_out = c;  // where the echo comes back: the same connection, or a second one
     if (sockets == 2) make_pair(&c_out, &s_in);
+    const auto watch = [&](int fd) {  // the set stays open until the process ends
+      if (!epoll) return;
+      const int ep = epoll_create1(EPOLL_CLOEXEC);
+      if (ep < 0) die("epoll_create1");
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) die("epoll_ctl");
+    };
     pid_t pid = fork();
     if (pid < 0) die("fork");
     std::vector<char> buf(size, 'p');
@@ -154,6 +169,7 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets) {
       close(s);
       if (s_in != s) close(s_in);
       pin(1);
+      watch(c);
       for (int i = 0; i < warm + iters; ++i) {
         recv_spin(c, buf.data(), size);
         send_all(c_out, buf.data(), size);
@@ -165,6 +181,7 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets) {
     close(c);
     if (c_out != c) close(c_out);
     pin(0);
+    watch(s_in);
     std::vector<double> one_way;
     double total = 0;
     for (int i = 0; i < warm + iters; ++i) {
@@ -182,7 +199,8 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets) {
     waitpid(pid, nullptr, 0);
     std::sort(one_way.begin(), one_way.end());
     const double avg = total / iters;
-    std::printf("%s,%zu,%.3f,%.3f,%.1f\n", sockets == 2 ? "tcp_pingpong_spin_2sock" : "tcp_pingpong_spin", size,
+    const std::string kind = std::string(sockets == 2 ? "tcp_pingpong_spin_2sock" : "tcp_pingpong_spin") + (epoll ? "_epoll" : "");
+    std::printf("%s,%zu,%.3f,%.3f,%.1f\n", kind.c_str(), size,
                 one_way[one_way.size() / 2], avg,
                 static_cast<double>(size) / avg / 1.048576);
   }
@@ -308,6 +326,10 @@ int main(int argc, char** argv) {
                  "1: the echo comes back on the same connection; 2: on a second one, each direction on its own "
                  "(as rwin's tcp transport sends requests); CSV kind tcp_pingpong_spin_2sock")
       ->check(CLI::IsMember({1, 2}));
+  bool epoll = false;
+  pp->add_flag("--epoll", epoll,
+               "each side's socket also in an epoll set nobody waits on (as rwin's transport keeps its sockets); "
+               "CSV kind ..._epoll");
   std::string frame_list = "4096,1M";
   auto* fr = app.add_subcommand("frames", "the runtime's length-prefixed frames on one socket, COUNT per size, one ack");
   fr->add_option("SIZES", frame_list, "comma-separated frame payload sizes, K/M suffixes (default 4096,1M)")
@@ -322,6 +344,6 @@ int main(int argc, char** argv) {
     frames(parse_list(frame_list));
     return 0;
   }
-  pingpong(parse_list(list), static_cast<int>(iters), sockets);
+  pingpong(parse_list(list), static_cast<int>(iters), sockets, epoll);
   return 0;
 }
