@@ -17,7 +17,8 @@
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
 #   env: LANES ("auto ucx owntcp": which rwin lanes; also autoflat), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
-#        all_to_all,broadcast,barrier), ITERS (100), ROUNDS (3)
+#        all_to_all,broadcast,barrier), ITERS (100), SMALL_ITERS (1000: calls at <= 8 KiB at least, as
+#        collectives_side_by_side.sh's full mode), ROUNDS (3)
 # Writes OUT/raw/{rwin,mpi}_<label>_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
 # (bench/coll_combine.py: ratio = MPI time / rwin time, > 1: rwin faster).
 set -uo pipefail
@@ -30,6 +31,7 @@ NPS=${NPS:-4 8}
 SIZES=${SIZES:-8,64,512,4K,64K,1M,16M}
 TESTS=${TESTS:-allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier}
 ITERS=${ITERS:-100}
+SMALL_ITERS=${SMALL_ITERS:-1000}
 ROUNDS=${ROUNDS:-3}
 LANES=${LANES:-auto ucx owntcp}
 AUTOFLAT_ENV=${AUTOFLAT_ENV:-RWIN_COLL_HIER_MAX=0}  # lane autoflat: the defaults plus this
@@ -82,7 +84,7 @@ exec nsenter --mount=$NS/mnt-\$h --ipc=$NS/ipc-\$h --uts=$NS/uts-\$h --net=/var/
 AGENT_EOF
 chmod +x "$AGENT"
 
-COMMON="-t $TESTS -s $SIZES -n $ITERS -w 5 --max-bytes 256M --min-iters 5"
+COMMON="-t $TESTS -s $SIZES -n $ITERS -w 5 --max-bytes 256M --min-iters 5 --small-iters $SMALL_ITERS"
 
 label_of() { case $1 in auto) echo 2hosts ;; *) echo "2hosts$1" ;; esac; }
 run_rwin() {  # np round lane (auto | ucx | owntcp)

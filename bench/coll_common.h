@@ -166,11 +166,17 @@ static inline int64_t coll_reduced(int op, int n, int64_t i) {
   return acc;
 }
 
-/* Iterations for one size: min(iters, max(min_iters, max_bytes / size)); warm-up <= iters / 10. */
-static inline int64_t coll_iters(int64_t iters, int64_t min_iters, uint64_t max_bytes, uint64_t size) {
+/* Iterations for one size: min(iters, max(min_iters, max_bytes / size)), and at least small_iters for
+ * sizes up to COLL_SMALL_BYTES (OSU's convention: 1000 calls below 8 KiB, where 100 calls of a
+ * sub-microsecond collective are shorter than one scheduler tick on an oversubscribed host); warm-up
+ * <= iters / 10. */
+#define COLL_SMALL_BYTES 8192u
+static inline int64_t coll_iters(int64_t iters, int64_t min_iters, uint64_t max_bytes, uint64_t size,
+                                 int64_t small_iters) {
   int64_t cap = size ? (int64_t)(max_bytes / size) : iters;
   if (cap < min_iters) cap = min_iters;
-  return iters < cap ? iters : cap;
+  const int64_t it = iters < cap ? iters : cap;
+  return size <= COLL_SMALL_BYTES && small_iters > it ? small_iters : it;
 }
 static inline int64_t coll_warmup(int64_t warmup, int64_t iters) {
   int64_t w = iters / 10 > 1 ? iters / 10 : 1;

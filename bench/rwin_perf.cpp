@@ -115,6 +115,7 @@ struct Args {
   rwin::AllreduceMode mode = rwin::AllreduceMode::Auto;
   std::string mode_name = "auto";
   int64_t min_iters = 20;
+  int64_t small_iters = 0;  // collectives: at least this many calls at <= 8 KiB (coll_common.h)
   std::string label;
   // Overlap (--compute-us): each timed call is followed by this much compute, `compute_spin` busy (a
   // CPU kernel) or asleep (a device kernel the host thread blocks on); --nonblocking starts the
@@ -273,6 +274,9 @@ Args parse(int argc, char** argv) {
       ->check(rwin::cli::ParsedBy(rwin::parse_allreduce_mode))->type_name("M")->group(kColl);
   app.add_option("--min-iters", a.min_iters, "iterations per size at least N (default 20), else max-bytes / size")
       ->transform(Count(1, INT64_MAX))->type_name("N")->group(kColl);
+  app.add_option("--small-iters", a.small_iters,
+                 "collectives of <= 8 KiB: at least N calls (OSU's convention; default 0: -n alone)")
+      ->transform(Count(0, INT64_MAX))->type_name("N")->group(kColl);
   app.add_option("--compute-us", a.compute_us,
                  "overlap: each timed collective call comes with N us of compute (default 0: none)")
       ->transform(Count(0, 60000000))->type_name("N")->group(kColl);
@@ -883,7 +887,7 @@ class CollRunner {
     const int64_t S = coll_row_elems(r.kind, size, n, es);
     r.bytes = coll_actual_bytes(r.kind, S, n, es);
     r.count = S;
-    r.iters = coll_iters(a_.iters, a_.min_iters, a_.max_bytes, r.bytes);
+    r.iters = coll_iters(a_.iters, a_.min_iters, a_.max_bytes, r.bytes, a_.small_iters);
     const int64_t warm = coll_warmup(a_.warmup, r.iters);
     const int64_t rows = (r.kind == COLL_ALLREDUCE || r.kind == COLL_BROADCAST) ? 1 : n;
     char* A = static_cast<char*>(a_buf_.data());

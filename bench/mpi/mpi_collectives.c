@@ -10,6 +10,7 @@
  * verdict is combined over ranks ("ok" / "FAIL").
  * Options: -t LIST, -s SIZES, -n ITERS (200), -w WARMUP (20), --min-iters N (5),
  *          --max-bytes B (caps iterations at max(min-iters, B / size); default 1G),
+ *          --small-iters N (at least N calls at <= 8 KiB, OSU's convention; default 0: off),
  *          --dtype f32|f64|i32|i64 (f32), --op sum|max|min|prod (sum), -o CSV, --transport LABEL
  *          (a label for the CSV only), --deadline S (alarm per size, default 300),
  *          --compute-us N (overlap: N us of compute with each timed call, after it, or with
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   int kinds[COLL_N], nk = 0;
   uint64_t sizes[COLL_MAX_SIZES];
   int nsizes = 0;
-  int64_t iters = 200, warmup = 20, min_iters = 5;
+  int64_t iters = 200, warmup = 20, min_iters = 5, small_iters = 0;
   uint64_t max_bytes = 1ull << 30;
   const struct dt* t = &dtypes[0];
   int op = COLL_SUM;
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
       bad = nsizes == 0;
     } else if (!strcmp(a, "-n") && v) iters = atoll(v), bad = iters < 1;
     else if (!strcmp(a, "-w") && v) warmup = atoll(v);
+    else if (!strcmp(a, "--small-iters") && v) small_iters = atoll(v), bad = small_iters < 0;
     else if (!strcmp(a, "--min-iters") && v) min_iters = atoll(v), bad = min_iters < 1;
     else if (!strcmp(a, "--max-bytes") && v) max_bytes = coll_parse_bytes(v, &bad), bad = !bad;
     else if (!strcmp(a, "--dtype") && v) {
@@ -168,7 +170,7 @@ int main(int argc, char** argv) {
     for (int si = 0; si < (kind == COLL_BARRIER ? 1 : nsizes); ++si) {
       const int64_t S = coll_row_elems(kind, sizes[si], n, t->size);
       const uint64_t bytes = coll_actual_bytes(kind, S, n, t->size);
-      const int64_t it = coll_iters(iters, min_iters, max_bytes, bytes), w = coll_warmup(warmup, it);
+      const int64_t it = coll_iters(iters, min_iters, max_bytes, bytes, small_iters), w = coll_warmup(warmup, it);
       const int64_t total = kind == COLL_ALLREDUCE || kind == COLL_BROADCAST ? S : S * n;  // elements in the buffer
       phase = coll_names[kind];
       alarm((unsigned)deadline);

@@ -18,7 +18,7 @@
  * shmem_barrier_all, the timed loop (one clock read per call), then every PE checks its result
  * exactly; PE 0 collects the verdicts and averages (shmem_double_sum_to_all / int max).
  * Buffers: shmem_align(4096) (glibc rep-movsb trap, perf-baselines finding 3).
- * Options as mpi_collectives: -t, -s, -n (200), -w (20), --min-iters (5), --max-bytes (1G),
+ * Options as mpi_collectives: -t, -s, -n (200), -w (20), --min-iters (5), --max-bytes (1G), --small-iters (0),
  * --dtype f32|f64|i32|i64, --op sum|max|min|prod, -o CSV, --transport LABEL, --deadline S (300).
  */
 #include <shmem.h>
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   int kinds[COLL_N], nk = 0;
   uint64_t sizes[COLL_MAX_SIZES];
   int nsizes;
-  int64_t iters = 200, warmup = 20, min_iters = 5;
+  int64_t iters = 200, warmup = 20, min_iters = 5, small_iters = 0;
   uint64_t max_bytes = 1ull << 30;
   int t = T_F32, op = COLL_SUM, deadline = 300;
   const char* csv_path = NULL;
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
     } else if (!strcmp(a, "-s") && v) nsizes = coll_parse_sizes(v, sizes, COLL_MAX_SIZES), bad = nsizes == 0;
     else if (!strcmp(a, "-n") && v) iters = atoll(v), bad = iters < 1;
     else if (!strcmp(a, "-w") && v) warmup = atoll(v);
+    else if (!strcmp(a, "--small-iters") && v) small_iters = atoll(v), bad = small_iters < 0;
     else if (!strcmp(a, "--min-iters") && v) min_iters = atoll(v), bad = min_iters < 1;
     else if (!strcmp(a, "--max-bytes") && v) max_bytes = coll_parse_bytes(v, &ok), bad = !ok;
     else if (!strcmp(a, "--dtype") && v) {
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
     for (int si = 0; si < (kind == COLL_BARRIER ? 1 : nsizes); ++si) {
       const int64_t S = coll_row_elems(kind, sizes[si], n, es);
       const uint64_t bytes = coll_actual_bytes(kind, S, n, es);
-      const int64_t it = coll_iters(iters, min_iters, max_bytes, bytes), w = coll_warmup(warmup, it);
+      const int64_t it = coll_iters(iters, min_iters, max_bytes, bytes, small_iters), w = coll_warmup(warmup, it);
       const int64_t total = kind == COLL_ALLREDUCE || kind == COLL_BROADCAST ? S : S * n;
       phase = coll_names[kind];
       alarm((unsigned)deadline);

@@ -27,4 +27,10 @@ run() {  # name min-rows args...
 run all 11 -t allreduce,allgather,reduce_scatter,all_to_all,broadcast,barrier
 run ring_i32_max 4 -t allreduce,reduce_scatter --dtype i32 --op max --mode ring
 run mesh_bf16 2 -t allreduce --dtype bf16 --mode mesh
+# --small-iters (OSU's convention, collectives_side_by_side.sh): at least N calls at <= 8 KiB only.
+run small_iters 2 -t allreduce --small-iters 9
+if [[ -s $tmp/small_iters.csv ]]; then
+  got=$(tail -n +2 "$tmp/small_iters.csv" | awk -F, '{printf "%s:%s ", $8, $10}')
+  [[ $got == "8:9 12288:6 " ]] || { echo "FAIL small_iters: size:iters $got (want 8:9 12288:6)"; fail=1; }
+fi
 exit $fail
