@@ -12,7 +12,6 @@ set -uo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
 OUT=${2:-$HERE/results/tcp-duplex-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/raw"
 OUT=$(cd "$OUT" && pwd)
@@ -25,17 +24,9 @@ done
 ((EUID == 0)) || { echo "tcp_duplex.sh: needs root (ip netns)" >&2; exit 2; }
 log() { echo "tcp_duplex.sh: $*" >&2; }
 
-source "$ROOT/tests/lib/netns.sh"
-NETNS_SELF=tcp_duplex
-P=tdx$$
-trap netns_cleanup EXIT
-trap 'exit 130' INT TERM
-netns_add "$P-a" && netns_add "$P-b" && netns_link "$P-a" v0 10.77.42.1/24 "$P-b" v1 10.77.42.2/24 || exit 1
-{
-  echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -srm)"; lscpu | grep -E "Model name|^CPU\(s\)"
-  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-  echo "rounds: $ROUNDS iters: $ITERS"
-} >"$OUT/machine.txt"
+source "$HERE/lib/two_hosts.sh"
+two_hosts_up tcp_duplex 10.77.42 || exit 1
+bench_machine_info "rounds: $ROUNDS iters: $ITERS" >"$OUT/machine.txt"
 
 PERF="-t put_lat,get_lat -s 8,4096 -n $ITERS -w 1000 --csv"
 # TCP segments sent during a command, all namespaces together (each netns has its own counters, so
@@ -44,20 +35,10 @@ segs() { nstat -az TcpOutSegs 2>/dev/null | awk '/TcpOutSegs/{print $2}'; }
 segs_in() { ip netns exec "$1" nstat -az TcpOutSegs 2>/dev/null | awk '/TcpOutSegs/{print $2}'; }
 echo "path,duplex,round,segments" >"$OUT/segments.csv"
 two_hosts() {  # duplex round
-  local d=$1 r=$2 key pids=() rank ns ifname rc=0 a0 b0 a1 b1
-  key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-  a0=$(segs_in "$P-a"); b0=$(segs_in "$P-b")
-  for rank in 0 1; do
-    ns=$P-a ifname=v0
-    ((rank == 1)) && ns=$P-b ifname=v1
-    ip netns exec "$ns" env RWIN_RANK=$rank RWIN_NRANKS=2 RWIN_ROOT=10.77.42.1:$((29800 + r * 2 + d)) RWIN_JOB_KEY="$key" \
-      RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname RWIN_HOST_ID=h$rank RWIN_TCP_DUPLEX="$d" \
-      timeout -s KILL 300 "$BIN/rwin-perf" $PERF --timeout-ms 60000 -o "$OUT/raw/netns_d${d}_r$r.csv" \
-      >>"$OUT/run.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  a1=$(segs_in "$P-a"); b1=$(segs_in "$P-b")
+  local d=$1 r=$2 rc=0 a0 b0 a1 b1
+  a0=$(segs_in "$TH_NS-a"); b0=$(segs_in "$TH_NS-b")
+  two_hosts_rwin_perf "$OUT/raw/netns_d${d}_r$r.csv" "$OUT/run.log" $((29800 + r * 2 + d)) "$PERF" RWIN_TCP_DUPLEX="$d" || rc=$?
+  a1=$(segs_in "$TH_NS-a"); b1=$(segs_in "$TH_NS-b")
   echo "netns,$d,$r,$((a1 - a0 + b1 - b0))" >>"$OUT/segments.csv"
   ((rc == 0)) || log "two hosts, duplex=$d, round $r failed (rc $rc; $OUT/run.log)"
 }

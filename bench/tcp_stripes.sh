@@ -13,7 +13,6 @@ set -uo pipefail
 
 BUILD=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
 OUT=${2:-$HERE/results/tcp-stripes-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/raw"
 OUT=$(cd "$OUT" && pwd)
@@ -29,36 +28,15 @@ done
 ((EUID == 0)) || { echo "tcp_stripes.sh: needs root (ip netns)" >&2; exit 2; }
 log() { echo "tcp_stripes.sh: $*" >&2; }
 
-source "$ROOT/tests/lib/netns.sh"
-NETNS_SELF=tcp_stripes
-P=tst$$
-trap netns_cleanup EXIT
-trap 'exit 130' INT TERM
-netns_add "$P-a" && netns_add "$P-b" && netns_link "$P-a" v0 10.77.41.1/24 "$P-b" v1 10.77.41.2/24 || exit 1
-
-{
-  echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -srm)"; lscpu | grep -E "Model name|^CPU\(s\)"
-  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-  echo "sockets: $SOCKETS sizes: $SIZES iters: $ITERS rounds: $ROUNDS pin: $PIN"
-} >"$OUT/machine.txt"
+source "$HERE/lib/two_hosts.sh"
+TH_PIN=$PIN
+two_hosts_up tcp_stripes 10.77.41 || exit 1
+bench_machine_info "sockets: $SOCKETS sizes: $SIZES iters: $ITERS rounds: $ROUNDS pin: $PIN" >"$OUT/machine.txt"
 
 PERF="-t put_bw,put_lat -s $SIZES -n $ITERS -w 5 --csv"
 two_hosts() {  # sockets round
-  local s=$1 r=$2 key pids=() rank ns ifname cpu rc=0
-  key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-  for rank in 0 1; do
-    ns=$P-a ifname=v0 cpu=0
-    ((rank == 1)) && ns=$P-b ifname=v1 cpu=1
-    local pin=()
-    ((PIN)) && pin=(taskset -c "$cpu")
-    ip netns exec "$ns" env RWIN_RANK=$rank RWIN_NRANKS=2 RWIN_ROOT=10.77.41.1:$((29900 + r)) RWIN_JOB_KEY="$key" \
-      RWIN_TRANSPORT=tcp RWIN_IFNAME=$ifname RWIN_HOST_ID=h$rank RWIN_TCP_SOCKETS="$s" \
-      timeout -s KILL 300 "${pin[@]}" "$BIN/rwin-perf" $PERF --timeout-ms 60000 -o "$OUT/raw/netns_s${s}_r$r.csv" \
-      >>"$OUT/run.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  ((rc == 0)) || log "two hosts, $s socket(s), round $r failed (rc $rc; $OUT/run.log)"
+  two_hosts_rwin_perf "$OUT/raw/netns_s$1_r$2.csv" "$OUT/run.log" $((29900 + $2)) "$PERF" RWIN_TCP_SOCKETS="$1" ||
+    log "two hosts, $1 socket(s), round $2 failed (rc $?; $OUT/run.log)"
 }
 loopback() {  # sockets round
   RWIN_TRANSPORT=tcp RWIN_IFNAME=lo RWIN_TCP_SOCKETS="$1" timeout -s KILL 300 "$BIN/rwinrun" -n 2 -- \
