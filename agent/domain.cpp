@@ -25,7 +25,6 @@ namespace rwin {
 namespace {
 
 constexpr uint32_t kMagic = 0x4d445752;  // "RWDM"
-constexpr size_t kFixedBytes = 4 + 2 + 2 + 8 + 8 + 4 + 4 + 8 + 4 + 2 + 4;
 constexpr size_t kSignalAlign = 64;  // the signal words start on their own cache line
 constexpr std::chrono::milliseconds kWaitSlice{5};  // how soon a blocked wait sees fail_peer
 

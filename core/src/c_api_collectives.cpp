@@ -43,6 +43,8 @@ rwin_status_t rwin_all_to_all(rwin_context_t* ctx, const rwin_window_t* stage, c
   const char* fn = "rwin_all_to_all";
   return guard(fn, [&] { rwin::all_to_all(context(ctx, fn), window(stage, fn, "stage"), window(data, fn, "data")); });
 }
+}  // extern "C": the helper below returns a C++ type (clang: -Wreturn-type-c-linkage)
+
 namespace {
 // all_to_all_v's arguments as the C++ call takes them; packed: both offset arrays NULL.
 struct VArgs {
@@ -70,6 +72,8 @@ VArgs v_args(rwin::Context& c, const char* fn, const int64_t* send_counts, const
   return a;
 }
 }  // namespace
+
+extern "C" {
 
 rwin_status_t rwin_all_to_all_v(rwin_context_t* ctx, const rwin_window_t* send, const int64_t* send_counts,
                                 const int64_t* send_offsets, const rwin_window_t* recv, const int64_t* recv_counts,
