@@ -48,6 +48,8 @@ constexpr Knob kTable[] = {
      "tcp: one connection per pair of ranks carrying both ways (unstriped pairs), or one per direction"},
     {"RWIN_TCP_STRIPE_MIN", K::Size, "64K", "1..1073741824", "transport",
      "tcp: smallest Write striped over the connections to a peer (smaller ones, and every other request, use the first)"},
+    {"RWIN_TCP_PARK", K::Bool, "1", "0|1", "transport",
+     "tcp: a rank's duplex sockets leave its epoll set while it serves them itself, back when its receiver thread takes over"},
     {"RWIN_TCP_RECEIVER_SPIN_US", K::Int, "50", "0..100000", "transport",
      "tcp: how long the receiver thread keeps polling after serving a passive target (0 when oversubscribed)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",

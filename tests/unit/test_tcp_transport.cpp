@@ -1380,4 +1380,92 @@ TEST(TcpDuplex, StripedOrDisabledPairsKeepAConnectionPerDirection) {
   ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
 }
 
+// ---- parking (RWIN_TCP_PARK) --------------------------------------------------------------------
+
+// Rank 1's owner polls from a thread of its own until stopped (inside rwin: it serves its arrivals).
+struct Polling {
+  tp::Transport& t;
+  std::atomic<bool> on{true};
+  std::thread th;
+  explicit Polling(tp::Transport& tr) : t(tr), th([this] {
+    std::vector<tp::Completion> done;
+    while (on.load()) {
+      t.poll(done);
+      done.clear();
+    }
+  }) {}
+  void stop() {
+    on = false;
+    if (th.joinable()) th.join();
+  }
+  ~Polling() { stop(); }
+};
+
+// Polls `f` every millisecond until it holds or 10 s pass.
+template <class F>
+bool eventually(F f) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!f() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  return f();
+}
+
+// While a rank's owner polls, its receiver thread takes the duplex socket out of the epoll set, and
+// what the peer sends is still served (by the owner's polls, or by whichever side holds the receive
+// side when the owner is descheduled); once the owner stays away, the thread puts it back and serves
+// a get of the passive rank itself.
+TEST(TcpPark, AnOwnersSocketLeavesTheEpollSetWhileItPollsAndComesBackWhenItLeaves) {
+  Pair p;
+  auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+  Polling owner(t1);
+  // The thread sleeps in epoll_wait until something arrives; then, finding the owner polling, it naps
+  // and parks.
+  ASSERT_TRUE(eventually([&] { return p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok && t1.parked_for_testing() == 1; }))
+      << "never parked while its owner polled";
+  std::vector<char> src(3000);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
+  std::vector<uint64_t> ids;
+  std::vector<tp::Work> ws;
+  for (int i = 0; i < 3; ++i) ws.push_back(work(tp::Op::Write, src.data() + i * 1000, p.at1(1000 + i * 1000), 1000));
+  ws.push_back(work(tp::Op::AtomicAdd, nullptr, p.at1(8), 8, 5));
+  char back[1000] = {};
+  ws.push_back(work(tp::Op::Read, back, p.at1(2000), 1000));
+  ws.push_back(work(tp::Op::Flush, nullptr, 0, 0));
+  for (auto& w : ws) {
+    ASSERT_EQ(p.post(w), tp::PostResult::Ok);
+    ids.push_back(w.cookie);
+  }
+  ASSERT_TRUE(p.wait_all(ids));
+  EXPECT_EQ(std::memcmp(p.mem(1) + 1000, src.data(), src.size()), 0);
+  EXPECT_EQ(std::memcmp(back, src.data() + 1000, 1000), 0);
+  uint64_t added = 0;
+  std::memcpy(&added, p.mem(1) + 8, 8);
+  EXPECT_EQ(added, 5u);
+  owner.stop();  // rank 1 leaves rwin: only its receiver thread can serve now
+  std::memcpy(p.mem(1) + 500, "passive", 8);
+  char got[8] = {};
+  const tp::Completion c = p.run(work(tp::Op::Read, got, p.at1(500), 8));
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(std::memcmp(got, "passive", 8), 0);
+  EXPECT_EQ(t1.parked_for_testing(), 0) << "the thread serves only after it put the socket back";
+}
+
+// RWIN_TCP_PARK=0 keeps every socket in the epoll set; RWIN_TCP_PARK takes 0 or 1 only.
+TEST(TcpPark, DisabledNothingIsParked) {
+  {
+    rwin::test::EnvGuard env;
+    env.set("RWIN_TCP_PARK", "0");
+    Pair p;
+    auto& t1 = dynamic_cast<tp::tcp::TcpTransport&>(*p.r[1].t);
+    Polling owner(t1);
+    // 100 round trips while rank 1's owner polls: each wakes its thread, which then naps and would park.
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);
+      ASSERT_EQ(t1.parked_for_testing(), 0);
+    }
+  }
+  rwin::test::EnvGuard env;
+  env.set("RWIN_TCP_PARK", "yes");
+  EXPECT_THROW(tp::make_transport(unconnected_config()), tp::TransportError);
+}
+
 }  // namespace

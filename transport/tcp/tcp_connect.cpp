@@ -180,6 +180,11 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_DUPLEX is '" + t + "' (want 0 or 1)");
     duplex_ = t == "1";
   }
+  if (const char* v = knobs::env("RWIN_TCP_PARK")) {
+    const std::string t = v;
+    if (t != "0" && t != "1") throw TransportError("tcp: RWIN_TCP_PARK is '" + t + "' (want 0 or 1)");
+    park_ = t == "1";
+  }
   if (const char* v = knobs::env("RWIN_TCP_STRIPE_MIN")) {
     uint64_t n = 0;
     std::string why = common::parse_size(v, n);

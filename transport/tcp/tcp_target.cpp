@@ -40,6 +40,12 @@ void TcpTransport::receiver_main() noexcept {
     const int64_t left = owner_here();
     if (left <= 0) napping_.store(false, std::memory_order_relaxed);
     if (left > 0) {
+      // The owner serves: its sockets leave the epoll set (a lock every nap: the owner holds the
+      // receive side for one round of its poll at a time, and skips a round it finds taken).
+      if (park_ && peer_count() <= kDirectPeers) {
+        std::lock_guard<std::mutex> g(rx_mu_);
+        park_sockets();
+      }
       // A nap that arm() ends early (nap_fd_): the owner is about to sleep, so this thread serves.
       pollfd pfd{nap_fd_, POLLIN, 0};
       const timespec ts{0, static_cast<long>(left)};
@@ -71,6 +77,7 @@ void TcpTransport::receiver_main() noexcept {
     int timeout = -1;
     {
       std::lock_guard<std::mutex> g(rx_mu_);
+      unpark_sockets();  // this thread serves from here: epoll must see every socket
       if (!pending_.empty()) {
         auto first = pending_.front().deadline;
         for (const auto& pc : pending_) first = std::min(first, pc.deadline);
@@ -105,10 +112,22 @@ void TcpTransport::receiver_main() noexcept {
 bool TcpTransport::idle_wait(std::chrono::microseconds max) noexcept {
   if (!owner_serves_ || epoll_fd_ < 0) return false;
   owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
-  // The epoll set is readable while any of its sockets is: an arrival ends the sleep at once.
-  pollfd pfd{epoll_fd_, POLLIN, 0};
+  // The epoll set is readable while any of its sockets is: an arrival ends the sleep at once. The
+  // sockets the thread may park are watched beside it, parked now or not (it may park one while we
+  // sleep). If the thread holds the receive side now, the set alone: it parks nothing while it
+  // serves, and what it parks meanwhile wakes us once it takes over (after owner_window()).
+  pollfd pfd[1 + kDirectPeers];
+  nfds_t n = 0;
+  pfd[n++] = {epoll_fd_, POLLIN, 0};
+  if (park_ && peer_count() <= kDirectPeers && rx_mu_.try_lock()) {
+    for (int p = 0; p < peer_count(); ++p) {
+      const Peer& P = *peers_[static_cast<size_t>(p)];
+      if (duplex(p) && P.in_fd >= 0 && !P.failed.load(std::memory_order_relaxed)) pfd[n++] = {P.in_fd, POLLIN, 0};
+    }
+    rx_mu_.unlock();
+  }
   const timespec ts{0, static_cast<long>(std::chrono::nanoseconds(max).count())};
-  (void)::ppoll(&pfd, 1, &ts, nullptr);
+  (void)::ppoll(pfd, n, &ts, nullptr);
   owner_seen_ns_.store(now_ns(), std::memory_order_relaxed);
   return true;
 }
@@ -202,12 +221,20 @@ int TcpTransport::serve() noexcept {
       }
     }
   }
-  if (pending_.empty()) return n < 0 ? 0 : n;
+  int served = n < 0 ? 0 : n;
+  for (int p = 0; parked_ > 0 && p < peer_count(); ++p) {  // epoll does not see these (park_sockets)
+    Peer& P = *peers_[static_cast<size_t>(p)];
+    if (!P.parked || P.failed) continue;
+    const uint64_t before = received_.load(std::memory_order_relaxed);
+    on_in(p);
+    served += received_.load(std::memory_order_relaxed) != before;
+  }
+  if (pending_.empty()) return served;
   const auto now = Clock::now();
   for (size_t k = pending_.size(); k-- > 0;) {
     if (pending_[k].deadline <= now) drop_pending(k, "not authenticated within " + std::to_string(kAuthDeadline.count()) + " s");
   }
-  return n < 0 ? 0 : n;
+  return served;
 }
 
 // ---- failure ----------------------------------------------------------------------------------
@@ -597,6 +624,7 @@ void TcpTransport::set_epoll_out(int p, bool on) {
 void TcpTransport::update_in_events(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   if (P.in_fd < 0 || P.failed) return;
+  if (P.parked) return unpark(p);  // back into the set with these events
   epoll_event ev{};
   ev.events = (P.fenced ? 0u : static_cast<uint32_t>(EPOLLIN)) | (P.want_out ? static_cast<uint32_t>(EPOLLOUT) : 0u);
   ev.data.u64 = tag(kIn, static_cast<uint32_t>(p));

@@ -235,6 +235,7 @@ struct Peer {
   bool in_answered = false;   // the requests it read last asked for replies (they carry the ACK)
   std::deque<ReplyItem> replies;
   bool want_out = false;     // EPOLLOUT armed on in_fd
+  bool parked = false;       // in_fd is out of the epoll set while the owner serves it (park_sockets)
 
   // Striping (RWIN_TCP_SOCKETS = S > 1, tcp_wire.h): lanes 1..S-1 to and from this peer, at index
   // lane - 1. Caller thread: the Writes striped onto my lanes to it.
@@ -340,6 +341,11 @@ class TcpTransport final : public Transport {
   uint64_t receiver_spins() const noexcept { return receiver_spins_.load(std::memory_order_relaxed); }
   // Rounds in which the receiver thread served something (tests: who serves while the owner polls).
   uint64_t receiver_served() const noexcept { return served_.load(std::memory_order_relaxed); }
+  // Tests: how many peers' sockets are parked now (out of the epoll set while the owner serves).
+  int parked_for_testing() {
+    std::lock_guard<std::mutex> g(rx_mu_);
+    return parked_;
+  }
   // Reads of requests that peeked (pump): tests check that the peek path ran.
   uint64_t peeks() const noexcept { return peeks_.load(std::memory_order_relaxed); }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
@@ -383,6 +389,15 @@ class TcpTransport final : public Transport {
   void receiver_main() noexcept;
   int serve() noexcept;        // handles what is ready now (how many events); rx_mu_ held
   void serve_owner() noexcept; // the owner's poll(): recv()s its few sockets directly, else serve()
+  // Parking (RWIN_TCP_PARK): a socket in an epoll set makes every arrival run epoll's callback in
+  // the sender's softirq, waited on or not (~0.12-0.17 us a message on loopback, bench/RESULTS.md
+  // "Where the rest of the 8 B gap goes"). While the owner serves its duplex sockets itself (it
+  // recv()s them directly, serve_owner) the receiver thread takes them out of the set as it naps, and
+  // puts them back before it serves again; serve() reads parked sockets directly, idle_wait sleeps
+  // on them beside the set, and a socket that needs EPOLLOUT or a fence goes back at once. rx_mu_ held.
+  void park_sockets();
+  void unpark_sockets();
+  void unpark(int p);
   void on_accept();
   void on_pending(size_t idx);
   void finish_handshake(Pending& pc);
@@ -507,6 +522,8 @@ class TcpTransport final : public Transport {
   std::atomic<bool> owner_serves_{true};  // read by the receiver thread
   std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
   bool owner_serving_ = false;  // under rx_mu_: the owner's poll() serves now, not the receiver thread
+  bool park_ = true;            // RWIN_TCP_PARK
+  int parked_ = 0;              // under rx_mu_: peers whose in_fd is parked
   // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
   // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
   // of asking epoll first; every kEpollEvery-th round serve() looks at the whole set.
