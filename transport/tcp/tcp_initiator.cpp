@@ -1,6 +1,6 @@
 // The tcp transport's initiator side (the caller's thread): post() frames a request and sends it
 // from the caller's buffer; poll() finishes partial sends, serves arrivals while the owner waits
-// (tcp_target.cpp) and collects the completions.
+// (tcp_receiver.cpp) and collects the completions.
 #include <sys/socket.h>
 #include <sys/uio.h>
 

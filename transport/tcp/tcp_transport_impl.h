@@ -31,9 +31,11 @@
 // Files: tcp_connect.cpp (construction, listener, the dialling side of the handshake, connect, quiesce),
 //        tcp_initiator.cpp (post, poll, send queues, failures),
 //        tcp_accept.cpp (the listening side of the handshake),
-//        tcp_target.cpp (the receive side: the receiver thread, apply, reply, failure),
+//        tcp_receiver.cpp (who serves: the receiver thread, or the owner's polls and sleeps),
+//        tcp_target.cpp (the receive side: apply, reply, failure),
 //        tcp_lanes.cpp (striping's receive side: lanes and the Fence),
-//        tcp_duplex.cpp (one connection per pair: both kinds of frame on it, the half-sent request).
+//        tcp_duplex.cpp (one connection per pair: both kinds of frame on it, the half-sent request,
+//        its socket out of the epoll set while the owner serves it).
 #pragma once
 
 #include <sys/uio.h>
@@ -383,7 +385,7 @@ class TcpTransport final : public Transport {
   static constexpr size_t kMaxInFlight = 4096;    // per peer: queued + awaiting a reply
   static constexpr int kMaxRunTimePeers = 16384;  // peers_ slots of a transport with run-time peers
 
-  // The receive side (tcp_target.cpp, tcp_accept.cpp, tcp_lanes.cpp): the receiver thread, or the
+  // The receive side (tcp_receiver.cpp, tcp_target.cpp, tcp_accept.cpp, tcp_lanes.cpp): the receiver thread, or the
   // owner's poll(), under rx_mu_.
  private:
   void receiver_main() noexcept;
