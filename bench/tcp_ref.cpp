@@ -153,13 +153,14 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets, bool epo
     make_pair(&s, &c);
     int s_in = s, c_out = c;  // where the echo comes back: the same connection, or a second one
     if (sockets == 2) make_pair(&c_out, &s_in);
-    const auto watch = [&](int fd) {  // the set stays open until the process ends
-      if (!epoll) return;
+    const auto watch = [&](int fd) {  // the set's fd, closed with the sockets (-1: no set)
+      if (!epoll) return -1;
       const int ep = epoll_create1(EPOLL_CLOEXEC);
       if (ep < 0) die("epoll_create1");
       epoll_event ev{};
       ev.events = EPOLLIN;
       if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) die("epoll_ctl");
+      return ep;
     };
     pid_t pid = fork();
     if (pid < 0) die("fork");
@@ -169,19 +170,20 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets, bool epo
       close(s);
       if (s_in != s) close(s_in);
       pin(1);
-      watch(c);
+      const int ep = watch(c);
       for (int i = 0; i < warm + iters; ++i) {
         recv_spin(c, buf.data(), size);
         send_all(c_out, buf.data(), size);
       }
       close(c);
       if (c_out != c) close(c_out);
+      if (ep >= 0) close(ep);
       _exit(0);
     }
     close(c);
     if (c_out != c) close(c_out);
     pin(0);
-    watch(s_in);
+    const int ep = watch(s_in);
     std::vector<double> one_way;
     double total = 0;
     for (int i = 0; i < warm + iters; ++i) {
@@ -196,6 +198,7 @@ void pingpong(const std::vector<size_t>& sizes, int iters, int sockets, bool epo
     }
     close(s);
     if (s_in != s) close(s_in);
+    if (ep >= 0) close(ep);
     waitpid(pid, nullptr, 0);
     std::sort(one_way.begin(), one_way.end());
     const double avg = total / iters;

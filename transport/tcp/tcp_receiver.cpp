@@ -21,9 +21,10 @@ void TcpTransport::receiver_main() noexcept {
   // While the owner is inside rwin (it polled, or slept in idle_wait, within kOwnerWindow, or
   // kOversubscribedOwnerWindow on a host with more ranks than CPUs: owner_window_ns_) it
   // serves its own arrivals with no thread switch; this thread then stays out of its way: it
-  // neither takes rx_mu_ nor sits in epoll_wait (whose level-triggered wake-ups would only find the
-  // work done, and cost two context switches per message on the owner's CPU), but naps until the
-  // owner has been away for kOwnerWindow. Then it sleeps in epoll_wait and serves each arrival.
+  // neither serves nor sits in epoll_wait (whose level-triggered wake-ups would only find the work
+  // done, and cost two context switches per message on the owner's CPU), but naps until the owner
+  // has been away for kOwnerWindow, taking rx_mu_ once a nap only to park the owner's sockets
+  // (tcp_duplex.cpp). Then it puts them back, sleeps in epoll_wait and serves each arrival.
   const auto owner_here = [this] {
     if (!owner_serves_) return int64_t{0};
     const int64_t window = owner_window_ns_.load(std::memory_order_relaxed);
