@@ -1401,12 +1401,17 @@ struct Polling {
   ~Polling() { stop(); }
 };
 
-// Polls `f` every millisecond until it holds or 10 s pass.
+// Calls `f` every millisecond until it returns true (true) or 10 s pass (false). What it saw once
+// is the answer: `f` is not asked again (a parked socket may be put back a moment later, when the
+// polling thread is descheduled for longer than the owner's window).
 template <class F>
-bool eventually(F f) {
+bool became_true(F f) {
   const auto until = std::chrono::steady_clock::now() + 10s;
-  while (!f() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
-  return f();
+  for (;;) {
+    if (f()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
 }
 
 // While a rank's owner polls, its receiver thread takes the duplex socket out of the epoll set, and
@@ -1419,7 +1424,7 @@ TEST(TcpPark, AnOwnersSocketLeavesTheEpollSetWhileItPollsAndComesBackWhenItLeave
   Polling owner(t1);
   // The thread sleeps in epoll_wait until something arrives; then, finding the owner polling, it naps
   // and parks.
-  ASSERT_TRUE(eventually([&] { return p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok && t1.parked_for_testing() == 1; }))
+  ASSERT_TRUE(became_true([&] { return p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok && t1.parked_for_testing() == 1; }))
       << "never parked while its owner polled";
   std::vector<char> src(3000);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
