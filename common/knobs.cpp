@@ -102,6 +102,8 @@ constexpr Knob kTable[] = {
     {"RWIN_COLL_CHUNK_BYTES", K::Size, "256 KiB", "64..1073741824", "core", "collectives: payload bytes per message"},
     {"RWIN_COLL_SLOTS", K::Int, "auto", "auto|1..64", "core",
      "collectives: scratch slots per peer (auto: 256 KiB per peer's worth, 8 to 64)"},
+    {"RWIN_COLL_LINES", K::Int, "64", "0..64", "core",
+     "collectives: lines per peer for broadcasts of up to 64 bytes on a team all in shared memory (0: none)"},
     {"RWIN_ALLREDUCE_MESH_MAX", K::Size, "8 KiB", "0..4611686018427387904", "core",
      "allreduce Auto: Mesh up to this many bytes, Ring above"},
     {"RWIN_COLL_BRUCK_MAX", K::Size, "64 KiB", "0..4611686018427387904", "core",

@@ -709,14 +709,19 @@ TEST_P(Collectives, MismatchEndsInErrorEverywhere) {
 // runs ahead; three slots, a count that is not a power of two), payloads above RWIN_COLL_COPY_MAX
 // (one message, sent from x with an ack where it goes through the transport) and above a chunk (the
 // pipelined path), roots that change. 2 members run Direct, 4 the binomial tree (member 1
-// forwards to 3). Every receiver checks every call's bytes.
+// forwards to 3). Every receiver checks every call's bytes. In shared memory broadcasts of up to 64
+// bytes take the lines (RWIN_COLL_LINES): with none, the slots as everywhere else; with 1 and 3 lines
+// per peer (the same sleeping receivers: the root waits for a free line), and the default 64.
 TEST_P(Collectives, BroadcastLatencyPathAndItsFallbacks) {
+  const std::pair<const char*, const char*> depths[] = {{"1", "0"}, {"3", "0"}, {"auto", "1"}, {"auto", "3"}, {"auto", "64"}};
   for (int nr : {2, 4}) {
-    for (const char* slots : {"1", "3", "auto"}) {  // 3: not a power of two (scratch_off divides)
-      run(nr, [slots](Context& ctx) {
+    for (const auto& [slots, lines] : depths) {  // 3: not a power of two (scratch_off, line_off divide)
+      run(nr, [slots, lines](Context& ctx) {
         ::setenv("RWIN_COLL_SLOTS", slots, 1);
+        ::setenv("RWIN_COLL_LINES", lines, 1);
         Team w = world(ctx);
         ::unsetenv("RWIN_COLL_SLOTS");
+        ::unsetenv("RWIN_COLL_LINES");
         Pool pool(ctx, w, "blp", 300 * 1024);
         auto one = [&](int it, int root, int64_t n) {
           Window x = ctx.window(pool.a, DType::F64, {1, n});
@@ -729,51 +734,97 @@ TEST_P(Collectives, BroadcastLatencyPathAndItsFallbacks) {
           std::vector<char> want(static_cast<size_t>(n) * 8);
           fill(DType::F64, want.data(), n, root, it);
           MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "broadcast " << it << " (root " << root << ", " << n
-                                                                                 << " f64, slots " << slots << "): "
+                                                                                 << " f64, slots " << slots << ", lines "
+                                                                                 << lines << "): "
                                                                                  << first_diff(x.data(), want.data(), n, DType::F64));
         };
-        // The root runs ahead of members that sleep now and then: it finds no free slot and its
-        // exchange waits for one.
+        // The root runs ahead of members that sleep now and then: it finds no free slot (line) and
+        // waits for one. 8, 16 and 64 bytes (the most a line holds).
         for (int it = 0; it < 200; ++it) {
           if (w.rank() != 0 && it % 50 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          one(it, 0, 1 + it % 2);
+          one(it, 0, it % 3 == 2 ? 8 : 1 + it % 3);
         }
-        // Every root, sizes on each path: in the header (<= 8 bytes), 1 KiB, 100 KiB (> the copy limit,
-        // one message), 300 KiB (chunks).
-        const int64_t sizes[] = {1, 128, 12800, 38400};
-        for (int it = 0; it < 48; ++it) one(1000 + it, it % w.size(), sizes[it % 4]);
+        // Every root, sizes on each path: in the header (<= 8 bytes), a line's most and one element
+        // more, 1 KiB, 100 KiB (> the copy limit, one message), 300 KiB (chunks): lines and slots
+        // interleaved.
+        const int64_t sizes[] = {1, 8, 9, 128, 12800, 38400};
+        for (int it = 0; it < 72; ++it) one(1000 + it, it % w.size(), sizes[it % 6]);
         w.barrier();
       });
     }
   }
 }
 
+// The lines' depth is their own: with one slot per peer, a root runs 40 broadcasts of 8 and 64 bytes
+// ahead of a member that has not called broadcast again yet (it waits for the root's notify first),
+// which in the slots would wait for the member's ack of the first (RWIN_COLL_LINES=0: a timeout). Only a
+// team all mapped here (shared memory in UCX's direct mode) has lines.
+TEST_P(Collectives, BroadcastLinesKeepTheirDepthWhateverTheSlots) {
+  if (GetParam().name != "ucx_shm") GTEST_SKIP() << "lines exist only on a team all mapped (shared memory, direct mode)";
+  run(2, [](Context& ctx) {
+    ::setenv("RWIN_COLL_SLOTS", "1", 1);
+    Team w = world(ctx);
+    ::unsetenv("RWIN_COLL_SLOTS");
+    auto sig = ctx.alloc_signals("ahead", 1);
+    Pool pool(ctx, w, "lines_ahead", 64 * 8);
+    constexpr int kCalls = 40;
+    auto n_of = [](int it) -> int64_t { return it % 2 ? 8 : 1; };  // f64: 64 and 8 bytes
+    w.broadcast(ctx.window(pool.a, DType::F64, {1, 8}), 0);  // together: the workspace (slots and lines) is made
+    if (w.rank() == 0) {
+      for (int it = 0; it < kCalls; ++it) {
+        Window x = ctx.window(pool.a, DType::F64, {1, n_of(it)});
+        fill(DType::F64, x.data(), n_of(it), 0, it);
+        w.broadcast(x, 0);
+      }
+      ctx.notify(sig.at(0), 1, 1);  // all 40 sent: none of them waited for member 1
+    } else {
+      ctx.wait(sig.at(0), 1, WaitCmp::GE);
+      for (int it = 0; it < kCalls; ++it) {
+        Window x = ctx.window(pool.a, DType::F64, {1, n_of(it)});
+        std::memset(x.data(), 0xee, 64);
+        w.broadcast(x, 0);
+        std::vector<char> want(static_cast<size_t>(n_of(it)) * 8);
+        fill(DType::F64, want.data(), n_of(it), 0, it);
+        MP_CHECK(same_bytes(x.data(), want.data(), want.size()), "broadcast " << it << " received late: "
+                                                                              << first_diff(x.data(), want.data(), n_of(it), DType::F64));
+      }
+    }
+    w.barrier();
+  });
+}
+
 // The latency path's mismatches, 2 members (Direct): another count (recv_one's check of the header) and two
 // members acting as the root (both return; the next call that receives finds the message nobody
-// consumed). Both members end in CollectiveMismatch.
+// consumed); the same for broadcasts of up to 64 bytes (the lines in shared memory), and a receiver
+// that looks in the lines for a message the root sent through the slots (17 elements: 68 bytes) or
+// the other way round (each finds the other's message where it did not look). Both members end in
+// CollectiveMismatch.
 TEST_P(Collectives, BroadcastLatencyPathMismatch) {
   Options o;
   o.op_timeout = std::chrono::milliseconds(3000);
   run(2, [](Context& ctx) {
     const int r = ctx.rank();
-    for (int kase = 0; kase < 2; ++kase) {
+    for (int kase = 0; kase < 6; ++kase) {
       Team t = make_team(ctx, {0, 1});
       Window x = ctx.window(t.alloc_window_buffer("lpm" + std::to_string(kase), 4096), DType::F32, {1, 64});
-      // 63 elements: the workspace the allreduce sized serves both (no growth handshake to notice first).
-      Window x63 = ctx.window(x.buffer(), DType::F32, {1, 63});
+      // Fewer elements: the workspace the allreduce sized serves them all (no growth handshake to notice first).
+      auto first = [&](int64_t n) { return ctx.window(x.buffer(), DType::F32, {1, n}); };
       t.allreduce(x);
       bool threw = false;
+      const int64_t counts[6][2] = {{64, 63}, {64, 64}, {2, 1}, {2, 2}, {17, 16}, {16, 17}};  // root's, member 1's
       try {
-        if (kase == 0) t.broadcast(r == 1 ? x63 : x, 0);
-        if (kase == 1) t.broadcast(x, r);
+        const Window mine = first(counts[kase][r == 1 ? 1 : 0]);
+        t.broadcast(mine, kase == 1 || kase == 3 ? r : 0);
         t.allreduce(x);
         t.barrier();
       } catch (const Error& e) {
         threw = true;
         MP_CHECK(e.code() == ErrorCode::CollectiveMismatch, "case " << kase << ": " << to_string(e.code()) << ": " << e.what());
-        if (kase == 0 && r == 1) {
-          MP_CHECK(std::string(e.what()).find("count 64 root 0") != std::string::npos &&
-                       std::string(e.what()).find("count 63 root 0") != std::string::npos,
+        if ((kase == 0 || kase == 2) && r == 1) {
+          const std::string root = "count " + std::to_string(counts[kase][0]) + " root 0";
+          const std::string member = "count " + std::to_string(counts[kase][1]) + " root 0";
+          MP_CHECK(std::string(e.what()).find(root) != std::string::npos &&
+                       std::string(e.what()).find(member) != std::string::npos,
                    e.what());
         }
       }

@@ -281,6 +281,30 @@ TEST(CollTuning, SlotsAreAutoOrACountFrom1To64) {
   }
 }
 
+// RWIN_COLL_LINES: 64 unset, 0 (none) to 64 taken as given, anything else refused at start-up.
+TEST(CollTuning, LinesAreACountFrom0To64) {
+  {
+    rwin::test::EnvGuard g({"RWIN_COLL_LINES"});
+    EXPECT_EQ(CollConfig::from_env("ucx").lines, 64);
+  }
+  for (const char* v : {"0", "1", "3", "64"}) {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_LINES", v);
+    EXPECT_EQ(CollConfig::from_env("ucx").lines, std::stoi(v)) << v;
+  }
+  for (const char* v : {"65", "many", "-1"}) {
+    rwin::test::EnvGuard g;
+    g.set("RWIN_COLL_LINES", v);
+    try {
+      (void)Options::from_env();
+      ADD_FAILURE() << "start-up accepted RWIN_COLL_LINES=" << v;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(std::string("RWIN_COLL_LINES='") + v + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 
 // docs/CONTRACT.md, "Workspace": with RWIN_COLL_SLOTS auto, K = 256 KiB / (64 + P), 8 to 64. The floor

@@ -17,6 +17,15 @@
 // sent message consumed, at most K - 1 are unacknowledged, and message n needs only ack >= n + 1 - K.
 // A small collective's one message per peer then costs no ack in 3 calls of 4 (an 8-byte allreduce
 // on 4 ranks sent 6 notifies per member, now 3.75).
+//
+// Lines: a team all in shared memory also has, per pair, RWIN_COLL_LINES (64) lines of 128 bytes with
+// counts and credits of their own (line_sent, line_recvd, line_ack), which carry broadcasts of up to
+// 64 bytes. The slots' depth falls to 8 once a large call grew them (auto_slots), and a tiny
+// broadcast's root, which runs ahead of its receivers, then stalled on credit: 4 ranks, 8 bytes, 0.44
+// us a call at 8 slots against 0.22 at 64 (bench/RESULTS.md, "Tiny broadcasts after a large call").
+// Which way a message goes follows from the call alone (a broadcast of at most 64 bytes, the team
+// mapped), so both ends agree; a member that runs another call finds the other's message landed where
+// it does not look for one, in either kind, and reports the mismatch (Waiter::peek).
 
 #include <algorithm>
 #include <atomic>
@@ -121,6 +130,7 @@ CollConfig CollConfig::from_env(const std::string& transport) {
   if (transport == "verbs") c.inline_max = 16 * 1024;
   c.chunk_bytes = env_size("RWIN_COLL_CHUNK_BYTES", c.chunk_bytes, 64, uint64_t{1} << 30) & ~uint64_t{63};
   c.slots = auto_or_count("RWIN_COLL_SLOTS", "slot count", 64);
+  c.lines = static_cast<int>(env_size("RWIN_COLL_LINES", static_cast<uint64_t>(c.lines), 0, 64));
   c.mesh_max = env_size("RWIN_ALLREDUCE_MESH_MAX", c.mesh_max, 0, uint64_t{1} << 62);
   c.mesh_max_set = knobs::env("RWIN_ALLREDUCE_MESH_MAX") != nullptr;
   c.bruck_max = env_size("RWIN_COLL_BRUCK_MAX", c.bruck_max, 0, uint64_t{1} << 62);
@@ -176,6 +186,7 @@ namespace {
 
 int64_t data_word(const TeamState&, int p) { return kDataWord + p; }
 int64_t ack_word(const TeamState& t, int p) { return kDataWord + t.nr + p; }
+int64_t line_ack_word(const TeamState& t, int p) { return kDataWord + 2 * t.nr + p; }
 
 SignalSlice sig_at(const TeamState& t, int64_t index) { return SignalSlice{t.signals, static_cast<uint64_t>(index) * 8, 1}; }
 
@@ -288,6 +299,18 @@ bool landed(const TeamState& t, int p, uint64_t n) {
   return t.load(data_word(t, p)) >= static_cast<int64_t>(n + 1);
 }
 
+uint64_t line_off(const TeamState& t, int sender, uint64_t n) {
+  return (static_cast<uint64_t>(sender) * t.nlines + n % t.nlines) * kLineBytes;
+}
+
+// Line message n from team rank p has landed: only mapped senders write lines, so its number is
+// always in the header.
+bool line_landed(const TeamState& t, int p, uint64_t n) {
+  const char* line = t.lines->base() + line_off(t, p, n);
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<char*>(line))).load(std::memory_order_acquire) ==
+         static_cast<uint32_t>(n + 1);
+}
+
 // A collective waits on several members at once, and members often outnumber cores (tests, one
 // node): then (the core's spin window is 0, g_spin_us) it yields the core at every poll, and only
 // after 20000 polls it sleeps (Backoff::YieldPolls: a yield may take a whole slice there). Where the
@@ -311,23 +334,34 @@ struct Waiter {
   const MsgHeader* mine = nullptr;
   std::span<const InFlow> in;  // what this call still consumes (empty: nothing, a barrier)
   Waiter(TeamState& ts, const char* w) : t(ts), what(w), deadline(ts.c->opt.op_timeout) {}
+  // Both kinds of message: a member that sent through the lines where this one waits in the slots
+  // (or the other way round) runs another call.
   void peek() {
     if (!mine || !t.scratch) return;
     for (int p = 0; p < t.nr; ++p) {
       if (p == t.me) continue;
-      const uint64_t n = t.recvd[static_cast<size_t>(p)];
-      bool pending = false;  // this call still consumes message n from p
-      for (const auto& f : in) pending = pending || (f.peer == p && f.done < f.chunks);
-      if (pending || !landed(t, p, n)) continue;
-      MsgHeader h;
-      std::memcpy(&h, t.scratch->base() + scratch_off(t, p, n), kHeaderBytes);
-      // Of this very call and phase: that member runs something else. Of an earlier call: a message
-      // no call of ours consumed (a member acted as a root or sender where we did not), which every
-      // member that agreed would have.
-      if (h.team_id == mine->team_id &&
-          (h.call_seq < mine->call_seq || (h.call_seq == mine->call_seq && h.phase == mine->phase))) {
-        report_mismatch(t, p, h, *mine, what);
+      const size_t pi = static_cast<size_t>(p);
+      bool pending = false, pending_line = false;  // this call still consumes p's next message / line
+      for (const auto& f : in) {
+        const bool more = f.peer == p && f.done < f.chunks;
+        pending = pending || (more && !f.line);
+        pending_line = pending_line || (more && f.line);
       }
+      if (!pending && landed(t, p, t.recvd[pi])) check_unconsumed(p, t.scratch->base() + scratch_off(t, p, t.recvd[pi]));
+      if (t.nlines && !pending_line && line_landed(t, p, t.line_recvd[pi])) {
+        check_unconsumed(p, t.lines->base() + line_off(t, p, t.line_recvd[pi]));
+      }
+    }
+  }
+  // A landed message from p that this call does not consume. Of this very call and phase: that
+  // member runs something else. Of an earlier call: a message no call of ours consumed (a member
+  // acted as a root or sender where we did not), which every member that agreed would have.
+  void check_unconsumed(int p, const char* at) {
+    MsgHeader h;
+    std::memcpy(&h, at, kHeaderBytes);
+    if (h.team_id == mine->team_id &&
+        (h.call_seq < mine->call_seq || (h.call_seq == mine->call_seq && h.phase == mine->phase))) {
+      report_mismatch(t, p, h, *mine, what);
     }
   }
   // `waiting_for` names what is awaited, built only for an error (a template: a std::function made
@@ -357,12 +391,12 @@ struct Waiter {
   }
 };
 
-// Message number n = t.sent[q] of header h (chunk, payload, total and flags set) into mapped member
-// q's slot for it: the payload (or, for a flow of one message of up to 8 bytes, into the header),
+// Message number n = `sent` (t.sent[q]; for a line t.line_sent[q]) of header h (chunk, payload,
+// total and flags set) into mapped member q's slot (or line) for it, after which `sent` is n + 1: the payload (or, for a flow of one message of up to 8 bytes, into the header),
 // every header byte but `seq`, then `seq` = n + 1 with release (what the receiver polls, landed()).
 // Counted as the put and the notify it replaces.
-void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payload) {
-  const uint64_t len = h.payload, n = t.sent[static_cast<size_t>(q)];
+void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payload, uint64_t& sent) {
+  const uint64_t len = h.payload, n = sent;
   if (len <= kInlineBytes && h.total == len) {
     h.flags |= kInline;
     h.total = 0;
@@ -377,13 +411,24 @@ void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payloa
   ++st.notifies;
   ++st.puts;
   st.put_bytes += kHeaderBytes + len;
-  t.sent[static_cast<size_t>(q)] = n + 1;
+  sent = n + 1;
 }
 
-// Member q's message `slot` (chunk j of a flow of `bytes` from it) belongs to the call `mine`:
-// otherwise both sides' calls are reported (report_mismatch). Returns its header's flags.
+// Member q's message `slot` (chunk j of a flow of `bytes` from it; a line if `line`) belongs to the
+// call `mine`: otherwise both sides' calls are reported (report_mismatch). Returns its header's flags.
+// Where there are lines, q's next message of the other kind must not be of this call or an earlier
+// one: no call of ours consumes it (two members that each broadcast 8 bytes as the root leave a line
+// in each other's lines that no slot ever runs into). q wrote it before this one, so it is seen here.
 uint8_t check_message(TeamState& t, int q, const char* slot, const MsgHeader& mine, uint64_t j, uint64_t bytes,
-                      uint64_t len, const char* what) {
+                      uint64_t len, const char* what, bool line = false) {
+  if (t.nlines) {
+    const size_t qi = static_cast<size_t>(q);
+    const char* other = line ? (landed(t, q, t.recvd[qi]) ? t.scratch->base() + scratch_off(t, q, t.recvd[qi]) : nullptr)
+                             : (line_landed(t, q, t.line_recvd[qi]) ? t.lines->base() + line_off(t, q, t.line_recvd[qi]) : nullptr);
+    MsgHeader o;
+    if (other) std::memcpy(&o, other, kHeaderBytes);
+    if (other && o.team_id == mine.team_id && o.call_seq <= mine.call_seq) report_mismatch(t, q, o, mine, what);
+  }
   MsgHeader h;
   std::memcpy(&h, slot, kHeaderBytes);
   if (same_call(h, mine) && h.chunk == j && flow_total(h) != bytes) {
@@ -635,7 +680,7 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
         // The member's memory is mapped here: the message is written straight into its slot, its number
         // stored last into the header (MsgHeader::seq: what the receiver polls, landed()), counted as
         // the put and the notify they replace. A flow of one message of up to 8 bytes rides in the header.
-        write_slot(t, f.peer, slot, h, payload);
+        write_slot(t, f.peer, slot, h, payload, t.sent[p]);
         ++f.next;
         any = true;
         continue;
@@ -756,7 +801,7 @@ bool send_one(TeamState& t, const MsgHeader& base, int q, const char* payload, u
   h.total = bytes;
   h.flags = 0;  // the payload is in the slot: nobody waits for its acknowledgement
   h.seq = 0;
-  write_slot(t, q, scratch + scratch_off(t, t.me, n), h, payload);
+  write_slot(t, q, scratch + scratch_off(t, t.me, n), h, payload, t.sent[static_cast<size_t>(q)]);
   return true;
 }
 
@@ -782,6 +827,63 @@ bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t by
   t.recvd[qi] = n + 1;
   if (++t.unacked[qi] >= (t.slots + 1) / 2 || (flags & kAckNow)) send_acks(t, qi);
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lines (the top of this file): a broadcast's tiny message to and from a member in shared memory
+
+namespace {
+void send_line_acks(TeamState& t, size_t q) {
+  store_count(t, static_cast<int>(q), mapped_word(t, static_cast<int>(q), line_ack_word(t, t.me)),
+              static_cast<int64_t>(t.line_recvd[q]));
+  t.line_unacked[q] = 0;
+}
+}  // namespace
+
+void send_line(TeamState& t, const MsgHeader& mine, int q, const char* payload, uint64_t bytes, const char* what) {
+  const size_t qi = static_cast<size_t>(q);
+  const uint64_t n = t.line_sent[qi], k = t.nlines;
+  const auto credit = [&] { return n + 1 <= k || t.load(line_ack_word(t, q)) >= static_cast<int64_t>(n + 1 - k); };
+  if (!credit()) {
+    Waiter w(t, what);
+    w.mine = &mine;
+    while (!credit()) {
+      w.idle([&] {
+        return "a free line at " + peer_name(t, q) + " (lines it consumed: " + std::to_string(t.load(line_ack_word(t, q))) +
+               ", sent: " + std::to_string(n) + ")";
+      });
+    }
+  }
+  MsgHeader h = mine;
+  h.chunk = 0;
+  h.payload = static_cast<uint32_t>(bytes);
+  h.total = bytes;
+  h.flags = 0;
+  h.seq = 0;
+  write_slot(t, q, t.lines->mapped(t.ranks[qi]) + line_off(t, t.me, n), h, payload, t.line_sent[qi]);
+}
+
+void recv_line(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what) {
+  const size_t qi = static_cast<size_t>(q);
+  const uint64_t n = t.line_recvd[qi];
+  if (!line_landed(t, q, n)) {
+    InFlow f{q, bytes};
+    f.chunks = 1;
+    f.line = true;
+    Waiter w(t, what);
+    w.mine = &mine;
+    w.in = std::span<const InFlow>(&f, 1);
+    while (!line_landed(t, q, n)) {
+      w.idle([&] {
+        return "a line from " + peer_name(t, q) + " (lines from it consumed: " + std::to_string(n) + ", the next not landed)";
+      });
+    }
+  }
+  const char* line = t.lines->base() + line_off(t, q, n);
+  const uint8_t flags = check_message(t, q, line, mine, 0, bytes, bytes, what, true);
+  if (bytes) std::memcpy(dst, line + (flags & kInline ? kInlineOffset : kHeaderBytes), bytes);
+  t.line_recvd[qi] = n + 1;
+  if (++t.line_unacked[qi] >= (t.nlines + 1) / 2) send_line_acks(t, qi);
 }
 
 }  // namespace rwin::detail

@@ -197,6 +197,15 @@ void Team::broadcast(const Window& xw, int root) {
       flows(ex, xb);
       run_exchange(t, ex, "broadcast");
     };
+    // Up to 64 bytes on a team all in shared memory: through the lines (channel.cpp), one per link.
+    if (algo != CollAlgo::Chain && !hier && uses_lines(t, x.bytes)) {
+      if (parent >= 0) recv_line(t, h, parent, x.base(), x.bytes, "broadcast");
+      each_child([&](int p) {
+        send_line(t, h, p, x.base(), x.bytes, "broadcast");
+        return true;
+      });
+      return;
+    }
     // One message per link (Direct, Tree): the latency path first, receive (recv_one) then forward
     // (send_one); an exchange carries what it could not (a member not mapped here or without a free
     // slot, and every member after it).

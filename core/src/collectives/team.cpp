@@ -101,6 +101,9 @@ std::shared_ptr<TeamState> new_team(Context& ctx, uint64_t id, const std::vector
   t->sent.assign(static_cast<size_t>(t->nr), 0);
   t->recvd.assign(static_cast<size_t>(t->nr), 0);
   t->unacked.assign(static_cast<size_t>(t->nr), 0);
+  t->line_sent.assign(static_cast<size_t>(t->nr), 0);
+  t->line_recvd.assign(static_cast<size_t>(t->nr), 0);
+  t->line_unacked.assign(static_cast<size_t>(t->nr), 0);
   for (const int r : ranks) t->mapped = t->mapped && (r == c.rank || c.peers[static_cast<size_t>(r)].direct);
   std::erase_if(c.teams, [](const std::weak_ptr<TeamState>& w) { return w.expired(); });
   c.teams.push_back(t);

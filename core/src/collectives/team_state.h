@@ -76,6 +76,10 @@ constexpr uint64_t kInlineOffset = 56;  // offsetof(MsgHeader, total)
 constexpr uint64_t kInlineBytes = 8;
 constexpr uint8_t kAckNow = 1;  // MsgHeader::flags: the sender waits for this message's acknowledgement in this call
 constexpr uint8_t kInline = 2;  // MsgHeader::flags: the payload is in `total`'s place
+// Lines (channel.cpp, "Lines"): a second window per pair for a broadcast's tiny messages on a team all
+// in shared memory, of slots that hold a header and up to 64 payload bytes.
+constexpr uint64_t kLineBytes = 128;
+constexpr uint64_t kLinePayload = kLineBytes - kHeaderBytes;
 inline uint64_t flow_total(const MsgHeader& h) { return h.flags & kInline ? h.payload : h.total; }
 std::string describe_header(const MsgHeader& h);  // "allreduce f32 count 1024 op sum mode ring root -1"
 
@@ -84,6 +88,9 @@ struct CollConfig {
   uint64_t chunk_bytes = 256 * 1024;  // RWIN_COLL_CHUNK_BYTES: payload bytes per message
   // RWIN_COLL_SLOTS: messages in flight per peer; 0 (unset, "auto"): by slot size, auto_slots().
   int slots = 0;
+  // RWIN_COLL_LINES: lines per peer (kLineBytes each) for broadcasts of up to kLinePayload bytes on a
+  // team all in shared memory; 0: none (they take the slots).
+  int lines = 64;
   uint64_t mesh_max = 8 * 1024;       // RWIN_ALLREDUCE_MESH_MAX: Auto uses Mesh up to this many bytes (measured)
   bool mesh_max_set = false;          // the knob was set (else a measured rule comes first: tuning.cpp)
   // RWIN_COLL_BRUCK_MAX: on 3+ members not all mapped (TeamState::mapped), Bruck's log-depth rounds up
@@ -121,6 +128,7 @@ struct CollConfig {
 //   [1, 1 + 32)         dissemination barrier, one word per round
 //   [33, 33 + NR)       data[p]: messages from team rank p that have landed here
 //   [33 + NR, 33 + 2NR) ack[p]: messages of ours that team rank p has consumed
+//   [33 + 2NR, 33 + 3NR) line_ack[p]: lines of ours that team rank p has consumed (a count, stored)
 constexpr int64_t kAbortWord = 0;
 constexpr int64_t kBarrierWord = 1;
 constexpr int64_t kDataWord = 33;
@@ -158,6 +166,12 @@ struct TeamState : std::enable_shared_from_this<TeamState> {
   std::vector<uint64_t> sent;  // messages sent to each team rank (team lifetime)
   std::vector<uint64_t> recvd; // messages consumed from each team rank
   std::vector<uint64_t> unacked;  // of those, not yet acknowledged (run_exchange: acks are lazy)
+  // The lines (a team all in shared memory, RWIN_COLL_LINES > 0; made with the signals): U8 [NR *
+  // nlines * kLineBytes] of which line (s, n mod nlines) takes line message n from member s, and
+  // their own counts. nlines is 0 where there are none.
+  std::shared_ptr<WindowState> lines;
+  uint64_t nlines = 0;
+  std::vector<uint64_t> line_sent, line_recvd, line_unacked;
   std::vector<char> gather;    // bruck_allgather's rows, rotated (kept: no allocation per call)
   std::vector<char> pack_out, pack_in;  // bruck_all_to_all's blocks of one round; hier_allgather's host blocks
   // The members by host (hier.cpp), from the hosts the ranks published at start-up; made at first use.
@@ -276,6 +290,7 @@ struct InFlow {
   // its sender waits for the ack (kAckNow), its payload rides in the header (kInline)
   uint64_t chunks = 0, done = 0;
   bool checked = false, ack_now = false, inlined = false;
+  bool line = false;  // the message comes through the lines (recv_line), not the slots
 };
 // A callable borrowed for one run_exchange: two words, no allocation (a std::function allocated for
 // every lambda of more than two captures, once per call). It binds only to a named callable, which
@@ -340,6 +355,14 @@ bool messages_stored(const TeamState& t, int q);
 // consumed) when `bytes` is more than one message.
 bool send_one(TeamState& t, const MsgHeader& mine, int q, const char* payload, uint64_t bytes);
 bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what);
+// A broadcast of `bytes` goes through the lines: every member of the team decides alike (the team
+// is all in shared memory on every member, TeamState::mapped, and RWIN_COLL_LINES is the same,
+// which the lines' registration checks). send_line waits for a free line at q (under the call's
+// deadline, never falling back to the slots: the receiver looks for the message in the lines);
+// recv_line consumes the next line from q into `dst`, checked against `mine`.
+inline bool uses_lines(const TeamState& t, uint64_t bytes) { return t.nlines > 0 && bytes <= kLinePayload; }
+void send_line(TeamState& t, const MsgHeader& mine, int q, const char* payload, uint64_t bytes, const char* what);
+void recv_line(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what);
 // Bruck's allgather: ceil(log2 NR) rounds of one message each; in round k (distance d = 2^k) a member
 // sends the min(d, NR - d) rows it holds to team rank me - d and receives as many from me + d. `row`
 // bytes of `mine` in, t.gather out: NR rows, row i from team rank (me + i) mod NR. Every round is an

@@ -38,6 +38,33 @@ std::shared_ptr<WindowState> u8_view(std::shared_ptr<BufferState> buf, uint64_t 
   return v;
 }
 
+// The lines (channel.cpp, "Lines"), with the signals at the team's first call, on a team all in shared
+// memory. Their size names RWIN_COLL_LINES (64 bytes more, so 0 has a size too): a member whose count
+// differs fails the registration's size check (WindowMismatch) instead of writing past the region.
+void make_lines(TeamState& t) {
+  if (!t.mapped || t.nr < 2 || !t.c->caps.cpu_atomics) return;
+  const uint64_t k = static_cast<uint64_t>(t.cfg.lines);
+  const uint64_t bytes = static_cast<uint64_t>(t.nr) * k * kLineBytes + 64;
+  auto b = create_team_buffer(t, "collective workspace", "rwin.coll.lines", bytes, BufferState::Kind::Buffer, DType::I32,
+                              Shape2{1, static_cast<int64_t>(bytes)},
+                              "collective lines of " + std::to_string(bytes) + " bytes");
+  t.lines = u8_view(b, bytes);
+  if (k == 0) return;
+  for (int p = 0; p < t.nr; ++p) {
+    if (p == t.me) continue;
+    const char* m = t.lines->mapped(t.ranks[static_cast<size_t>(p)]);
+    if (!m) {
+      throw Error(ErrorCode::Transport, t.c->who() + ": collective workspace on " + t.describe() + ": team rank " +
+                                            std::to_string(p) + "'s lines are not mapped here, though its memory is");
+    }
+    // Our lines there, faulted in now rather than one page fault in each of the first calls (see prefault).
+    for (uint64_t i = 0; i < k * kLineBytes; i += 4096) {
+      (void)*reinterpret_cast<const volatile char*>(m + static_cast<uint64_t>(t.me) * k * kLineBytes + i);
+    }
+  }
+  t.nlines = k;
+}
+
 }  // namespace
 
 // Slots per peer when RWIN_COLL_SLOTS is auto: as many as fit in 256 KiB per peer, 8 to 64. Small
@@ -90,7 +117,7 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
   const uint64_t nr = static_cast<uint64_t>(t.nr);
   try {
     if (!t.signals) {
-      const int64_t words = kDataWord + 2 * t.nr;
+      const int64_t words = kDataWord + 3 * t.nr;
       auto v = std::make_shared<WindowState>();
       v->dtype = DType::I64;
       v->shape = {1, words};
@@ -100,6 +127,7 @@ void ensure_workspace(TeamState& t, uint64_t payload_bytes, const MsgHeader* h) 
       v->buf = create_team_buffer(t, "collective workspace", "rwin.coll.signals", v->bytes, BufferState::Kind::Signals,
                                   DType::I64, v->shape, "collective signals");
       t.signals = v;
+      make_lines(t);
     }
     const uint64_t bytes = nr * k * slot;
     auto sb = create_team_buffer(t, "collective workspace", "rwin.coll.scratch", bytes, BufferState::Kind::Buffer,
