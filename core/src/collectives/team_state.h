@@ -55,7 +55,10 @@ struct MsgHeader {
                                 // 3-10 pull (pull.h); 16 + k Bruck round k; 64-66 through the host leaders,
                                 // 67-73 the chain along the hosts (hier.cpp); 75-76 rows pushed (data_movement.cpp)
   uint8_t flags = 0;            // kAckNow, kInline
-  uint8_t pad[2] = {};
+  // Where there are lines (TeamState::nlines): how many messages of the other kind (lines for a slot's
+  // message, slot messages for a line) the sender had sent to this receiver, low 16 bits; every one
+  // belongs to an earlier call, so the receiver has consumed as many (check_message).
+  uint16_t others = 0;
   uint64_t team_id = 0;
   uint64_t call_seq = 0;        // collective calls of this team so far, this one included
   int64_t count = 0;            // elements (allreduce, broadcast: the view's; others: S per row)
