@@ -793,6 +793,22 @@ TEST_P(Collectives, BroadcastLinesKeepTheirDepthWhateverTheSlots) {
   });
 }
 
+// RWIN_COLL_LINES must be the same on every member: the lines' registration compares their sizes, so
+// a member with another count ends the team's first call in CollectiveMismatch on both, naming the
+// lines, instead of writing outside a member's lines.
+TEST_P(Collectives, BroadcastLinesCountMustAgree) {
+  if (GetParam().name != "ucx_shm") GTEST_SKIP() << "lines exist only on a team all mapped (shared memory, direct mode)";
+  Options o;
+  o.op_timeout = std::chrono::milliseconds(3000);
+  run(2, [](Context& ctx) {
+    if (ctx.rank() == 1) ::setenv("RWIN_COLL_LINES", "3", 1);
+    Team w = world(ctx);
+    ::unsetenv("RWIN_COLL_LINES");
+    Window x = ctx.window(w.alloc_window_buffer("lines_count", 64), DType::F64, {1, 1});
+    expect_error([&] { w.broadcast(x, 0); }, ErrorCode::CollectiveMismatch, {"RWIN_COLL_LINES differ (this rank's is", "collective lines of"});
+  }, o);
+}
+
 // The latency path's mismatches, 2 members (Direct): another count (recv_one's check of the header) and two
 // members acting as the root (both return; the next call that receives finds the message nobody
 // consumed); the same for broadcasts of up to 64 bytes (the lines in shared memory), and a receiver

@@ -392,9 +392,10 @@ struct Waiter {
 };
 
 // Message number n = `sent` (t.sent[q]; for a line t.line_sent[q]) of header h (chunk, payload,
-// total and flags set) into mapped member q's slot (or line) for it, after which `sent` is n + 1: the payload (or, for a flow of one message of up to 8 bytes, into the header),
-// every header byte but `seq`, then `seq` = n + 1 with release (what the receiver polls, landed()).
-// Counted as the put and the notify it replaces.
+// total and flags set) into mapped member q's slot (or line) for it: the payload (or, for a flow of
+// one message of up to 8 bytes, into the header), every header byte but `seq`, then `seq` = n + 1
+// with release (what the receiver polls, landed()); `sent` is then n + 1. Counted as the put and the
+// notify it replaces.
 void write_slot(TeamState& t, int q, char* slot, MsgHeader h, const char* payload, uint64_t& sent) {
   const uint64_t len = h.payload, n = sent;
   if (len <= kInlineBytes && h.total == len) {

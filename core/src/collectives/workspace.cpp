@@ -45,9 +45,16 @@ void make_lines(TeamState& t) {
   if (!t.mapped || t.nr < 2 || !t.c->caps.cpu_atomics) return;
   const uint64_t k = static_cast<uint64_t>(t.cfg.lines);
   const uint64_t bytes = static_cast<uint64_t>(t.nr) * k * kLineBytes + 64;
-  auto b = create_team_buffer(t, "collective workspace", "rwin.coll.lines", bytes, BufferState::Kind::Buffer, DType::I32,
-                              Shape2{1, static_cast<int64_t>(bytes)},
-                              "collective lines of " + std::to_string(bytes) + " bytes");
+  std::shared_ptr<BufferState> b;
+  try {
+    b = create_team_buffer(t, "collective workspace", "rwin.coll.lines", bytes, BufferState::Kind::Buffer, DType::I32,
+                           Shape2{1, static_cast<int64_t>(bytes)}, "collective lines of " + std::to_string(bytes) + " bytes");
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::WindowMismatch) throw;
+    throw Error(ErrorCode::CollectiveMismatch, t.c->who() + ": collective workspace on " + t.describe() +
+                                                   ": the members' RWIN_COLL_LINES differ (this rank's is " +
+                                                   std::to_string(k) + "; it must be the same on every member): " + e.what());
+  }
   t.lines = u8_view(b, bytes);
   if (k == 0) return;
   for (int p = 0; p < t.nr; ++p) {
