@@ -669,6 +669,46 @@ void run_exchange(TeamState& t, Exchange& x, const char* what) {
 // ---------------------------------------------------------------------------------------------
 // The latency path: a flow of one message without run_exchange's per-call set-up
 
+namespace {
+void send_line_acks(TeamState& t, size_t q) {
+  store_count(t, static_cast<int>(q), mapped_word(t, static_cast<int>(q), line_ack_word(t, t.me)),
+              static_cast<int64_t>(t.line_recvd[q]));
+  t.line_unacked[q] = 0;
+}
+
+// Consumes the next message from q, a slot's (recv_one) or a line's (recv_line), of `bytes` into
+// `dst`: waits for it under the call's deadline, checks it against `mine`, acknowledges lazily.
+void recv_single(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what, bool line) {
+  const size_t qi = static_cast<size_t>(q);
+  const uint64_t n = line ? t.line_recvd[qi] : t.recvd[qi];
+  const auto here = [&] { return line ? line_landed(t, q, n) : landed(t, q, n); };
+  if (!here()) {
+    InFlow f{q, bytes};
+    f.chunks = 1;
+    f.line = line;
+    Waiter w(t, what);
+    w.mine = &mine;
+    w.in = std::span<const InFlow>(&f, 1);
+    while (!here()) {
+      w.idle([&] {
+        return std::string(line ? "a line" : "chunk 0") + " from " + peer_name(t, q) + " (" + (line ? "lines" : "messages") +
+               " from it consumed: " + std::to_string(n) + ", the next not landed)";
+      });
+    }
+  }
+  const char* at = line ? t.lines->base() + line_off(t, q, n) : t.scratch->base() + scratch_off(t, q, n);
+  const uint8_t flags = check_message(t, q, at, mine, 0, bytes, bytes, what, line);
+  if (bytes) std::memcpy(dst, at + (flags & kInline ? kInlineOffset : kHeaderBytes), bytes);
+  if (line) {
+    t.line_recvd[qi] = n + 1;
+    if (++t.line_unacked[qi] >= (t.nlines + 1) / 2) send_line_acks(t, qi);
+  } else {
+    t.recvd[qi] = n + 1;
+    if (++t.unacked[qi] >= (t.slots + 1) / 2 || (flags & kAckNow)) send_acks(t, qi);
+  }
+}
+}  // namespace
+
 bool send_one(TeamState& t, const MsgHeader& base, int q, const char* payload, uint64_t bytes) {
   if (bytes > chunk_payload(t)) return false;
   char* scratch = direct_to(t, q);
@@ -688,38 +728,12 @@ bool send_one(TeamState& t, const MsgHeader& base, int q, const char* payload, u
 
 bool recv_one(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what) {
   if (bytes > chunk_payload(t)) return false;
-  const size_t qi = static_cast<size_t>(q);
-  const uint64_t n = t.recvd[qi];
-  if (!landed(t, q, n)) {
-    InFlow f{q, bytes};
-    f.chunks = 1;
-    Waiter w(t, what);
-    w.mine = &mine;
-    w.in = std::span<const InFlow>(&f, 1);
-    while (!landed(t, q, n)) {
-      w.idle([&] {
-        return "chunk 0 from " + peer_name(t, q) + " (messages from it consumed: " + std::to_string(n) + ", the next not landed)";
-      });
-    }
-  }
-  const char* slot = t.scratch->base() + scratch_off(t, q, n);
-  const uint8_t flags = check_message(t, q, slot, mine, 0, bytes, bytes, what);
-  if (bytes) std::memcpy(dst, slot + (flags & kInline ? kInlineOffset : kHeaderBytes), bytes);
-  t.recvd[qi] = n + 1;
-  if (++t.unacked[qi] >= (t.slots + 1) / 2 || (flags & kAckNow)) send_acks(t, qi);
+  recv_single(t, mine, q, dst, bytes, what, false);
   return true;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Lines (the top of this file): a broadcast's tiny message to and from a member in shared memory
-
-namespace {
-void send_line_acks(TeamState& t, size_t q) {
-  store_count(t, static_cast<int>(q), mapped_word(t, static_cast<int>(q), line_ack_word(t, t.me)),
-              static_cast<int64_t>(t.line_recvd[q]));
-  t.line_unacked[q] = 0;
-}
-}  // namespace
 
 void send_line(TeamState& t, const MsgHeader& mine, int q, const char* payload, uint64_t bytes, const char* what) {
   const size_t qi = static_cast<size_t>(q);
@@ -746,26 +760,7 @@ void send_line(TeamState& t, const MsgHeader& mine, int q, const char* payload, 
 }
 
 void recv_line(TeamState& t, const MsgHeader& mine, int q, char* dst, uint64_t bytes, const char* what) {
-  const size_t qi = static_cast<size_t>(q);
-  const uint64_t n = t.line_recvd[qi];
-  if (!line_landed(t, q, n)) {
-    InFlow f{q, bytes};
-    f.chunks = 1;
-    f.line = true;
-    Waiter w(t, what);
-    w.mine = &mine;
-    w.in = std::span<const InFlow>(&f, 1);
-    while (!line_landed(t, q, n)) {
-      w.idle([&] {
-        return "a line from " + peer_name(t, q) + " (lines from it consumed: " + std::to_string(n) + ", the next not landed)";
-      });
-    }
-  }
-  const char* line = t.lines->base() + line_off(t, q, n);
-  const uint8_t flags = check_message(t, q, line, mine, 0, bytes, bytes, what, true);
-  if (bytes) std::memcpy(dst, line + (flags & kInline ? kInlineOffset : kHeaderBytes), bytes);
-  t.line_recvd[qi] = n + 1;
-  if (++t.line_unacked[qi] >= (t.nlines + 1) / 2) send_line_acks(t, qi);
+  recv_single(t, mine, q, dst, bytes, what, true);
 }
 
 }  // namespace rwin::detail
