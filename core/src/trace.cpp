@@ -138,6 +138,37 @@ void Tracer::end_later(TraceEvent* e, uint64_t stamp) noexcept {
   --count_;
 }
 
+void Tracer::end_held(const char* name, const char* cat, int peer, uint64_t bytes, uint32_t chunks, bool failed,
+                      uint64_t stamp) noexcept {
+  if (holding_) {
+    TraceEvent& p = held_;
+    if (p.name == name && p.cat == cat && p.peer == peer && !p.failed && !failed && p.calls < UINT16_MAX &&
+        stamp >= p.t0 + p.dur && stamp - (p.t0 + p.dur) <= fold_gap_) {
+      p.dur = stamp - p.t0;
+      p.bytes += bytes;
+      p.chunks += chunks;
+      ++p.calls;
+      return;
+    }
+    commit_held();
+  }
+  held_ = TraceEvent{};
+  held_.t0 = stamp;
+  held_.name = name;
+  held_.cat = cat;
+  held_.peer = peer;
+  held_.bytes = bytes;
+  held_.chunks = chunks;
+  held_.failed = failed;
+  held_.later = true;
+  holding_ = true;
+}
+
+void Tracer::commit_held() noexcept {
+  holding_ = false;
+  *open() = held_;
+}
+
 void Tracer::instant(const char* name, const char* cat, int peer, std::string detail) {
   TraceEvent e;
   e.t0 = stamp();
@@ -165,6 +196,7 @@ void Tracer::set_fold_gap(long double ns_per_tick) noexcept {
 }
 
 void Tracer::write() noexcept {
+  if (holding_) commit_held();
   try {
     // A rank's row is its rank; an agent's the process id (rwin-trace merge renumbers them).
     const std::string r = agent_.empty() ? std::to_string(rank) : std::to_string(::getpid());

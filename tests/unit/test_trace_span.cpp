@@ -132,6 +132,33 @@ TEST(TraceFold, GapIsOneMicrosecondAtTheCountersRate) {
   EXPECT_EQ(calls(ev[1]), 2);
 }
 
+// A put stamped later takes no slot at its end (Tracer::end_held: it waits in the tracer's own event so
+// nothing of the tracer's is written between its stores and the next call's): the next event to take a
+// slot, and the file, find it first, with its stamp and work; a stream of it still folds.
+TEST(TraceFold, AHeldPutGoesBeforeTheNextEvent) {
+  FoldDir dir;
+  Tracer t(dir.path.string(), 0, 1);
+  (void)t.text("sig");
+  const uint64_t b = Tracer::stamp();
+  put_at(t, b, 1, 8);
+  put_at(t, b + 5, 1, 8);          // folded into the held put
+  notify_at(t, b + 10, 1);         // takes a slot: the put goes first
+  put_at(t, b + 20, 2, 16);        // held again
+  { TraceSpan started(&t, "quiet", "sync"); }  // started spans take their slot at their start
+  put_at(t, Tracer::stamp(), 3, 4);  // held until write()
+  const auto ev = events_of(t);
+  ASSERT_EQ(ev.size(), 5u);
+  const std::vector<std::string> names{"put", "notify", "put", "quiet", "put"};
+  for (size_t i = 0; i < ev.size(); ++i) EXPECT_EQ(ev[i].at("name"), names[i]) << ev[i].dump();
+  EXPECT_EQ(calls(ev[0]), 2);
+  EXPECT_EQ(ev[0].at("args").at("bytes"), 16);
+  EXPECT_GT(ev[0].at("dur").get<double>(), 0.0);
+  EXPECT_EQ(ev[2].at("args").at("peer"), 2);
+  EXPECT_EQ(ev[4].at("args").at("peer"), 3);
+  EXPECT_EQ(ev[4].at("args").at("bytes"), 4);
+  EXPECT_LE(ev[0].at("ts").get<double>(), ev[1].at("ts").get<double>());
+}
+
 bool failed(const json& e) { return e.at("args").value("failed", false); }
 
 // A span stamped later holds the work it is told of (count_transfer's bytes and chunks) until its end,
