@@ -360,6 +360,44 @@ TEST(TcpTransport, AtMostKMaxHeldSmallWritesWaitForAnOpAfterThem) {
   for (size_t i = 0; i < kHeld; ++i) EXPECT_EQ(std::memcmp(p.mem(1) + 4096 * i, src[i].data(), 64), 0) << i;
 }
 
+// A Write of up to kInline bytes (16 KiB and a collective message's header) is copied into its frame
+// and done at post: the caller may reuse its buffer at once, and the frame waits for the op after it
+// (one sendmsg with the notify). One byte more leaves from the caller's buffer, at once.
+TEST(TcpTransport, AWriteOfUpToKInlineBytesIsCopiedAtPostAndLeavesWithTheOpAfterIt) {
+  Pair p;
+  constexpr size_t kIn = tp::tcp::SendItem::kInline;
+  static_assert(kIn >= 16 * 1024, "a collective's 16 KiB message and its header ride with its notify");
+  std::vector<char> small(kIn), large(kIn + 1);
+  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<char>('a' + i % 26);
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>('A' + i % 26);
+  tp::Work w = work(tp::Op::Write, small.data(), p.at1(0), kIn);
+  ASSERT_EQ(p.post(w), tp::PostResult::Ok);
+  std::vector<tp::Completion> done;
+  p.r[0].t->poll(done);  // done at post: the first poll hands it back
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].ok);
+  EXPECT_EQ(done[0].cookie, w.cookie);
+  const std::vector<char> posted = small;
+  std::fill(small.begin(), small.end(), 0);  // reused: what lands is what was posted
+  static_assert(kIn % 8 == 0, "its last word is watched");
+  uint64_t tail = 0;
+  std::memcpy(&tail, posted.data() + kIn - 8, 8);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_NE(watch_word(p.mem(1) + kIn - 8), tail) << "a held write left with no op after it";
+  const uint64_t big_at = 64 * 1024;
+  ASSERT_TRUE(p.run(work(tp::Op::Write, large.data(), p.at1(big_at), large.size())).ok);
+  uint64_t big_tail = 0;
+  std::memcpy(&big_tail, large.data() + kIn - 7, 8);  // its last 8 bytes, one past kInline included
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (watch_word(p.mem(1) + big_at + kIn - 7) != big_tail && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(watch_word(p.mem(1) + big_at + kIn - 7), big_tail) << "one byte past kInline leaves at once";
+  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);  // orders the checks below after the landing
+  EXPECT_EQ(std::memcmp(p.mem(1) + big_at, large.data(), large.size()), 0);
+  EXPECT_EQ(std::memcmp(p.mem(1), posted.data(), kIn), 0);
+}
+
 TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
   Pair p;
   // The core checks slices before it posts; this is the target's own defence against a peer that did not.

@@ -252,7 +252,7 @@ PostResult TcpTransport::post(const Work& w) {
   const bool staged = (w.op == Op::Write || w.op == Op::Accumulate) && w.bytes <= SendItem::kInline;
   P.sendq.push_back(std::move(s));
   list();
-  // At most kMaxHeld wait: a burst of small puts leaves as it is posted, 64 KiB per sendmsg, instead of
+  // At most kMaxHeld wait: a burst of small puts leaves as it is posted, kMaxHeld frames per sendmsg, instead of
   // all at the flush that ends it (measured: an agent's 2000 blocking 4 KiB puts then a flush ran at
   // ~150-200 MiB/s held whole, the receiver idle until the flush).
   if (staged && ++P.held < SendItem::kMaxHeld) return PostResult::Ok;

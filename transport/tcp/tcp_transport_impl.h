@@ -3,7 +3,7 @@
 // Design (docs/TCP.md has the measurements behind it):
 //  * One copy each way. A Write leaves the caller's buffer with sendmsg(header, payload) (the
 //    kernel's copy) and the target recv()s the payload straight into the window (the other copy);
-//    a Read is served from the window the same way. Writes of at most 4 KiB are copied into their
+//    a Read is served from the window the same way. Writes of at most ~16 KiB (kInline) are copied into their
 //    frame and leave with the op after them (a put and its notify: one sendmsg).
 //  * Passive target. Each transport runs one receiver thread that sleeps in epoll_wait and applies
 //    writes, reads, atomics, put(Add)s (through the core's RegionAdder) and flushes as they arrive, whether or not the owner is inside an rwin
@@ -129,7 +129,11 @@ struct Awaiting {
 
 // A request frame on its way out (caller thread only).
 struct SendItem {
-  static constexpr size_t kInline = 4096;  // a Write this small is copied here and done at once
+  // A Write this small is copied here and done at once, and leaves with the op after it (the notify):
+  // one sendmsg instead of two. 16 KiB and a header (a collective's message): collectives of 8-64 KiB
+  // 0.7-0.9x the time; 64 KiB was slower for streams of 32-64 KiB puts (the copy; bench/RESULTS.md,
+  // "Writes of up to 16 KiB ride with the notify").
+  static constexpr size_t kInline = 16 * 1024 + 64;
   static constexpr size_t kMaxHeld = 16;   // inline Writes held for the op after them, at most
   tcpw::ReqHeader hdr;
   const char* payload = nullptr;  // Write source (the caller's buffer, or inline_data)
@@ -556,7 +560,7 @@ class TcpTransport final : public Transport {
   std::vector<Pending> pending_;  // under rx_mu_
   // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
   static constexpr size_t kDiscardBytes = 64 * 1024;
-  // At most this much of a socket is peeked (pump): a 4 KiB inline write, the notify after it, headers.
+  // At most this much of a socket is peeked (pump): a small write, the notify after it, headers.
   static constexpr size_t kPeekBytes = 8 * 1024;
   std::unique_ptr<char[]> discard_{new char[kDiscardBytes]};
   size_t strangers_ = 0;          // connections dropped before authentication
