@@ -73,9 +73,9 @@ TEST(CollTuning, BuiltInRulesAreTheMeasuredChoices) {
 }
 
 // With RWIN_COLL_BRUCK_MAX unset, reduce_scatter leaves Bruck above 4 KiB on 3-7 members and above 32 KiB
-// on 8+, allreduce above 32 KiB, on
-// every transport off shared memory; allgather and all_to_all keep Bruck's whole range; a set knob (the
-// test above: kLimits) means what it says for all four.
+// on 8+, allreduce above 32 KiB, all_to_all above 32 KiB on 3-7 members, on every transport off shared
+// memory; allgather keeps Bruck's whole range, and all_to_all on 8+; a set knob (the test above:
+// kLimits) means what it says for all four.
 TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruckEarlier) {
   TuningTable t;
   t.rules_ = TuningTable::built_in(TuningLimits{8 * 1024, 64 * 1024, 256 * 1024, false});
@@ -93,6 +93,10 @@ TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruck
     for (const TunedColl c : {TunedColl::Allgather, TunedColl::AllToAll}) {
       EXPECT_EQ(pick(t, c, false, tp, 8, 64 * 1024), CollAlgo::Bruck) << tuned_name(c) << " " << tp;
     }
+    EXPECT_EQ(pick(t, TunedColl::AllToAll, false, tp, 3, 32 * 1024), CollAlgo::Bruck) << tp;
+    EXPECT_EQ(pick(t, TunedColl::AllToAll, false, tp, 3, 32 * 1024 + 1), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::AllToAll, false, tp, 7, 64 * 1024), CollAlgo::Direct) << tp;
+    EXPECT_EQ(pick(t, TunedColl::Allgather, false, tp, 4, 64 * 1024), CollAlgo::Bruck) << tp;
   }
   // Bounded by the knob's value: at 4 KiB there is no range left for either rule.
   TuningTable low;
@@ -100,7 +104,7 @@ TEST(CollTuning, WithTheBruckKnobUnsetReduceScatterAndLargerAllreducesLeaveBruck
   EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 4, 4096), CollAlgo::Bruck);
   EXPECT_EQ(pick(low, TunedColl::ReduceScatter, false, "tcp", 4, 4097), CollAlgo::Direct);
   EXPECT_EQ(low.rules_.size(), TuningTable::built_in(kLimits).size());
-  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 3);  // the three rules above
+  EXPECT_EQ(t.rules_.size(), TuningTable::built_in(kLimits).size() + 4);  // the four rules above
 }
 
 // With RWIN_ALLREDUCE_MESH_MAX unset, a team of 4+ in shared memory rings above 2 KiB; 2-3 members and

@@ -100,7 +100,7 @@ struct CollConfig {
   // to this many bytes: allreduce Auto (the vector), allgather (a row), all_to_all (a member's whole
   // stage), reduce_scatter (NR x a member's data / 2: it gathers everything).
   uint64_t bruck_max = 64 * 1024;  // measured, bench/RESULTS.md (2026-12-05)
-  bool bruck_max_set = false;      // the knob was set (else two measured rules come first: tuning.cpp)
+  bool bruck_max_set = false;      // the knob was set (else measured rules come first: tuning.cpp)
   AllreduceMode force = AllreduceMode::Auto;  // RWIN_ALLREDUCE
   // RWIN_COLL_COPY_MAX: a payload up to this to a member through the transport is copied into the
   // outbox (no final ack wait); larger ones go from the caller's memory and the call waits for their

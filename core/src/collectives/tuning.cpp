@@ -224,18 +224,22 @@ std::vector<TuningRule> TuningTable::built_in(const TuningLimits& l) {
   // Off shared memory, log-depth rounds beat one round of NR - 1 messages up to bruck_max (measured,
   // bench/RESULTS.md 2026-12-05); on shared memory a message is a few stores and one round wins.
   const char* bruck = "built-in (RWIN_COLL_BRUCK_MAX)";
-  // With RWIN_COLL_BRUCK_MAX unset, two collectives leave Bruck earlier inside that range, as measured
+  // With RWIN_COLL_BRUCK_MAX unset, three collectives leave Bruck earlier inside that range, as measured
   // over both tcp paths (bench/RESULTS.md 2026-12-06, "Where Bruck stops paying, again"): reduce_scatter
   // on 3-7 members above 4 KiB of its tuned size (NR x the input / 2) and on 8+ above 32 KiB (the
   // crossover moves up with NR: 4 ranks direct ahead from 4 KiB inputs, 8 ranks level at 8 KiB and ahead
-  // at 16 KiB), and allreduce above 32 KiB (ring 0.35-0.97x Bruck's time at 64 KiB). A set knob means
-  // what it says for all four collectives.
+  // at 16 KiB), and allreduce above 32 KiB (ring 0.35-0.97x Bruck's time at 64 KiB); and all_to_all on
+  // 3-7 members above 32 KiB, once own tcp sent messages of up to 16 KiB with their notify (bench/
+  // RESULTS.md 2026-12-07, "Writes of up to 16 KiB ride with the notify": direct 0.72-0.85x Bruck's time
+  // at 48-64 KiB on 4 ranks, 0.77x on 6, 0.87x over UCX's tcp; level at 32 KiB; at 8 ranks 0.87x over own
+  // tcp and 1.06x over UCX's, so 8+ keep Bruck). A set knob means what it says for all four collectives.
   if (!l.bruck_max_set) {
     const char* measured = "built-in (measured; RWIN_COLL_BRUCK_MAX unset)";
     if (l.bruck_max > 4096) add(TunedColl::ReduceScatter, TunedPath::Net, 3, 4097, l.bruck_max, CollAlgo::Direct, measured, 7);
     if (l.bruck_max > 32 * 1024) {
       add(TunedColl::ReduceScatter, TunedPath::Net, 8, 32 * 1024 + 1, l.bruck_max, CollAlgo::Direct, measured);
       add(TunedColl::Allreduce, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Ring, measured);
+      add(TunedColl::AllToAll, TunedPath::Net, 3, 32 * 1024 + 1, l.bruck_max, CollAlgo::Direct, measured, 7);
     }
   }
   add(TunedColl::Allreduce, TunedPath::Net, 3, 0, l.bruck_max, CollAlgo::Bruck, bruck);
