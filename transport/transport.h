@@ -134,9 +134,6 @@ struct Work {
   uint64_t operand = 0;                   // add value / swap value / CAS new value / Accumulate: element type
   uint64_t compare = 0;                   // CAS expected value
   uint64_t cookie = 0;                    // returned in the Completion
-  // Write: nobody waits for this completion right away (put_nbi), so the transport may keep it for the
-  // op after it, beyond kInline-sized copies (own tcp: one sendmsg with the notify that follows).
-  bool may_hold = false;
 };
 
 struct Completion {

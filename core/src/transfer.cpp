@@ -311,7 +311,6 @@ void post_transfer(ContextImpl& c, Op op, const Xfer& x, const char* what) {
   Chunk ch;
   while (planner.next(ch)) {
     Work w = chunk_work(op, x, ch);
-    w.may_hold = true;  // the caller returns: a notify after it may carry it (transport.h)
     Slot s;
     s.kind = Slot::Async;
     s.peer = x.peer;

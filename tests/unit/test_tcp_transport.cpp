@@ -398,60 +398,6 @@ TEST(TcpTransport, AWriteOfUpToKInlineBytesIsCopiedAtPostAndLeavesWithTheOpAfter
   EXPECT_EQ(std::memcmp(p.mem(1), posted.data(), kIn), 0);
 }
 
-// A larger Write nobody waits for yet (Work::may_hold, a put_nbi's chunk, up to kHoldMax) waits, from
-// the caller's buffer, for the op after it to this peer (one sendmsg with the notify); a caller that
-// polls for its completion instead sends it (no post between two polls). A blocking put's (no
-// may_hold) and one above kHoldMax leave at once.
-TEST(TcpTransport, AHeldLargerWriteLeavesWithTheOpAfterItOrWhenItsCallerWaits) {
-  Pair p;
-  constexpr size_t kN = 32 * 1024;
-  static_assert(kN > tp::tcp::SendItem::kInline && kN <= tp::tcp::SendItem::kHoldMax);
-  std::vector<uint64_t> a(kN / 8, 0x4141414141414141ull), b(kN / 8, 0x4242424242424242ull);
-  std::vector<uint64_t> c(kN / 8, 0x4343434343434343ull), d(tp::tcp::SendItem::kHoldMax / 8 + 1, 0x4444444444444444ull);
-  uint64_t counter = 0;
-  // (1) held until the add after it; the add lands after it.
-  tp::Work w = work(tp::Op::Write, a.data(), p.at1(0), kN);
-  w.may_hold = true;
-  ASSERT_EQ(p.post(w), tp::PostResult::Ok);
-  std::vector<tp::Completion> done;
-  p.r[0].t->poll(done);  // the poll right after a post keeps it (put_nbi's own)
-  std::this_thread::sleep_for(100ms);
-  EXPECT_NE(watch_word(p.mem(1) + kN - 8), a.back()) << "a held write left with no op after it";
-  tp::Work add = work(tp::Op::AtomicAdd, &counter, p.at1(512 * 1024), 8, 1);
-  ASSERT_EQ(p.post(add), tp::PostResult::Ok);
-  ASSERT_TRUE(p.wait_all({w.cookie, add.cookie}));
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (watch_word(p.mem(1) + 512 * 1024) != 1 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(watch_word(p.mem(1) + 512 * 1024), 1u);
-  EXPECT_EQ(watch_word(p.mem(1) + kN - 8), a.back()) << "the add was applied after the write before it";
-  // (2) held, then its caller waits for it: its polls send it.
-  tp::Work w2 = work(tp::Op::Write, b.data(), p.at1(64 * 1024), kN);
-  w2.may_hold = true;
-  ASSERT_EQ(p.post(w2), tp::PostResult::Ok);
-  const tp::Completion c2 = p.wait(w2.cookie);
-  EXPECT_TRUE(c2.ok) << c2.error;
-  // (3) a blocking put's write and (4) one above kHoldMax leave at once: they land with no op after them.
-  tp::Work w3 = work(tp::Op::Write, c.data(), p.at1(128 * 1024), kN);
-  ASSERT_EQ(p.post(w3), tp::PostResult::Ok);
-  tp::Work w4 = work(tp::Op::Write, d.data(), p.at1(192 * 1024), d.size() * 8);
-  w4.may_hold = true;
-  ASSERT_EQ(p.post(w4), tp::PostResult::Ok);
-  const char* last3 = p.mem(1) + 128 * 1024 + kN - 8;
-  const char* last4 = p.mem(1) + 192 * 1024 + d.size() * 8 - 8;
-  const auto until2 = std::chrono::steady_clock::now() + 20s;
-  while ((watch_word(last3) != c.back() || watch_word(last4) != d.back()) && std::chrono::steady_clock::now() < until2) {
-    std::this_thread::sleep_for(1ms);
-  }
-  EXPECT_EQ(watch_word(last3), c.back()) << "a blocking put's write was held";
-  EXPECT_EQ(watch_word(last4), d.back()) << "a write above kHoldMax was held";
-  ASSERT_TRUE(p.wait_all({w3.cookie, w4.cookie}));
-  ASSERT_TRUE(p.run(work(tp::Op::Flush, nullptr, 0, 0)).ok);  // orders the checks below after the landing
-  EXPECT_EQ(std::memcmp(p.mem(1), a.data(), kN), 0);
-  EXPECT_EQ(std::memcmp(p.mem(1) + 64 * 1024, b.data(), kN), 0);
-  EXPECT_EQ(std::memcmp(p.mem(1) + 128 * 1024, c.data(), kN), 0);
-  EXPECT_EQ(std::memcmp(p.mem(1) + 192 * 1024, d.data(), d.size() * 8), 0);
-}
-
 TEST(TcpTransport, AWriteOutsideTheTargetsRegionIsRefusedByTheTargetAndNamed) {
   Pair p;
   // The core checks slices before it posts; this is the target's own defence against a peer that did not.

@@ -578,7 +578,7 @@ bool TcpTransport::arm() noexcept {
   while (::read(notify_fd_, &x, sizeof x) > 0) {
   }
   for (int p : active_) {  // sends that only this thread's poll() finishes
-    if (peers_[static_cast<size_t>(p)]->sendable() || peers_[static_cast<size_t>(p)]->held_big) return false;
+    if (peers_[static_cast<size_t>(p)]->sendable()) return false;
   }
   if (!done_.empty() || cq_count_.load(std::memory_order_acquire) > 0) return false;
   // The receiver thread serves from now on: out of its nap at once, not when the nap would end

@@ -65,7 +65,6 @@ void TcpTransport::fail_queued(int p) {
   drop(P.sendq);
   for (int k = 0; k < P.nlanes; ++k) drop(P.lane_out[k].sendq);
   P.held = 0;
-  P.held_big = false;
 }
 
 bool TcpTransport::send_queue(int p, int fd, std::deque<SendItem>& q, int lane) {
@@ -123,7 +122,6 @@ bool TcpTransport::send_queue(int p, int fd, std::deque<SendItem>& q, int lane) 
 bool TcpTransport::flush_sends(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   P.held = 0;  // what waited goes now
-  P.held_big = false;
   for (int k = 0; k < P.nlanes; ++k) {
     if (!send_queue(p, P.lane_out[k].fd, P.lane_out[k].sendq, k + 1)) return false;
   }
@@ -252,25 +250,12 @@ PostResult TcpTransport::post(const Work& w) {
   // caller may reuse its buffer, so put() returns without a send); the frame waits for what follows
   // it, usually the notify that publishes it, so both leave in one sendmsg and one segment.
   const bool staged = (w.op == Op::Write || w.op == Op::Accumulate) && w.bytes <= SendItem::kInline;
-  // A larger Write that nobody waits for yet (Work::may_hold: a put_nbi's; from the caller's buffer,
-  // done once sent) waits too, alone, for the op after it: whatever is posted next to this peer sends
-  // it, and so does a poll() with no post to this peer since the last one (poll), so a caller that
-  // waits for its completion after all sends it at its next poll. A blocking put's is not held: its
-  // caller waits at once (held, a 32 KiB put + notify + wait took 4 % longer).
-  const bool big = w.op == Op::Write && w.may_hold && !staged && w.bytes <= SendItem::kHoldMax && P.nlanes == 0;
-  if (big && P.held_big) (void)flush_sends(p);  // the one before it goes now
   P.sendq.push_back(std::move(s));
-  P.posted = true;
   list();
-  if (big) {
-    ++P.held;
-    P.held_big = true;
-    return PostResult::Ok;
-  }
   // At most kMaxHeld wait: a burst of small puts leaves as it is posted, kMaxHeld frames per sendmsg, instead of
   // all at the flush that ends it (measured: an agent's 2000 blocking 4 KiB puts then a flush ran at
   // ~150-200 MiB/s held whole, the receiver idle until the flush).
-  if (staged && !P.held_big && ++P.held < SendItem::kMaxHeld) return PostResult::Ok;
+  if (staged && ++P.held < SendItem::kMaxHeld) return PostResult::Ok;
   (void)flush_sends(p);
   return PostResult::Ok;
 }
@@ -294,9 +279,7 @@ void TcpTransport::poll(std::vector<Completion>& out) {
   for (size_t i = 0; i < active_.size();) {
     const int p = active_[i];
     Peer& P = *peers_[static_cast<size_t>(p)];
-    // Held writes wait (transport.h); a large one only for a poll that followed a post to this peer.
-    if (P.sendable() || P.failed || (P.held_big && !P.posted)) (void)flush_sends(p);
-    P.posted = false;
+    if (P.sendable() || P.failed) (void)flush_sends(p);  // held writes wait (transport.h)
     if (P.sendq.empty() && P.lanes_queued() == 0) {
       P.listed = false;
       active_[i] = active_.back();

@@ -135,9 +135,6 @@ struct SendItem {
   // "Writes of up to 16 KiB ride with the notify").
   static constexpr size_t kInline = 16 * 1024 + 64;
   static constexpr size_t kMaxHeld = 16;   // inline Writes held for the op after them, at most
-  // A larger Write is held (alone, not copied) up to this size: a collective's message (a 256 KiB slot)
-  // or one chunk of a put_nbi; anything larger starts leaving at once.
-  static constexpr size_t kHoldMax = 256 * 1024;
   tcpw::ReqHeader hdr;
   const char* payload = nullptr;  // Write source (the caller's buffer, or inline_data)
   std::unique_ptr<char[]> inline_data;
@@ -202,12 +199,7 @@ struct Peer {
   // Caller thread only.
   std::deque<SendItem> sendq;
   bool listed = false;  // in TcpTransport::active_ (sendq not empty)
-  size_t held = 0;      // Writes at the tail of sendq that wait for the op after them
-  // The last of them left from the caller's buffer (above kInline: done once sent), and waits only
-  // until the next post to this peer or the next poll() with no post to it between (a caller waiting
-  // for its completion): a put_nbi and its notify leave in one sendmsg.
-  bool held_big = false;
-  bool posted = false;  // posted to since the last poll()
+  size_t held = 0;      // inline Writes at the tail of sendq that wait for the op after them
   // Frames that should leave now: anything in sendq beyond the held Writes (a held Write goes with the
   // op after it or once kMaxHeld wait).
   bool sendable() const { return sendq.size() > held || lanes_queued() > 0; }
