@@ -84,7 +84,7 @@ RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c --json | TUNE="$tmp/tune.json" $py 
 import json, os, sys; t = json.load(sys.stdin)["config"]["coll_tuning"]
 assert t[0] == {"rule": "all_to_all ranks 2..4 bytes 0..2048 -> bruck", "from": "\x27%s\x27, rule 0" % os.environ["TUNE"]}, t[0]
 assert t[1] == {"rule": "reduce_scatter net ranks 3..7 bytes 4097..65536 -> direct", "from": "built-in (measured; RWIN_COLL_BRUCK_MAX unset)"}, t[1]
-assert len(t) == 19, t  # the file rule, three while RWIN_COLL_BRUCK_MAX is unset, one while RWIN_ALLREDUCE_MESH_MAX is, the other 14' || fail "a tuning file's rules"
+assert len(t) == 20, t  # the file rule, four while RWIN_COLL_BRUCK_MAX is unset, one while RWIN_ALLREDUCE_MESH_MAX is, the other 14' || fail "a tuning file's rules"
 RWIN_COLL_TUNING="$tmp/tune.json" "$info" -c | grep -q "all_to_all ranks 2..4 bytes 0..2048 -> bruck" || fail "text form of the tuning table"
 echo '{"version": 1, "rules": [{"collective": "all_to_all", "algorithm": "chain"}]}' >"$tmp/bad-tune.json"
 RWIN_COLL_TUNING="$tmp/bad-tune.json" "$info" -c --json | $py -c '
