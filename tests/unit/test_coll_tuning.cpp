@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 #include "collectives/team_state.h"
@@ -16,6 +17,20 @@ using namespace rwin;
 using namespace rwin::detail;
 
 namespace {
+
+// Start-up (Options::from_env) with `knob` set to `value` must fail with InvalidArgument, its message
+// holding each of `texts` (what names the knob and its value, what was expected).
+void expect_refused(const char* knob, const std::string& value, std::initializer_list<std::string> texts) {
+  rwin::test::EnvGuard g;
+  g.set(knob, value.c_str());
+  try {
+    (void)Options::from_env();
+    ADD_FAILURE() << "start-up accepted " << knob << "=" << value;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << knob << "=" << value;
+    for (const auto& t : texts) EXPECT_NE(std::string(e.what()).find(t), std::string::npos) << e.what();
+  }
+}
 
 const TuningLimits kLimits{8 * 1024, 64 * 1024, 256 * 1024};
 
@@ -213,18 +228,8 @@ TEST(CollTuning, LoadReadsTheFileBeforeTheBuiltInRules) {
       EXPECT_NE(std::string(e.what()).find("'" + path + "': cannot be read"), std::string::npos) << e.what();
     }
   }
-  {
-    // Every rank checks the file at start-up (Options::from_env), before any team is made.
-    rwin::test::EnvGuard g;
-    g.set("RWIN_COLL_TUNING", path);
-    try {
-      (void)Options::from_env();
-      ADD_FAILURE() << "start-up accepted a missing tuning file";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("RWIN_COLL_TUNING: '" + path + "': cannot be read"), std::string::npos) << e.what();
-    }
-  }
+  // Every rank checks the file at start-up (Options::from_env), before any team is made.
+  expect_refused("RWIN_COLL_TUNING", path, {"RWIN_COLL_TUNING: '" + path + "': cannot be read"});
   {
     rwin::test::EnvGuard g({"RWIN_COLL_TUNING"});
     EXPECT_EQ(TuningTable::load(kLimits).rules().size(), TuningTable::built_in(kLimits).size());
@@ -248,15 +253,7 @@ TEST(CollTuning, CopyMaxDefaultsByTransportAndIsASize) {
     g.set("RWIN_COLL_CHUNK_BYTES", "64K");
     EXPECT_EQ(CollConfig::from_env("tcp").inline_max, 64u * 1024);  // at most a chunk
   }
-  rwin::test::EnvGuard g;
-  g.set("RWIN_COLL_COPY_MAX", "lots");
-  try {
-    (void)Options::from_env();
-    ADD_FAILURE() << "start-up accepted RWIN_COLL_COPY_MAX=lots";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("RWIN_COLL_COPY_MAX='lots'"), std::string::npos) << e.what();
-  }
+  expect_refused("RWIN_COLL_COPY_MAX", "lots", {"RWIN_COLL_COPY_MAX='lots'"});
 }
 
 // RWIN_COLL_SLOTS: unset or "auto" leaves the count to the slot size (CollConfig::slots 0), a number
@@ -272,16 +269,7 @@ TEST(CollTuning, SlotsAreAutoOrACountFrom1To64) {
     EXPECT_EQ(CollConfig::from_env("ucx").slots, std::string(v) == "auto" ? 0 : std::stoi(v)) << v;
   }
   for (const char* v : {"0", "65", "many", "-1"}) {
-    rwin::test::EnvGuard g;
-    g.set("RWIN_COLL_SLOTS", v);
-    try {
-      (void)Options::from_env();
-      ADD_FAILURE() << "start-up accepted RWIN_COLL_SLOTS=" << v;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(std::string("RWIN_COLL_SLOTS='") + v + "'"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("expected auto or 1..64"), std::string::npos) << e.what();
-    }
+    expect_refused("RWIN_COLL_SLOTS", v, {std::string("RWIN_COLL_SLOTS='") + v + "'", "expected auto or 1..64"});
   }
 }
 
@@ -296,17 +284,7 @@ TEST(CollTuning, LinesAreACountFrom0To64) {
     g.set("RWIN_COLL_LINES", v);
     EXPECT_EQ(CollConfig::from_env("ucx").lines, std::stoi(v)) << v;
   }
-  for (const char* v : {"65", "many", "-1"}) {
-    rwin::test::EnvGuard g;
-    g.set("RWIN_COLL_LINES", v);
-    try {
-      (void)Options::from_env();
-      ADD_FAILURE() << "start-up accepted RWIN_COLL_LINES=" << v;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(std::string("RWIN_COLL_LINES='") + v + "'"), std::string::npos) << e.what();
-    }
-  }
+  for (const char* v : {"65", "many", "-1"}) expect_refused("RWIN_COLL_LINES", v, {std::string("RWIN_COLL_LINES='") + v + "'"});
 }
 
 }  // namespace
