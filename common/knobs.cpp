@@ -52,6 +52,9 @@ constexpr Knob kTable[] = {
      "tcp: a rank's duplex sockets leave its epoll set while it serves them itself, back when its receiver thread takes over"},
     {"RWIN_TCP_RECEIVER_SPIN_US", K::Int, "50", "0..100000", "transport",
      "tcp: how long the receiver thread keeps polling after serving a passive target (0 when oversubscribed)"},
+    {"RWIN_TCP_CONGESTION", K::String, "auto", "auto|system|an algorithm the kernel has", "transport",
+     "tcp: congestion control of the data connections (auto: cubic where the kernel's default is bbr, whose pacing "
+     "delays bursts; system: the kernel's)"},
     {"RWIN_IB_DEVICE", K::String, "first device with an active port", "a verbs device name", "transport",
      "verbs device (e.g. rxe0)"},
     {"RWIN_IB_PORT", K::Int, "1", "1..255", "transport", "verbs port"},

@@ -35,8 +35,7 @@ void TcpTransport::on_accept() {
     char buf[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
     pc.from = std::string(buf) + ":" + std::to_string(ntohs(from.sin_port));
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tune_data_socket(fd, congestion_);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = tag(kPending, static_cast<uint32_t>(fd));

@@ -199,6 +199,7 @@ TcpTransport::TcpTransport(const TransportConfig& cfg)
     }
     receiver_spin_ns_ = static_cast<int64_t>(us) * 1000;
   }
+  congestion_ = resolve_congestion(knobs::env("RWIN_TCP_CONGESTION"));
   try {
     bootstrap::auth::random_bytes(secret_, sizeof secret_);
   } catch (const bootstrap::BootstrapError& e) {
@@ -345,8 +346,7 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
       if (fd >= 0) ::close(fd);
     }
   } closer{fd};
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tune_data_socket(fd, congestion_);
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = e.ipv4;
@@ -497,8 +497,9 @@ void TcpTransport::connect(bootstrap::Bootstrap& bs) {
   close_listener_ = true;  // every rank is in: strangers have nothing left to knock on
   wake();
   connected_ = true;
-  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks (%d connection(s) to each other, %s)", describe().c_str(), rank_,
-           nranks_, sockets_, duplex_ ? "duplex where unstriped" : "one per direction");
+  RWIN_LOG(Debug, Core, "%s: rank %d connected to %d ranks (%d connection(s) to each other, %s, congestion control %s)",
+           describe().c_str(), rank_, nranks_, sockets_, duplex_ ? "duplex where unstriped" : "one per direction",
+           congestion_.empty() ? "the kernel's" : congestion_.c_str());
 }
 
 // ---- run-time peers (the agent) ---------------------------------------------------------------

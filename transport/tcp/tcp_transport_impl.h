@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/page_alloc.h"
+#include "transport/tcp/tcp_congestion.h"
 #include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
@@ -334,6 +335,11 @@ class TcpTransport final : public Transport {
   bool oversubscribed() const noexcept {
     return owner_window_ns_.load(std::memory_order_relaxed) == kOversubscribedOwnerWindow.count();
   }
+  // Tests: the congestion control of the connection that carries this rank's requests to peer p.
+  std::string congestion_of(int p) const {
+    const Peer& P = *peers_[static_cast<size_t>(p)];
+    return socket_congestion(P.out_fd >= 0 ? P.out_fd : P.in_fd);
+  }
   // Tests: whether the owner serves from its polls, and how long a gap in them counts as an absence.
   bool owner_serves() const noexcept { return owner_serves_.load(std::memory_order_relaxed); }
   std::chrono::nanoseconds owner_window() const noexcept {
@@ -529,6 +535,7 @@ class TcpTransport final : public Transport {
   std::atomic<int64_t> owner_seen_ns_{0};  // the owner's last poll (steady clock)
   bool owner_serving_ = false;  // under rx_mu_: the owner's poll() serves now, not the receiver thread
   bool park_ = true;            // RWIN_TCP_PARK
+  std::string congestion_;      // every data connection's (RWIN_TCP_CONGESTION; "": the kernel's)
   int parked_ = 0;              // under rx_mu_: peers whose in_fd is parked
   // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
   // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
