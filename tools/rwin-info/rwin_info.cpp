@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "rwin/rwin.h"
 #include "rwin/version.h"
+#include "transport/tcp/tcp_congestion.h"
 #include "transport/transport.h"
 #include "tools/cli.h"
 
@@ -316,6 +317,17 @@ json knobs_section(std::string& transport, std::string& rma) {
   }
   out["knobs"] = knobs;
   out["verbs"] = verbs_settings();
+  // What RWIN_TCP_CONGESTION resolves to here (own tcp's data connections), beside the kernel's default.
+  {
+    std::string kernel = "unknown";
+    std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control") >> kernel;
+    try {
+      const std::string cc = rwin::transport::tcp::resolve_congestion(rwin::knobs::env("RWIN_TCP_CONGESTION"));
+      out["tcp_congestion"] = (cc.empty() ? kernel + " (the kernel's)" : cc) + "; kernel default " + kernel;
+    } catch (const std::exception& e) {
+      out["tcp_congestion"] = std::string("error: ") + e.what();
+    }
+  }
   out["coll_tuning"] = coll_tuning();
   json unknown = json::array();
   for (const auto& u : rwin::knobs::unknown_variables(environ)) {
@@ -394,6 +406,7 @@ void print_text(const json& j) {
     if (v.contains("env")) {
       for (const auto& [k, x] : v["env"].items()) std::cout << "  " << k << "=" << x.get<std::string>() << " (libibverbs)\n";
     }
+    if (c.contains("tcp_congestion")) std::cout << "  tcp data connections' congestion control: " << c["tcp_congestion"].get<std::string>() << "\n";
     if (c.contains("coll_tuning")) {
       std::cout << "  collective tuning (first match wins):\n";
       for (const auto& r : c["coll_tuning"]) {
