@@ -5,6 +5,17 @@
 # peer shares its memory), IPC and UTS (its hostname, so Open MPI sees two nodes), and its own CPU (host
 # a: CPU 0, host b: CPU 1). So UCX and Open MPI keep shared memory inside a host and use tcp across, as
 # on two machines. Ranks split evenly: 2 x 2 for 4 ranks, 2 x 4 for 8.
+# Where a host's incoming packets are processed (RX): "sender" (the default, as every run before
+#   2026-12-07 15:00): a veth hands each packet to the receiving host on the CPU that sent it, so host b's
+#   CPU also runs host a's receive path, and segments that a host's two CPUs send on one connection
+#   (its ranks, and its ACK processing in the other CPU's softirq) arrive reordered: TCP takes them for
+#   losses (thousands of spurious fast retransmits a run, for Open MPI and rwin alike; the run log
+#   lists each host's counters after each run); "own": RPS steers each veth's packets to the receiving
+#   host's CPU, as a NIC interrupts its own host: in order, and the receive work on the host it is for.
+# The hosts' congestion control (CC): unset, the machine's default (bbr on this VM) for Open MPI and
+#   UCX, while rwin's own tcp picks its own (RWIN_TCP_CONGESTION, auto: cubic instead of bbr); CC=cubic
+#   (any name) makes it both hosts' default, so every tool runs on it (the name is added to
+#   net.ipv4.tcp_allowed_congestion_control for the run if needed, and the list restored at the end).
 #   rwin, transport label "2hosts": its defaults (RWIN_TRANSPORT=auto, which picks "mixed" here: UCX's
 #     direct shared memory to the peers on its host, rwin's own tcp to the others, transport/mixed);
 #   rwin, label "2hostsucx": UCX to every peer (RWIN_TRANSPORT=ucx: shared memory on its host, UCX's tcp
@@ -16,7 +27,7 @@
 #     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
-#   env: LANES ("auto ucx owntcp": which rwin lanes; also autoflat), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
+#   env: RX (sender | own, above), CC (above), LANES ("auto ucx owntcp": which rwin lanes; also autoflat), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
 #        all_to_all,broadcast,barrier), ITERS (100), SMALL_ITERS (1000: calls at <= 8 KiB at least, as
 #        collectives_side_by_side.sh's full mode), ROUNDS (3)
 # Writes OUT/raw/{rwin,mpi}_<label>_npN_rR.csv, then OUT/summary.md and OUT/combined.csv
@@ -34,6 +45,9 @@ ITERS=${ITERS:-100}
 SMALL_ITERS=${SMALL_ITERS:-1000}
 ROUNDS=${ROUNDS:-3}
 LANES=${LANES:-auto ucx owntcp}
+RX=${RX:-sender}
+CC=${CC:-}
+[[ $RX == sender || $RX == own ]] || { echo "coll_across_hosts: RX=$RX: sender or own" >&2; exit 2; }
 AUTOFLAT_ENV=${AUTOFLAT_ENV:-RWIN_COLL_HIER_MAX=0}  # lane autoflat: the defaults plus this
 [[ $(id -u) == 0 ]] || { echo "coll_across_hosts: needs root (namespaces)" >&2; exit 2; }
 [[ -x $BIN/rwin-perf ]] || { echo "coll_across_hosts: $BIN/rwin-perf not built" >&2; exit 2; }
@@ -49,7 +63,9 @@ NETNS_SELF=coll_across_hosts
 P=cah$$
 NS=$(mktemp -d "${TMPDIR:-/tmp}/coll-2hosts.XXXXXX")  # the hosts' namespace files and the agent
 AGENT=$NS/agent
+ALLOWED_CC=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
 cleanup() {
+  [[ -n $CC ]] && echo "$ALLOWED_CC" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
   netns_cleanup
   local f
   for f in "$NS"/mnt-* "$NS"/ipc-* "$NS"/uts-*; do umount "$f" 2>/dev/null; done
@@ -62,6 +78,24 @@ netns_add "$P-a" && netns_add "$P-b" && netns_link "$P-a" v0 10.77.31.1/24 "$P-b
   netns_hosts_file "$P-a" "127.0.0.1 localhost" "10.77.31.1 ha" "10.77.31.2 hb" &&
   netns_hosts_file "$P-b" "127.0.0.1 localhost" "10.77.31.1 ha" "10.77.31.2 hb" &&
   netns_wait_carrier "$P-a" v0 "$P-b" v1 || exit 1  # UCX refuses an interface without carrier
+if [[ -n $CC ]]; then  # a netns may only pick an allowed algorithm as its default
+  [[ " $ALLOWED_CC " == *" $CC "* ]] || echo "$ALLOWED_CC $CC" >/proc/sys/net/ipv4/tcp_allowed_congestion_control
+  ip netns exec "$P-a" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" &&
+    ip netns exec "$P-b" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" ||
+    { echo "coll_across_hosts: cannot make $CC the hosts' congestion control (CC)" >&2; exit 1; }
+fi
+if [[ $RX == own ]]; then  # host a's packets on CPU 0, host b's on CPU 1 (rps_cpus is a CPU mask)
+  ip netns exec "$P-a" sh -c 'echo 1 > /sys/class/net/v0/queues/rx-0/rps_cpus' &&
+    ip netns exec "$P-b" sh -c 'echo 2 > /sys/class/net/v1/queues/rx-0/rps_cpus' ||
+    { echo "coll_across_hosts: cannot steer the veths' packets (RX=own)" >&2; exit 1; }
+fi
+# What TCP's loss recovery did during one run, per host (namespace counters, since the last call).
+tcp_recovery() {
+  local h
+  for h in a b; do
+    echo "  host h$h: $(ip netns exec "$P-$h" nstat 2>/dev/null | awk '$1 ~ /^(TcpRetransSegs|TcpExtTCPSACKReorder|TcpExtTCPLossProbes|TcpExtTCPOFOQueue)$/ {printf "%s %s  ", $1, $2}')"
+  done
+}
 # Namespace files can only be bind-mounted below a private mount.
 mount --bind "$NS" "$NS" && mount --make-private "$NS" || { echo "coll_across_hosts: cannot make $NS private" >&2; exit 1; }
 for h in a b; do
@@ -128,7 +162,7 @@ run_rwinautoflat() { run_rwin "$1" "$2" autoflat; }
 
 {
   echo "date: $(date -u +%FT%TZ)  host load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "sizes: $SIZES  iters: $ITERS  rounds: $ROUNDS  nps: $NPS (two hosts, half the ranks each)  lanes: $LANES  rwin: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+  echo "sizes: $SIZES  iters: $ITERS  rounds: $ROUNDS  nps: $NPS (two hosts, half the ranks each)  lanes: $LANES  rx: $RX  cc: ${CC:-machine default $(cat /proc/sys/net/ipv4/tcp_congestion_control)}  rwin: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 } | tee -a "$LOG" >&2
 start=$SECONDS
 for np in $NPS; do
@@ -139,7 +173,9 @@ for np in $NPS; do
     ((r % 2 == 0)) && order=$rev  # who goes first alternates
     for tool in $order; do
       log "np $np round $r/$ROUNDS: $tool ($((SECONDS - start)) s)"
+      tcp_recovery >/dev/null  # counters from here
       "run_$tool" "$np" "$r"
+      tcp_recovery >>"$LOG"
     done
   done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 26's side-by-side, in one run on this machine over loopback: rwin's own tcp transport
 # (RWIN_TRANSPORT=tcp) against rwin over UCX's tcp, a TCP stream of the same write size, a
-# busy-poll TCP ping-pong and the runtime's frame transfer (bench/tcp_ref.cpp). Prints one table
+# busy-poll TCP ping-pong and the runtime's frame transfer (bench/tcp_ref.cpp, on the congestion control
+# rwin's own connections use: RWIN_TCP_CONGESTION, default auto). Prints one table
 # of ratios (bench/tcp_combine.py) and keeps the CSVs in OUT.
 #
 #   bench/tcp_compare.sh [BUILD_DIR] [OUT_DIR]       (BUILD_DIR default: build)
@@ -25,6 +26,10 @@ log() { echo "tcp_compare.sh: $*" >&2; }
   echo "date: $(date -u +%FT%TZ)"; echo "host: $(uname -srm)"; lscpu | grep -E "Model name|^CPU\(s\)"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; echo "commit: $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null)"
   echo "sizes: $SIZES iters: $ITERS"
+  # rwin's own tcp and the references (rwin_tcp_ref) run on the same algorithm; UCX's tcp and the
+  # agent's UCX lane on the kernel's.
+  echo "congestion control: kernel default $(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null)," \
+    "RWIN_TCP_CONGESTION=${RWIN_TCP_CONGESTION:-auto} (own tcp and the references)"
 } >"$OUT/machine.txt"
 
 tests=put_lat,put_bw,get_lat,get_bw

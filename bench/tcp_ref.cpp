@@ -8,7 +8,11 @@
 //             payload, on one socket, received into a preallocated buffer), COUNT frames of SIZE
 //             back to back and one 8-byte ack at the end; MiB/s from the first send to the ack
 // The two processes are forked here and pinned to CPU 0 (server) and CPU 1 (client), as the
-// baselines did. Output: CSV lines "kind,size,p50_us,avg_us,mibs".
+// baselines did. Every socket gets the congestion control rwin's own tcp connections get
+// (--congestion, default RWIN_TCP_CONGESTION's value, else auto: transport/tcp/tcp_congestion.cpp):
+// with the kernel's BBR a loopback stream of 1 MiB writes ran at half its CUBIC speed here, so a
+// reference left on BBR beside rwin on CUBIC would flatter rwin. Output: CSV lines
+// "kind,size,p50_us,avg_us,mibs".
 //
 //   rwin_tcp_ref stream 1048576 2
 //   rwin_tcp_ref pingpong 8,4096,65536 2000
@@ -35,6 +39,8 @@
 
 #include "rwin/version.h"
 #include "tools/cli.h"
+#include "transport/tcp/tcp_congestion.h"
+#include "transport/transport.h"
 
 namespace {
 
@@ -52,6 +58,15 @@ void pin(int cpu) {
   sched_setaffinity(0, sizeof s, &s);
 }
 
+std::string g_congestion;  // every socket's (--congestion; "": the kernel's)
+
+void set_congestion(int fd) {
+  if (!g_congestion.empty() &&
+      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, g_congestion.data(), static_cast<socklen_t>(g_congestion.size())) != 0) {
+    die("setsockopt TCP_CONGESTION");
+  }
+}
+
 void set_opts(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -64,6 +79,7 @@ void set_opts(int fd) {
 void make_pair(int* server_fd, int* client_fd) {
   int ls = socket(AF_INET, SOCK_STREAM, 0);
   if (ls < 0) die("socket");
+  set_congestion(ls);  // the accepted socket inherits it
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -72,6 +88,8 @@ void make_pair(int* server_fd, int* client_fd) {
   getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
   if (listen(ls, 1) != 0) die("listen");
   int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (c < 0) die("socket");
+  set_congestion(c);
   if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect 127.0.0.1");
   int s = accept(ls, nullptr, nullptr);
   if (s < 0) die("accept");
@@ -338,7 +356,19 @@ int main(int argc, char** argv) {
   fr->add_option("SIZES", frame_list, "comma-separated frame payload sizes, K/M suffixes (default 4096,1M)")
       ->check(size_list)
       ->type_name("LIST");
+  const char* env_cc = std::getenv("RWIN_TCP_CONGESTION");
+  std::string congestion = env_cc ? env_cc : "auto";
+  app.add_option("--congestion", congestion,
+                 "the sockets' congestion control, chosen as rwin's tcp transport chooses RWIN_TCP_CONGESTION: auto, "
+                 "system or a name (default: that variable, else auto)")
+      ->type_name("CC");
   rwin::cli::parse_or_exit(app, argc, argv);
+  try {
+    g_congestion = rwin::transport::tcp::resolve_congestion(congestion.c_str());
+  } catch (const rwin::transport::TransportError& e) {
+    std::fprintf(stderr, "rwin_tcp_ref: %s\n", e.what());
+    return 2;
+  }
   if (*st) {
     stream(write_bytes, seconds);
     return 0;
