@@ -5,6 +5,15 @@
 # peer shares its memory), IPC and UTS (its hostname, so Open MPI sees two nodes), and its own CPU (host
 # a: CPU 0, host b: CPU 1). So UCX and Open MPI keep shared memory inside a host and use tcp across, as
 # on two machines. Ranks split evenly: 2 x 2 for 4 ranks, 2 x 4 for 8.
+#   rwin, transport label "2hosts": its defaults (RWIN_TRANSPORT=auto, which picks "mixed" here: UCX's
+#     direct shared memory to the peers on its host, rwin's own tcp to the others, transport/mixed);
+#   rwin, label "2hostsucx": UCX to every peer (RWIN_TRANSPORT=ucx: shared memory on its host, UCX's tcp
+#     in rwin's am mode across; the default before "auto");
+#   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included;
+#   rwin, label "2hostsautoflat" (not in the default LANES): the defaults with AUTOFLAT_ENV (default
+#     RWIN_COLL_HIER_MAX=0: flat small collectives, no gathering through host leaders);
+#   Open MPI 4.1 with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
+#     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 # Where a host's incoming packets are processed (RX): "sender" (the default, as every run before
 #   2026-12-07 15:00): a veth hands each packet to the receiving host on the CPU that sent it, so host b's
 #   CPU also runs host a's receive path, and segments that a host's two CPUs send on one connection
@@ -16,15 +25,6 @@
 #   UCX, while rwin's own tcp picks its own (RWIN_TCP_CONGESTION, auto: cubic instead of bbr); CC=cubic
 #   (any name) makes it both hosts' default, so every tool runs on it (the name is added to
 #   net.ipv4.tcp_allowed_congestion_control for the run if needed, and the list restored at the end).
-#   rwin, transport label "2hosts": its defaults (RWIN_TRANSPORT=auto, which picks "mixed" here: UCX's
-#     direct shared memory to the peers on its host, rwin's own tcp to the others, transport/mixed);
-#   rwin, label "2hostsucx": UCX to every peer (RWIN_TRANSPORT=ucx: shared memory on its host, UCX's tcp
-#     in rwin's am mode across; the default before "auto");
-#   rwin, label "2hostsowntcp": rwin's own tcp transport to every peer, its own host's included;
-#   rwin, label "2hostsautoflat" (not in the default LANES): the defaults with AUTOFLAT_ENV (default
-#     RWIN_COLL_HIER_MAX=0: flat small collectives, no gathering through host leaders);
-#   Open MPI 4.1 with its defaults for such a job (ob1: vader inside a host, btl tcp across), launched by
-#     mpirun through an rsh agent that enters the hosts; its results stand against both rwin lanes.
 #
 # usage (root): bench/coll_across_hosts.sh [BUILD_DIR=build] [OUT_DIR=bench/results/coll-2hosts-<time>]
 #   env: RX (sender | own, above), CC (above), LANES ("auto ucx owntcp": which rwin lanes; also autoflat), NPS ("4 8"), SIZES (8,64,512,4K,64K,1M,16M), TESTS (allreduce,allgather,reduce_scatter,
