@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
+#include "env_guard.h"
 #include "socket_util.h"
 
 namespace rwin_tcp_test {
@@ -110,6 +111,29 @@ struct Pair {
 
 inline tp::Work work(tp::Op op, void* local, uint64_t addr, size_t bytes, uint64_t operand = 0, uint64_t compare = 0) {
   return {.op = op, .local = local, .remote_addr = addr, .bytes = bytes, .operand = operand, .compare = compare};
+}
+
+// Rank 0 of 2 for a transport that never connect()s: it serves a connection handed to it with
+// adopt_in_connection_for_fuzzing from its poll() (no bootstrap, listener or receiver thread).
+inline tp::TransportConfig unconnected_config() {
+  tp::TransportConfig cfg;
+  cfg.name = "tcp";
+  cfg.rank = 0;
+  cfg.nranks = 2;
+  cfg.ifname = "lo";
+  return cfg;
+}
+
+// What making such a transport throws with `knob`=`value` in the environment ("" if it was made).
+inline std::string start_up_error(const char* knob, const std::string& value) {
+  rwin::test::EnvGuard env;
+  env.set(knob, value.c_str());
+  try {
+    (void)tp::make_transport(unconnected_config());
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
 }
 
 }  // namespace rwin_tcp_test
