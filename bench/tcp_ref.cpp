@@ -60,13 +60,6 @@ void pin(int cpu) {
 
 std::string g_congestion;  // every socket's (--congestion; "": the kernel's)
 
-void set_congestion(int fd) {
-  if (!g_congestion.empty() &&
-      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, g_congestion.data(), static_cast<socklen_t>(g_congestion.size())) != 0) {
-    die("setsockopt TCP_CONGESTION");
-  }
-}
-
 void set_opts(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -79,7 +72,7 @@ void set_opts(int fd) {
 void make_pair(int* server_fd, int* client_fd) {
   int ls = socket(AF_INET, SOCK_STREAM, 0);
   if (ls < 0) die("socket");
-  set_congestion(ls);  // the accepted socket inherits it
+  rwin::transport::tcp::tune_data_socket(ls, g_congestion);  // as rwin's sockets; the accepted one inherits it
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -89,7 +82,7 @@ void make_pair(int* server_fd, int* client_fd) {
   if (listen(ls, 1) != 0) die("listen");
   int c = socket(AF_INET, SOCK_STREAM, 0);
   if (c < 0) die("socket");
-  set_congestion(c);
+  rwin::transport::tcp::tune_data_socket(c, g_congestion);
   if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect 127.0.0.1");
   int s = accept(ls, nullptr, nullptr);
   if (s < 0) die("accept");
