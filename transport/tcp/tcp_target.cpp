@@ -109,8 +109,16 @@ bool TcpTransport::pump(int p, bool requests) {
     // agent's (run-time peers: its owner arms and sleeps after a poll, and the bytes it left queued
     // woke it again through the receiver thread; a 4 KiB put+notify to a passive agent took 29 us).
     // (Nor a duplex connection's: the answer carries the ACK there.)
-    const bool peek = requests && !both && owner_serving_ && !run_time_ && !P.in_streaming && !P.in_answered;
-    const size_t ask = peek ? std::min(room, kPeekBytes) : room;
+    // After a big payload, the next header alone (RxBuffer::header_first; a duplex connection's
+    // reply header is the shorter, a request's rest follows in the next round).
+    size_t head = 0;
+    if (rx.header_first) {
+      const bool req = requests && (!both || (rx.size() > 0 && !next_is_reply(p)));
+      const size_t h = req ? sizeof(tcpw::ReqHeader) : sizeof(tcpw::RepHeader);
+      head = h > rx.size() ? h - rx.size() : 0;
+    }
+    const bool peek = head == 0 && requests && !both && owner_serving_ && !run_time_ && !P.in_streaming && !P.in_answered;
+    const size_t ask = head > 0 ? std::min(room, head) : peek ? std::min(room, kPeekBytes) : room;
     const ssize_t r = ::recv(fd, rx.data.get() + rx.end, ask, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
     if (r == 0) {
       bool bye;
@@ -208,6 +216,7 @@ bool TcpTransport::take_requests(int p) {
       case tcpw::Req::WriteAdd:
         P.in_land = {};
         P.in_land.left = h.len;
+        rx.header_first = h.len >= RxBuffer::kHeaderFirstBytes;
         P.in_land.region = bad.empty() ? h.region : 0;
         P.in_land.addr = h.addr;
         if (t == tcpw::Req::WriteAdd) {  // its payload collects in add_buf (at most kMaxAddFrameBytes)
@@ -319,6 +328,7 @@ bool TcpTransport::land_write(int p) {
     if (rx.size() > 0) {
       const size_t n = std::min(want, rx.size());
       std::memcpy(dst, rx.data.get() + rx.begin, n);
+      rebuffered_.fetch_add(n, std::memory_order_relaxed);
       rx.begin += n;
       if (rx.size() == 0) rx.begin = rx.end = 0;
       L.left -= n;
@@ -515,6 +525,7 @@ bool TcpTransport::take_replies(int p) {
     if (t == tcpw::Rep::ReadData) {
       P.out_land = {};
       P.out_land.left = h.len;
+      rx.header_first = h.len >= RxBuffer::kHeaderFirstBytes;
       P.out_land.local = a.local;
       g.unlock();
       if (!land_read(p)) return false;
@@ -544,6 +555,7 @@ bool TcpTransport::land_read(int p) {
     if (rx.size() > 0) {
       got = std::min(want, rx.size());
       std::memcpy(dst, rx.data.get() + rx.begin, got);
+      if (!text) rebuffered_.fetch_add(got, std::memory_order_relaxed);
       rx.begin += got;
       if (rx.size() == 0) rx.begin = rx.end = 0;
     } else {

@@ -114,8 +114,15 @@ class TcpKey final : public RemoteKey {
 // it cost one system call). Allocated at the first receive: a peer that never sends costs nothing.
 struct RxBuffer {
   static constexpr size_t kBytes = 64 * 1024;
+  // A payload of at least this many bytes is worth a system call of its own: after one, the next
+  // read asks for a header only (header_first), so a following payload of its size is recv()ed
+  // straight into place instead of into this buffer and copied again (in 64 KiB reads nearly all of
+  // every payload took the second copy). Below it the extra recv() costs a blocking 16-32 KiB put
+  // or get more than the copy it saves (bench/RESULTS.md, "Header first").
+  static constexpr size_t kHeaderFirstBytes = 64 * 1024;
   std::unique_ptr<char[]> data;
   size_t begin = 0, end = 0;
+  bool header_first = false;  // the last frame taken carried a payload >= kHeaderFirstBytes
   size_t size() const noexcept { return end - begin; }
   void compact() noexcept;
 };
@@ -360,6 +367,9 @@ class TcpTransport final : public Transport {
   }
   // Reads of requests that peeked (pump): tests check that the peek path ran.
   uint64_t peeks() const noexcept { return peeks_.load(std::memory_order_relaxed); }
+  // Payload bytes of writes and reads copied out of a receive buffer (the rest went straight into
+  // place): tests check that big payloads skip the second copy (RxBuffer::header_first).
+  uint64_t rebuffered_bytes() const noexcept { return rebuffered_.load(std::memory_order_relaxed); }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`. duplex: it is the
@@ -563,6 +573,7 @@ class TcpTransport final : public Transport {
   std::atomic<uint64_t> receiver_wakes_{0};
   std::atomic<uint64_t> receiver_spins_{0};
   std::atomic<uint64_t> peeks_{0};
+  std::atomic<uint64_t> rebuffered_{0};
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
   // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
