@@ -17,6 +17,11 @@ def main(out):
     own = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_own.csv"))}
     ucx = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_ucx.csv"))}
     thread = {(r["test"], int(r["size"])): r for r in rows(os.path.join(out, "rwin_own_thread.csv"))}
+    # put_nbi / get_nbi rows: rwin-perf --nbi's put_bw and get_bw (16 in flight per quiet)
+    nbi = {"own": "rwin_own_nbi.csv", "ucx": "rwin_ucx_nbi.csv"}
+    for name, d in (("own", own), ("ucx", ucx)):
+        for r in rows(os.path.join(out, nbi[name])):
+            d[(r["test"].replace("_bw", "_nbi"), int(r["size"]))] = r
     ref = {}
     with open(os.path.join(out, "tcp_ref.csv")) as f:
         for line in f:
@@ -35,11 +40,12 @@ def main(out):
     def ratio(a, b):
         return None if a is None or b is None or b == 0 else a / b
 
-    print("bandwidth, MiB/s (16 ops + quiet; reference: one TCP stream of the same write size; frames: the runtime's)")
+    print("bandwidth, MiB/s (16 ops + quiet; reference: one TCP stream of the same write size; frames: the runtime's;")
+    print("put_bw, get_bw: blocking puts and gets; put_nbi, get_nbi: put_nbi/get_nbi, 16 in flight, as ucx_perftest)")
     print(f"{'test':8} {'size':>9} | {'own tcp':>8} {'ucx tcp':>8} {'stream':>8} {'frames':>8} | {'own/stream':>10} {'own/frames':>10} {'own/ucx':>8}")
-    for t in ("put_bw", "get_bw"):
+    for t in ("put_bw", "put_nbi", "get_bw", "get_nbi"):
         for s in sizes:
-            if s < 4096:
+            if s < 4096 or (t, s) not in own and (t, s) not in ucx:
                 continue
             o, u = f(own, (t, s), "mibs"), f(ucx, (t, s), "mibs")
             st = ref.get(("tcp_stream", s), {}).get("mibs")

@@ -36,12 +36,20 @@ tests=put_lat,put_bw,get_lat,get_bw
 log "rwin over its own tcp transport"
 RWIN_TRANSPORT=tcp timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s "$SIZES" -t "$tests" \
   -o "$OUT/rwin_own.csv" >"$OUT/rwin_own.txt" 2>&1 || log "rwin-perf over RWIN_TRANSPORT=tcp failed (see $OUT/rwin_own.txt)"
+# Pipelined: put_nbi/get_nbi, 16 in flight per quiet (rwin-perf --nbi), as ucx_perftest's put and get
+# bandwidths keep a window in flight; the default get_bw above waits for each get (a round trip each).
+bw_sizes=$(tr , '\n' <<<"$SIZES" | awk '$1 >= 4096' | paste -sd, -)
+log "rwin over its own tcp transport, put_nbi/get_nbi"
+RWIN_TRANSPORT=tcp timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s "$bw_sizes" -t put_bw,get_bw --nbi \
+  -o "$OUT/rwin_own_nbi.csv" >"$OUT/rwin_own_nbi.txt" 2>&1 || log "rwin-perf --nbi over RWIN_TRANSPORT=tcp failed"
 log "rwin over its own tcp transport, served by the receiver thread alone (RWIN_TCP_OWNER_SERVES=0)"
 RWIN_TRANSPORT=tcp RWIN_TCP_OWNER_SERVES=0 timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" -s 8,4096 \
   -t put_lat,get_lat -o "$OUT/rwin_own_thread.csv" >"$OUT/rwin_own_thread.txt" 2>&1 || log "rwin-perf with RWIN_TCP_OWNER_SERVES=0 failed"
 log "rwin over UCX's tcp"
 RWIN_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" \
   -s "$SIZES" -t "$tests" -o "$OUT/rwin_ucx.csv" >"$OUT/rwin_ucx.txt" 2>&1 || log "rwin-perf over UCX tcp failed (see $OUT/rwin_ucx.txt)"
+RWIN_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwinrun" -n 2 -- "$BIN/rwin-perf" -n "$ITERS" \
+  -s "$bw_sizes" -t put_bw,get_bw --nbi -o "$OUT/rwin_ucx_nbi.csv" >"$OUT/rwin_ucx_nbi.txt" 2>&1 || log "rwin-perf --nbi over UCX tcp failed"
 # The agent (run-time peers): a passive server (its progress thread serves, its main thread sleeps),
 # over rwin's own tcp and over UCX's tcp.
 log "agents: a passive server over rwin's own tcp, then over UCX's tcp"
