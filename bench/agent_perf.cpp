@@ -9,6 +9,12 @@
 // The server answers ping-pongs and then progresses (spinning, unless --progress-thread: then it
 // sleeps and its progress thread serves, as a passive server would). --transport tcp runs over
 // rwin's own sockets; with ucx, UCX_TLS picks tcp or shared memory. bench/RESULTS.md holds measured numbers; nothing here asserts any.
+// --pin (forked): the client on the first CPU it may use, the whole server on the second. Unpinned
+// (default), the client shared a CPU with one of the server's spinning threads in about 1 run in 5
+// here, and the passive 4 KiB get took 60-80 us instead of 9-10; pinned, the server's own threads
+// share one CPU, and its main thread's ping-pong answers slow down instead (bench/RESULTS.md, "The
+// agent's passive get: where the scheduler puts the client").
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +47,24 @@ struct Config {
   bool json = false;
   std::string transport = "ucx";
   bool announce = false;  // the server subcommand prints its agent (address, transport port) on stdout
+  bool pin = false;
 };
+
+// The calling process (and the threads it starts) on the k-th CPU it may run on (k = 0 client, 1 server),
+// as rwin-perf's pin_rank; nothing where it may run on fewer than two.
+void pin_to(size_t k) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[k], &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) std::perror("rwin-agent-perf: sched_setaffinity");
+}
 
 // Signal words: [0] client -> server ping, [1] stop; the client's own [0] is the pong.
 void write_file(const std::string& path, const std::vector<uint8_t>& b) {
@@ -238,6 +261,7 @@ int main(int argc, char** argv) {
   app.add_option("--bw-iters", c.bw_iters, "bandwidth iterations per size (0: 256 MiB worth)")->check(CLI::Range(0, 1000000));
   app.add_flag("--progress-thread", c.progress_thread, "the server serves from its progress thread (sleeps otherwise)");
   app.add_flag("--json", c.json, "one JSON object instead of the table");
+  app.add_flag("--pin", c.pin, "forked: the client on the first CPU it may use, the server on the second (default: where the scheduler puts them)");
   app.add_option("--transport", c.transport, "ucx (UCX_TLS picks tcp or shared memory), tcp (rwin's own) or verbs")
       ->check(CLI::IsMember({"ucx", "tcp", "verbs"}));
   auto* srv = app.add_subcommand("server", "run the server side only");
@@ -258,6 +282,7 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     const pid_t p = fork();
     if (p == 0) {
+      if (c.pin) pin_to(1);
       int rc = 1;
       try {
         rc = server(c);
@@ -267,6 +292,7 @@ int main(int argc, char** argv) {
       std::fflush(nullptr);
       _exit(rc);
     }
+    if (c.pin) pin_to(0);
     int rc = client(c);
     int st = 0;
     waitpid(p, &st, 0);
