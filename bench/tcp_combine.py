@@ -77,7 +77,7 @@ def main(out):
             print(f"{t:8} {s:>9} | owner {fmt(o, '{:.2f}'):>8} | thread {fmt(th, '{:.2f}'):>8} | "
                   f"thread/owner {fmt(ratio(th, o), '{:.2f}')}")
     agents = {}
-    for name in ("own", "ucx"):
+    for name in ("own", "ucx", "own_pinned", "ucx_pinned"):
         path = os.path.join(out, f"agent_{name}.json")
         if os.path.exists(path) and os.path.getsize(path) > 0:
             with open(path) as fh:
@@ -106,10 +106,16 @@ def main(out):
         print(f"4 KiB get p50 (avg, p99) us, the server passive (its main thread asleep): own {fmt(o, '{:.2f}')}"
               f" ({fmt(oa, '{:.1f}')}, {fmt(o9, '{:.1f}')}), ucx {fmt(u, '{:.2f}')} ({fmt(ua, '{:.1f}')}, {fmt(u9, '{:.1f}')}):"
               f" own/pp {fmt(ratio(o, rt), '{:.2f}')}")
+        o, u = (agents.get(n, {}).get("get_4k_passive_p50_us") for n in ("own_pinned", "ucx_pinned"))
+        if o is not None or u is not None:
+            print(f"the same, client and server on CPUs of their own (--pin): own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}:"
+                  f" own/pp {fmt(ratio(o, rt), '{:.2f}')}")
         o, u = (agents.get(n, {}).get("put_notify_4k_one_way_p50_us") for n in ("own", "ucx"))
         print(f"4 KiB put_notify one way p50 us: own {fmt(o, '{:.2f}')}, ucx {fmt(u, '{:.2f}')}, "
               f"ping-pong one way {fmt(pp, '{:.2f}')}: own/pp {fmt(ratio(o, pp), '{:.2f}')}")
         for n, a in agents.items():
+            if n.endswith("_pinned"):
+                continue
             print(f"first-use connect + import ({n}): {a.get('connect_us', 0):.0f} us")
     print()
     print("the runtime's frame transfer alone (MiB/s):",

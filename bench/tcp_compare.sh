@@ -57,6 +57,14 @@ timeout 600 "$BIN/rwin-agent-perf" --transport tcp --progress-thread --max-bytes
   >"$OUT/agent_own.json" 2>"$OUT/agent_own.txt" || log "rwin-agent-perf --transport tcp failed (see $OUT/agent_own.txt)"
 UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 600 "$BIN/rwin-agent-perf" --transport ucx --progress-thread --max-bytes 16M \
   --iters "$ITERS" --json >"$OUT/agent_ucx.json" 2>"$OUT/agent_ucx.txt" || log "rwin-agent-perf over UCX tcp failed"
+# The passive 4 KiB get again with the client and the server on CPUs of their own (--pin): unpinned,
+# the client sometimes shares a CPU with a spinning server thread (bench/RESULTS.md).
+for t in tcp ucx; do
+  n=own; [[ $t == ucx ]] && n=ucx
+  env $([[ $t == ucx ]] && echo UCX_TLS=tcp UCX_NET_DEVICES=lo) timeout 600 "$BIN/rwin-agent-perf" --transport $t \
+    --progress-thread --max-bytes 64K --iters "$ITERS" --pin --json >"$OUT/agent_${n}_pinned.json" 2>>"$OUT/agent_$n.txt" ||
+    log "rwin-agent-perf --transport $t --pin failed"
+done
 log "TCP references: streams, ping-pong, the runtime's frames"
 : >"$OUT/tcp_ref.csv"
 IFS=, read -ra sz <<<"$SIZES"
