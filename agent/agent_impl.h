@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/agent_wire.h"
+#include "agent/call_pace.h"
 #include "agent/metrics.h"
 #include "bootstrap/socket_util.h"
 #include "reg_cache.h"
@@ -179,6 +180,7 @@ struct AgentImpl : std::enable_shared_from_this<AgentImpl> {
   // under mu only (calls and the progress thread).
   std::unique_ptr<detail::Tracer> trace;
   std::atomic<int> callers{0};  // user calls inside or waiting for mu (CallLock): the thread stays out
+  CallPace pace;  // whether a call's end hands serving to the transport (CallLock); under mu
   // Wakes the progress thread from its sleep: on close, and when a call changed what it must watch
   // (a new control connection, queued control bytes) or armed the transport itself.
   bootstrap::detail::Fd wake_fd;
@@ -201,10 +203,12 @@ class CallLock {
       a_.callers.fetch_sub(1, std::memory_order_relaxed);
       throw;
     }
+    a_.pace.begin(AgentClock::now());
   }
   ~CallLock() {
-    // The last caller out: the transport serves peers without us until someone polls again.
-    if (a_.callers.load(std::memory_order_relaxed) == 1 && a_.tr) a_.tr->owner_away();
+    // The last caller out hands serving to the transport (Transport::owner_away: tcp's receiver
+    // thread stops napping), unless its calls come in a loop (CallPace).
+    if (a_.pace.end(AgentClock::now()) && a_.callers.load(std::memory_order_relaxed) == 1 && a_.tr) a_.tr->owner_away();
     a_.mu.unlock();
     // The thread waits for the count to change (no syscall here when nobody waits).
     if (a_.callers.fetch_sub(1, std::memory_order_release) == 1) a_.callers.notify_one();
