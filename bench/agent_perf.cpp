@@ -9,11 +9,9 @@
 // The server answers ping-pongs and then progresses (spinning, unless --progress-thread: then it
 // sleeps and its progress thread serves, as a passive server would). --transport tcp runs over
 // rwin's own sockets; with ucx, UCX_TLS picks tcp or shared memory. bench/RESULTS.md holds measured numbers; nothing here asserts any.
-// --pin (forked): the client on the first CPU it may use, the whole server on the second. Unpinned
-// (default), the client shared a CPU with one of the server's spinning threads in about 1 run in 5
-// here, and the passive 4 KiB get took 60-80 us instead of 9-10; pinned, the server's own threads
-// share one CPU, and its main thread's ping-pong answers slow down instead (bench/RESULTS.md, "The
-// agent's passive get: where the scheduler puts the client").
+// --pin (forked): the client on the first CPU it may use, the whole server on the second (default:
+// where the scheduler puts them), to tell the transport's costs from the scheduler's placement
+// (bench/RESULTS.md, "The agent's passive get: where the scheduler put the client").
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
