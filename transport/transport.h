@@ -288,9 +288,9 @@ class Transport {
   virtual int wait_fd() const noexcept { return -1; }
   virtual bool arm() noexcept { return false; }
   // The owner's thread leaves the transport (an agent call returned, not one of a loop of calls, or
-  // its progress thread sleeps with nothing of its own in flight) and may not poll again for a while: a transport that serves
-  // peers itself while its owner is away (tcp's receiver thread) starts now rather than when the
-  // owner's last poll has aged. Owner thread only; cheap.
+  // its progress thread sleeps with nothing of its own in flight) and may not poll again for a
+  // while: a transport that serves peers itself while its owner is away (tcp's receiver thread)
+  // starts now rather than when the owner's last poll has aged. Owner thread only; cheap.
   virtual void owner_away() noexcept {}
   virtual bool serves_passively() const noexcept { return false; }
 };

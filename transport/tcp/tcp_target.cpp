@@ -328,7 +328,7 @@ bool TcpTransport::land_write(int p) {
     if (rx.size() > 0) {
       const size_t n = std::min(want, rx.size());
       std::memcpy(dst, rx.data.get() + rx.begin, n);
-      rebuffered_.fetch_add(n, std::memory_order_relaxed);
+      rebuffered_ += n;
       rx.begin += n;
       if (rx.size() == 0) rx.begin = rx.end = 0;
       L.left -= n;
@@ -555,7 +555,7 @@ bool TcpTransport::land_read(int p) {
     if (rx.size() > 0) {
       got = std::min(want, rx.size());
       std::memcpy(dst, rx.data.get() + rx.begin, got);
-      if (!text) rebuffered_.fetch_add(got, std::memory_order_relaxed);
+      if (!text) rebuffered_ += got;
       rx.begin += got;
       if (rx.size() == 0) rx.begin = rx.end = 0;
     } else {

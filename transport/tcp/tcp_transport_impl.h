@@ -369,7 +369,10 @@ class TcpTransport final : public Transport {
   uint64_t peeks() const noexcept { return peeks_.load(std::memory_order_relaxed); }
   // Payload bytes of writes and reads copied out of a receive buffer (the rest went straight into
   // place): tests check that big payloads skip the second copy (RxBuffer::header_first).
-  uint64_t rebuffered_bytes() const noexcept { return rebuffered_.load(std::memory_order_relaxed); }
+  uint64_t rebuffered_bytes() {
+    std::lock_guard<std::mutex> g(rx_mu_);
+    return rebuffered_;
+  }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`. duplex: it is the
@@ -573,7 +576,7 @@ class TcpTransport final : public Transport {
   std::atomic<uint64_t> receiver_wakes_{0};
   std::atomic<uint64_t> receiver_spins_{0};
   std::atomic<uint64_t> peeks_{0};
-  std::atomic<uint64_t> rebuffered_{0};
+  uint64_t rebuffered_ = 0;  // under rx_mu_ (whoever serves holds it)
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
   // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
