@@ -12,7 +12,6 @@
 // --pin (forked): the client on the first CPU it may use, the whole server on the second (default:
 // where the scheduler puts them), to tell the transport's costs from the scheduler's placement
 // (bench/RESULTS.md, "The agent's passive get: where the scheduler put the client").
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "pin_cpu.h"
 #include "rwin/agent.h"
 #include "rwin/rwin.h"
 #include "tools/cli.h"
@@ -47,22 +47,6 @@ struct Config {
   bool announce = false;  // the server subcommand prints its agent (address, transport port) on stdout
   bool pin = false;
 };
-
-// The calling process (and the threads it starts) on the k-th CPU it may run on (k = 0 client, 1 server),
-// as rwin-perf's pin_rank; nothing where it may run on fewer than two.
-void pin_to(size_t k) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  if (cpus.size() < 2) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpus[k], &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) std::perror("rwin-agent-perf: sched_setaffinity");
-}
 
 // Signal words: [0] client -> server ping, [1] stop; the client's own [0] is the pong.
 void write_file(const std::string& path, const std::vector<uint8_t>& b) {
@@ -280,7 +264,7 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     const pid_t p = fork();
     if (p == 0) {
-      if (c.pin) pin_to(1);
+      if (c.pin && rwin_bench::allowed_cpus().size() >= 2) rwin_bench::pin_to_allowed(1, "rwin-agent-perf");
       int rc = 1;
       try {
         rc = server(c);
@@ -290,7 +274,7 @@ int main(int argc, char** argv) {
       std::fflush(nullptr);
       _exit(rc);
     }
-    if (c.pin) pin_to(0);
+    if (c.pin && rwin_bench::allowed_cpus().size() >= 2) rwin_bench::pin_to_allowed(0, "rwin-agent-perf");
     int rc = client(c);
     int st = 0;
     waitpid(p, &st, 0);

@@ -67,6 +67,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coll_common.h"
+#include "pin_cpu.h"
 #include "collectives/team_state.h"  // ContextAccess: the transport's device counters (--counters)
 #include "common/knobs.h"
 #include "rwin/collectives.h"
@@ -1169,19 +1170,7 @@ void print_json(std::ostream& os, const rwin::Context& ctx, const std::vector<Re
   os << doc.dump(2) << "\n";
 }
 
-void pin_rank(int rank) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  if (cpus.empty()) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpus[static_cast<size_t>(rank) % cpus.size()], &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) std::perror("rwin-perf: sched_setaffinity");
-}
+void pin_rank(int rank) { rwin_bench::pin_to_allowed(static_cast<size_t>(rank), "rwin-perf"); }
 
 int env_rank() {
   const char* r = rwin::knobs::env("RWIN_RANK");
