@@ -1,12 +1,16 @@
 // Big payloads are received once (transport/tcp/tcp_target.cpp, RxBuffer::header_first): after a
 // write or a read reply of >= kHeaderFirstBytes, the next read asks for a header only, so the
 // payload behind it is recv()ed straight into place instead of into the receive buffer and copied
-// again. The data must land exactly as with any read size, small frames among the big ones included.
+// again. The data must land exactly as with any read size, small frames among the big ones included,
+// on one connection per pair (requests and replies interleaved: the reply header is read first, a
+// request's rest in the next round) and on one per direction (RWIN_TCP_DUPLEX=0).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "env_guard.h"
 #include "tcp_pair.h"
 #include "transport/tcp/tcp_transport_impl.h"
 
@@ -21,14 +25,26 @@ constexpr int kHfWrites = 12;
 
 TcpTransport& hf_tcp(Pair& p, int rank) { return dynamic_cast<TcpTransport&>(*p.r[rank].t); }
 
+// A pair with one connection (duplex, the default for two ranks) or one per direction.
+class TcpHeaderFirst : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!GetParam()) env_.set("RWIN_TCP_DUPLEX", "0");
+    pair_ = std::make_unique<Pair>();
+    ASSERT_EQ(hf_tcp(*pair_, 0).connections_to(1), GetParam() ? 1 : 2);
+  }
+  rwin::test::EnvGuard env_;
+  std::unique_ptr<Pair> pair_;
+};
+
 std::vector<char> hf_pattern(size_t n, int seed) {
   std::vector<char> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 13 + seed * 101 + 1);
   return v;
 }
 
-TEST(TcpHeaderFirst, BackToBackBigWritesLandOnceAndExactlyWithSmallOnesAmongThem) {
-  Pair p;
+TEST_P(TcpHeaderFirst, BackToBackBigWritesLandOnceAndExactlyWithSmallOnesAmongThem) {
+  Pair& p = *pair_;
   static_assert(kHfPayload >= RxBuffer::kHeaderFirstBytes && kHfWrites * kHfPayload + 64 <= Pair::kBytes);
   std::vector<std::vector<char>> src;
   for (int i = 0; i < kHfWrites; ++i) src.push_back(hf_pattern(kHfPayload, i));
@@ -60,8 +76,8 @@ TEST(TcpHeaderFirst, BackToBackBigWritesLandOnceAndExactlyWithSmallOnesAmongThem
       << "rank 1 copied payload bytes out of its receive buffer";
 }
 
-TEST(TcpHeaderFirst, PipelinedBigReadsLandOnceAndExactly) {
-  Pair p;
+TEST_P(TcpHeaderFirst, PipelinedBigReadsLandOnceAndExactly) {
+  Pair& p = *pair_;
   for (int i = 0; i < kHfWrites; ++i) {
     const std::vector<char> v = hf_pattern(kHfPayload, i + 50);
     std::memcpy(p.mem(1) + static_cast<size_t>(i) * kHfPayload, v.data(), kHfPayload);
@@ -77,5 +93,8 @@ TEST(TcpHeaderFirst, PipelinedBigReadsLandOnceAndExactly) {
   for (int i = 0; i < kHfWrites; ++i) EXPECT_EQ(back[static_cast<size_t>(i)], hf_pattern(kHfPayload, i + 50)) << "read " << i;
   EXPECT_LE(hf_tcp(p, 0).rebuffered_bytes(), kHfPayload) << "rank 0 copied reply bytes out of its receive buffer";
 }
+
+INSTANTIATE_TEST_SUITE_P(Connections, TcpHeaderFirst, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "duplex" : "per_direction"; });
 
 }  // namespace
