@@ -122,7 +122,7 @@ struct RxBuffer {
   static constexpr size_t kHeaderFirstBytes = 64 * 1024;
   std::unique_ptr<char[]> data;
   size_t begin = 0, end = 0;
-  bool header_first = false;  // the last frame taken carried a payload >= kHeaderFirstBytes
+  bool header_first = false;  // the last write or read reply taken had a payload >= kHeaderFirstBytes
   size_t size() const noexcept { return end - begin; }
   void compact() noexcept;
 };
