@@ -12,7 +12,7 @@ namespace rwin {
 // answered from such a loop: 7 -> 17-19 us one way with the server on one CPU), while the thread's
 // hand-offs cut a 1 MiB get served between a sleeping server's 1 ms calls (bench/RESULTS.md, "An agent
 // call hands off unless its caller loops"). A looping caller that stops is missed within the
-// transport's owner window (tcp: 200 us).
+// transport's owner window (tcp: 200 us, up to 1 ms after a long loop: transport/tcp/owner_nap.h).
 class CallPace {
  public:
   using Clock = std::chrono::steady_clock;

@@ -673,6 +673,7 @@ void TcpTransport::quiesce(bool graceful) noexcept {
     }
   }
   stop_ = true;
+  owner_away();  // ends a nap now rather than when it would have (owner_nap.h: up to 800 us)
   wake();
   if (receiver_.joinable()) receiver_.join();
   // From here no thread touches a region or a caller's buffer.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "transport/tcp/owner_nap.h"
 #include "transport/tcp/tcp_transport_impl.h"
 
 namespace rwin::transport::tcp {
@@ -23,8 +24,9 @@ void TcpTransport::receiver_main() noexcept {
   // serves its own arrivals with no thread switch; this thread then stays out of its way: it
   // neither serves nor sits in epoll_wait (whose level-triggered wake-ups would only find the work
   // done, and cost two context switches per message on the owner's CPU), but naps until the owner
-  // has been away for kOwnerWindow, taking rx_mu_ once a nap only to park the owner's sockets
-  // (tcp_duplex.cpp). Then it puts them back, sleeps in epoll_wait and serves each arrival.
+  // has been away for kOwnerWindow (longer naps while it polls on: owner_nap.h), taking rx_mu_ once a
+  // nap only to park the owner's sockets (tcp_duplex.cpp). Then it puts them back, sleeps in
+  // epoll_wait and serves each arrival.
   const auto owner_here = [this] {
     if (!owner_serves_) return int64_t{0};
     const int64_t window = owner_window_ns_.load(std::memory_order_relaxed);
@@ -32,11 +34,12 @@ void TcpTransport::receiver_main() noexcept {
     return away < window ? window - away : int64_t{0};
   };
   int64_t spin_until = 0;  // polling (not sleeping) until then: see receiver_spin_ns_
+  OwnerNap nap;              // longer naps while the owner polls on (owner_nap.h)
   while (!stop_.load(std::memory_order_acquire)) {
     napping_.store(true, std::memory_order_seq_cst);  // before the look: owner_away() ends what follows
-    const int64_t left = owner_here();
-    if (left <= 0) napping_.store(false, std::memory_order_relaxed);
-    if (left > 0) {
+    const int64_t nap_ns = nap.next(owner_here(), owner_window_ns_.load(std::memory_order_relaxed));
+    if (nap_ns <= 0) napping_.store(false, std::memory_order_relaxed);
+    if (nap_ns > 0) {
       // The owner serves: its sockets leave the epoll set (a lock every nap: the owner holds the
       // receive side for one round of its poll at a time, and skips a round it finds taken).
       if (park_ && peer_count() <= kDirectPeers) {
@@ -45,7 +48,7 @@ void TcpTransport::receiver_main() noexcept {
       }
       // A nap that arm() ends early (nap_fd_): the owner is about to sleep, so this thread serves.
       pollfd pfd{nap_fd_, POLLIN, 0};
-      const timespec ts{0, static_cast<long>(left)};
+      const timespec ts{nap_ns / 1000000000, static_cast<long>(nap_ns % 1000000000)};
       if (::ppoll(&pfd, 1, &ts, nullptr) > 0) {
         uint64_t x;
         while (::read(nap_fd_, &x, sizeof x) > 0) {

@@ -355,6 +355,8 @@ class TcpTransport final : public Transport {
   // How often the receiver thread woke (a nap ended or epoll_wait returned): tests check that an
   // idle rank's thread does not wake at all.
   uint64_t receiver_wakes() const noexcept { return receiver_wakes_.load(std::memory_order_relaxed); }
+  // Whether the receiver thread naps (or is about to) while its owner serves: tests.
+  bool receiver_napping() const noexcept { return napping_.load(std::memory_order_relaxed); }
   // Rounds the receiver thread polled in its spin window after serving (receiver_spin_ns_): tests
   // check that it spins after serving a passive target and stops when the window ends.
   uint64_t receiver_spins() const noexcept { return receiver_spins_.load(std::memory_order_relaxed); }
