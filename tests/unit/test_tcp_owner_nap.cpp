@@ -52,7 +52,7 @@ TEST(OwnerNap, ANapIsNeverShorterThanTheWindowsRestNorLongerThanLongest) {
 }
 
 // Rank 1's owner polls without a gap: its receiver thread looks at it less often than once a window
-// (it used to wake every 200 us), and when the owner stops, the thread still serves a passive get.
+// (it used to wake every 200 us), and when the owner stops, the thread still serves a fetch-add.
 TEST(OwnerNap, AThreadLooksLessOftenAtAnOwnerThatPollsOnAndStillServesWhenItStops) {
   Pair p;
   auto& t1 = dynamic_cast<rwin::transport::tcp::TcpTransport&>(*p.r[1].t);
