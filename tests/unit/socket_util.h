@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <stdexcept>
+#include <utility>
 
 #include "common/reserved_port.h"
 
@@ -65,6 +67,35 @@ inline int connect_loopback(uint16_t port, int io_timeout_s = 0) {
     return -1;
   }
   return fd;
+}
+
+// A connected loopback TCP pair {the end a transport adopts (nonblocking), the peer's end}.
+// rcvbuf > 0: the adopted end's receive buffer (SO_RCVBUF, set on the listener so the window
+// scale is agreed with it), for tests that queue frames before the transport reads any.
+inline std::pair<int, int> connected_pair(int rcvbuf = 0) {
+  uint16_t port = 0;
+  const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = loopback();
+  socklen_t len = sizeof a;
+  if (l < 0 || (rcvbuf > 0 && ::setsockopt(l, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) ||
+      ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
+      ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (l >= 0) ::close(l);
+    throw std::runtime_error("connected_pair: listen failed");
+  }
+  port = ntohs(a.sin_port);
+  const int c = connect_loopback(port);
+  if (c < 0) {
+    ::close(l);
+    throw std::runtime_error("connected_pair: connect failed");
+  }
+  const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  ::close(l);
+  if (s < 0) {
+    ::close(c);
+    throw std::runtime_error("connected_pair: accept failed");
+  }
+  return {s, c};
 }
 
 // Sends (sending) or receives exactly n bytes; false on EOF, error or the socket's timeout.

@@ -758,32 +758,13 @@ TEST(TcpTransport, PeekedRequestsAreReadOnceWhoeverReadsNext) {
   EXPECT_EQ(p.r[1].t->peer_error(0), "");
 }
 
-// A connected loopback TCP pair: {the end a transport adopts, the peer's end}.
-std::pair<int, int> tcp_pair() {
-  const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (l < 0 || ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
-      ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    throw std::runtime_error("tcp_pair: listen failed");
-  }
-  const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c < 0 || ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("tcp_pair: connect failed");
-  const int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  ::close(l);
-  if (s < 0) throw std::runtime_error("tcp_pair: accept failed");
-  return {s, c};
-}
-
 // The owner peeks a small request that asks for no reply, applies it, and reads its bytes for good
 // at its next look (tcp_target.cpp, pump/unpeek). A peer that resets the connection in between (an
 // abortive close: RST) must neither have the request applied twice nor leave the peer healthy.
 TEST(TcpTransport, APeerResetBetweenAPeekAndItsReadForGoodAppliesNothingTwice) {
   tp::tcp::TcpTransport t(unconnected_config());
   auto window = t.allocate(4096);
-  const auto [mine, theirs] = tcp_pair();
+  const auto [mine, theirs] = test_sock::connected_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
   w::ReqHeader h = req(w::Req::AtomicAdd, 8, reinterpret_cast<uint64_t>(window->addr()));  // region 1: the first
   h.operand = 1;
@@ -824,7 +805,7 @@ TEST(TcpTransport, ARegionFreedWhileAPutAddIsArrivingTakesNothingAndTheConnectio
   auto adder = std::make_shared<CountingAdder>();
   adder->n = calls;
   t.accept_adds(*victim, adder);
-  const auto [mine, theirs] = tcp_pair();
+  const auto [mine, theirs] = test_sock::connected_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
   std::vector<tp::Completion> done;
   const auto drain = [&] {  // polls until the transport has read everything sent so far
@@ -1011,8 +992,8 @@ TEST(TcpStriping, AnAtomicBehindAFenceWaitsUntilTheLanesWriteLandedWhole) {
   tp::tcp::TcpTransport t(unconnected_config());
   auto window = t.allocate(1 << 20);
   const uint64_t base = reinterpret_cast<uint64_t>(window->addr());
-  const auto [mine, theirs] = tcp_pair();
-  const auto [lane_mine, lane_theirs] = tcp_pair();
+  const auto [mine, theirs] = test_sock::connected_pair();
+  const auto [lane_mine, lane_theirs] = test_sock::connected_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
   t.adopt_lane_for_testing(1, 1, lane_mine);
   const std::vector<char> data = pattern(256 * 1024, 4);
@@ -1053,8 +1034,8 @@ TEST(TcpStriping, AnAtomicBehindAFenceWaitsUntilTheLanesWriteLandedWhole) {
 TEST(TcpStriping, ALaneClosedInTheMiddleOfAWriteFailsThePeerNamingTheLane) {
   tp::tcp::TcpTransport t(unconnected_config());
   auto window = t.allocate(1 << 20);
-  const auto [mine, theirs] = tcp_pair();
-  const auto [lane_mine, lane_theirs] = tcp_pair();
+  const auto [mine, theirs] = test_sock::connected_pair();
+  const auto [lane_mine, lane_theirs] = test_sock::connected_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
   t.adopt_lane_for_testing(1, 2, lane_mine);
   const std::vector<char> data = pattern(8192, 6);
@@ -1093,7 +1074,7 @@ TEST(TcpStriping, ALaneWriteOutsideTheTargetsRegionIsRefusedAndNamed) {
 TEST(TcpStriping, AFenceNamingALaneThatIsNotConnectedFailsThePeer) {
   tp::tcp::TcpTransport t(unconnected_config());
   auto window = t.allocate(4096);
-  const auto [mine, theirs] = tcp_pair();
+  const auto [mine, theirs] = test_sock::connected_pair();
   t.adopt_in_connection_for_fuzzing(1, mine);
   w::ReqHeader f{};
   f.type = static_cast<uint8_t>(w::Req::Fence);

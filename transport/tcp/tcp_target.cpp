@@ -83,6 +83,7 @@ bool TcpTransport::pump(int p, bool requests) {
   const auto left = [&] { return requests ? P.in_land.left + (both ? P.out_land.left : 0) : P.out_land.left; };
   const auto land = [&] { return requests && P.in_land.left > 0 ? land_write(p) : land_read(p); };
   const auto take = [&] { return requests ? take_in(p) : take_replies(p); };
+  rx_dry_ = false;
   for (int round = 0; round < 64 && !P.failed; ++round) {
     if (requests && P.fenced) return true;  // the lanes' writes first (on_lane lifts the fence)
     if (left() > 0) {
@@ -109,16 +110,23 @@ bool TcpTransport::pump(int p, bool requests) {
     // agent's (run-time peers: its owner arms and sleeps after a poll, and the bytes it left queued
     // woke it again through the receiver thread; a 4 KiB put+notify to a passive agent took 29 us).
     // (Nor a duplex connection's: the answer carries the ACK there.)
-    // After a big payload, the next header alone (RxBuffer::header_first; a duplex connection's
-    // reply header is the shorter, a request's rest follows in the next round).
+    // After a big payload, the next header alone (RxBuffer::header_first; on a duplex connection
+    // with nothing buffered, one of the kind of that payload's frame, RxBuffer::header_bytes).
+    // Usually the payload's last read took it already (read_with_tail), and a short one told that
+    // the socket was empty then (rx_dry_).
+    if (rx_dry_) {
+      rx_dry_ = false;
+      return true;
+    }
     size_t head = 0;
     if (rx.header_first) {
-      const bool req = requests && (!both || (rx.size() > 0 && !next_is_reply(p)));
+      const bool req = requests && (!both || (rx.size() == 0 ? !rx.after_reply : !next_is_reply(p)));
       const size_t h = req ? sizeof(tcpw::ReqHeader) : sizeof(tcpw::RepHeader);
       head = h > rx.size() ? h - rx.size() : 0;
     }
     const bool peek = head == 0 && requests && !both && owner_serving_ && !run_time_ && !P.in_streaming && !P.in_answered;
     const size_t ask = head > 0 ? std::min(room, head) : peek ? std::min(room, kPeekBytes) : room;
+    ++recv_calls_;
     const ssize_t r = ::recv(fd, rx.data.get() + rx.end, ask, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
     if (r == 0) {
       bool bye;
@@ -154,6 +162,7 @@ bool TcpTransport::unpeek(int p) {
   Peer& P = *peers_[static_cast<size_t>(p)];
   size_t& left = P.in_peeked;
   while (left > 0) {
+    ++recv_calls_;
     const ssize_t r = ::recv(P.in_fd, discard_.get(), std::min(left, kDiscardBytes), MSG_DONTWAIT);
     if (r > 0) {
       left -= static_cast<size_t>(r);
@@ -217,6 +226,7 @@ bool TcpTransport::take_requests(int p) {
         P.in_land = {};
         P.in_land.left = h.len;
         rx.header_first = h.len >= RxBuffer::kHeaderFirstBytes;
+        rx.after_reply = false;
         P.in_land.region = bad.empty() ? h.region : 0;
         P.in_land.addr = h.addr;
         if (t == tcpw::Req::WriteAdd) {  // its payload collects in add_buf (at most kMaxAddFrameBytes)
@@ -276,13 +286,35 @@ std::string TcpTransport::check_target(const tcpw::ReqHeader& h) {
   return {};
 }
 
-int TcpTransport::recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane) {
+ssize_t TcpTransport::read_with_tail(int fd, char* dst, size_t want, RxBuffer& rx) {
+  rx.begin = rx.end = 0;  // empty: the header goes to its start
+  const size_t tail = rx.header_bytes();
+  iovec iov[2] = {{dst, want}, {rx.data.get(), tail}};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  ++recv_calls_;
+  const ssize_t r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+  if (r > 0 && static_cast<size_t>(r) > want) rx.end = static_cast<size_t>(r) - want;
+  if (r > 0 && static_cast<size_t>(r) < want + tail) rx_dry_ = true;
+  return r;
+}
+
+int TcpTransport::recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane, RxBuffer* next) {
+  if (lane == 0 && rx_dry_) return 0;  // this pump's last read emptied the socket
   for (;;) {
-    const ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
+    ssize_t r;
+    if (next != nullptr) {
+      r = read_with_tail(fd, dst, want, *next);
+    } else {
+      ++recv_calls_;
+      r = ::recv(fd, dst, want, MSG_DONTWAIT);
+    }
     if (r > 0) {
       count_arrival();
-      L.left -= static_cast<uint64_t>(r);
-      L.addr += static_cast<uint64_t>(r);
+      const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(r), want);
+      L.left -= n;
+      L.addr += n;
       return 1;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -335,7 +367,9 @@ bool TcpTransport::land_write(int p) {
       L.addr += n;
       continue;
     }
-    const int got = recv_payload(p, P.in_fd, L, dst, want, 0);
+    // The payload's last read takes the next header too, where this buffer would have read it alone.
+    const bool tail = want == L.left && rx.header_first && rx.data;
+    const int got = recv_payload(p, P.in_fd, L, dst, want, 0, tail ? &rx : nullptr);
     if (got <= 0) return got == 0;
   }
   if (L.add) apply_add(p);
@@ -526,6 +560,7 @@ bool TcpTransport::take_replies(int p) {
       P.out_land = {};
       P.out_land.left = h.len;
       rx.header_first = h.len >= RxBuffer::kHeaderFirstBytes;
+      rx.after_reply = true;
       P.out_land.local = a.local;
       g.unlock();
       if (!land_read(p)) return false;
@@ -559,7 +594,16 @@ bool TcpTransport::land_read(int p) {
       rx.begin += got;
       if (rx.size() == 0) rx.begin = rx.end = 0;
     } else {
-      const ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
+      // The reply's last read takes the next header too (read_with_tail), as land_write does.
+      if (rx_dry_) return true;  // this pump's last read emptied the socket
+      const bool tail = !text && want == L.left && rx.header_first && rx.data;
+      ssize_t r;
+      if (tail) {
+        r = read_with_tail(fd, dst, want, rx);
+      } else {
+        ++recv_calls_;
+        r = ::recv(fd, dst, want, MSG_DONTWAIT);
+      }
       if (r <= 0) {
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
@@ -568,7 +612,7 @@ bool TcpTransport::land_read(int p) {
                        : "receiving a reply: " + errno_text(errno));
         return false;
       }
-      got = static_cast<size_t>(r);
+      got = std::min(static_cast<size_t>(r), want);
       count_arrival();
     }
     L.left -= got;

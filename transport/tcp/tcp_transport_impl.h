@@ -123,6 +123,10 @@ struct RxBuffer {
   std::unique_ptr<char[]> data;
   size_t begin = 0, end = 0;
   bool header_first = false;  // the last write or read reply taken had a payload >= kHeaderFirstBytes
+  // That payload was a read reply's: a duplex connection's next header is guessed to be a reply's too
+  // (header_bytes), as in a run of gets; after a write's, a request's.
+  bool after_reply = false;
+  size_t header_bytes() const noexcept { return after_reply ? sizeof(tcpw::RepHeader) : sizeof(tcpw::ReqHeader); }
   size_t size() const noexcept { return end - begin; }
   void compact() noexcept;
 };
@@ -375,6 +379,12 @@ class TcpTransport final : public Transport {
     std::lock_guard<std::mutex> g(rx_mu_);
     return rebuffered_;
   }
+  // recv() and recvmsg() calls on its data connections, EAGAIN ones included: tests check that a big
+  // payload's last read takes the next header with it (read_with_tail).
+  uint64_t receive_calls() {
+    std::lock_guard<std::mutex> g(rx_mu_);
+    return recv_calls_;
+  }
   // For the frame fuzzer (tests/fuzz/tcp_frames_fuzz.cpp): serves `in_fd` as the authenticated
   // in-connection of `peer` in a transport that never connect()ed: no bootstrap, listener or
   // receiver thread, so poll() serves it. The transport owns and closes `in_fd`. duplex: it is the
@@ -465,8 +475,19 @@ class TcpTransport final : public Transport {
   bool land_lane(int p, int lane);  // false: the peer failed
   // recv()s up to `want` bytes of a write's payload (landing L) from `fd`, p's first connection
   // (lane 0) or one of its lanes, into `dst`. 1: some arrived (L advanced), 0: the socket is dry,
-  // -1: p failed (a close inside the payload, or an error; named with the lane).
-  int recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane);
+  // -1: p failed (a close inside the payload, or an error; named with the lane). With `next` (an
+  // empty receive buffer; `want` is all the payload left) the same recv also takes up to
+  // the header that follows into it (read_with_tail).
+  int recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane, RxBuffer* next = nullptr);
+  // One recvmsg() for the last `want` bytes of a big payload into `dst` and, into empty buffer `rx`,
+  // the header that follows (rx.header_bytes(); RxBuffer::header_first: without it, a header read
+  // and a payload read per frame, three on a duplex connection). Returns what recv() returns; the bytes past `want` are
+  // added to rx (rx.end), and a short read sets rx_dry_ (the socket is empty now).
+  ssize_t read_with_tail(int fd, char* dst, size_t want, RxBuffer& rx);
+  // How many bytes of the next frame a big payload's last read also takes (read_with_tail): a header
+  // of the kind of that payload's frame (RxBuffer::header_bytes). On a duplex connection a guess:
+  // when the other kind comes, a reply's first 16 payload bytes are copied out of the buffer, or a
+  // request's last 16 header bytes take a read of their own.
   // Where the next bytes of Write landing L go, and how many (`want`): the window, with `g` (on the
   // region table's mutex) locked so the region outlives the recv, or the discard buffer for a refused
   // write or one whose region was freed meanwhile (L.region becomes 0).
@@ -579,6 +600,10 @@ class TcpTransport final : public Transport {
   std::atomic<uint64_t> receiver_spins_{0};
   std::atomic<uint64_t> peeks_{0};
   uint64_t rebuffered_ = 0;  // under rx_mu_ (whoever serves holds it)
+  uint64_t recv_calls_ = 0;  // recv()/recvmsg() calls on data connections, under rx_mu_ (receive_calls())
+  // Set when a payload's last read (read_with_tail) came back short: the socket is empty, and pump()
+  // takes what is buffered without a recv() that would only learn EAGAIN. Under rx_mu_.
+  bool rx_dry_ = false;
   std::atomic<bool> close_listener_{false};
   std::vector<Pending> pending_;  // under rx_mu_
   // Where a discarded payload goes (a refused write, a write into a region freed meanwhile); under rx_mu_.
