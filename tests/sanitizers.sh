@@ -82,7 +82,7 @@ run_tsan() {
   # thread of rank 0 next to the main thread.
   UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure --no-tests=error --timeout 900 -j"$jobs" \
-    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv|TcpWire|TcpTransport|TcpRunTimePeers|Connections/TcpHeaderFirst|OwnerNap)|^script\.rwinrun_' || return 1
+    -R '^(TcpStore|Bootstrap|CallerStoreBootstrap|StoreWire|HostPort|LaunchEnv|TcpWire|TcpTransport|TcpRunTimePeers|Connections/Tcp(HeaderFirst|AdoptedFrames)|OwnerNap)|^script\.rwinrun_' || return 1
   # CI tier: not the shmcma lane (UCX shared memory plus cma: the agent's threads do what they do on shm).
   local shmcma=(); [[ $tier == ci ]] && shmcma=(-E '/shmcma( |$)')
   # The agent (rwin/agent.h): its progress thread beside the callers' threads (ConcurrentCallers*,
