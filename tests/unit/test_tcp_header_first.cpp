@@ -204,7 +204,7 @@ TEST_P(TcpAdoptedFrames, ABigPayloadsLastReadTakesTheHeaderAfterIt) {
   ASSERT_TRUE(poll_until(3)) << "the adds did not land within 20 s";
   expect_all_landed();
   // One read takes the first header and most of the first payload (on one connection per direction
-  // a peek of 8 KiB first, then the rest of the peeked bytes for good), one the rest and the second
+  // a peek of 8 KiB first, then those bytes read again for good), one the rest and the second
   // header, one the second payload and the add's header; then the small write's header, its
   // payload, and the last add (a short read: nothing more is asked of the empty socket).
   EXPECT_LE(t_->receive_calls(), GetParam() ? 6u : 7u);

@@ -45,6 +45,7 @@ void TcpTransport::on_lane(int p, int lane) {
       continue;
     }
     char* h = reinterpret_cast<char*>(&L.hdr);
+    ++recv_calls_;
     const ssize_t r = ::recv(L.fd, h + L.got, sizeof L.hdr - L.got, MSG_DONTWAIT);
     if (r == 0) {
       if (L.got > 0) {

@@ -476,18 +476,17 @@ class TcpTransport final : public Transport {
   // recv()s up to `want` bytes of a write's payload (landing L) from `fd`, p's first connection
   // (lane 0) or one of its lanes, into `dst`. 1: some arrived (L advanced), 0: the socket is dry,
   // -1: p failed (a close inside the payload, or an error; named with the lane). With `next` (an
-  // empty receive buffer; `want` is all the payload left) the same recv also takes up to
-  // the header that follows into it (read_with_tail).
+  // empty receive buffer; `want` is all the payload left) the same call also reads the header that
+  // follows into it (read_with_tail).
   int recv_payload(int p, int fd, Peer::Landing& L, char* dst, size_t want, int lane, RxBuffer* next = nullptr);
-  // One recvmsg() for the last `want` bytes of a big payload into `dst` and, into empty buffer `rx`,
-  // the header that follows (rx.header_bytes(); RxBuffer::header_first: without it, a header read
-  // and a payload read per frame, three on a duplex connection). Returns what recv() returns; the bytes past `want` are
-  // added to rx (rx.end), and a short read sets rx_dry_ (the socket is empty now).
+  // One recvmsg() for the last `want` bytes of a big payload into `dst` and, into the empty buffer
+  // `rx`, the header that follows (RxBuffer::header_first: without it, a header read and a payload
+  // read per frame, three on a duplex connection). It asks for a header of the kind of that payload's
+  // frame (RxBuffer::header_bytes); on a duplex connection a guess: when the other kind comes, a
+  // reply's first 16 payload bytes are copied out of the buffer, or a request's last 16 header bytes
+  // take a read of their own. Returns what recvmsg() returns; the bytes past `want` are added to rx
+  // (rx.end), and a short read sets rx_dry_ (the socket is empty now).
   ssize_t read_with_tail(int fd, char* dst, size_t want, RxBuffer& rx);
-  // How many bytes of the next frame a big payload's last read also takes (read_with_tail): a header
-  // of the kind of that payload's frame (RxBuffer::header_bytes). On a duplex connection a guess:
-  // when the other kind comes, a reply's first 16 payload bytes are copied out of the buffer, or a
-  // request's last 16 header bytes take a read of their own.
   // Where the next bytes of Write landing L go, and how many (`want`): the window, with `g` (on the
   // region table's mutex) locked so the region outlives the recv, or the discard buffer for a refused
   // write or one whose region was freed meanwhile (L.region becomes 0).
