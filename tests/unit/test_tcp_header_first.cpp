@@ -11,8 +11,8 @@
 
 #include <chrono>
 #include <cstring>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "env_guard.h"
