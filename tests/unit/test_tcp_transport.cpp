@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -783,6 +784,47 @@ TEST(TcpTransport, APeerResetBetweenAPeekAndItsReadForGoodAppliesNothingTwice) {
   EXPECT_TRUE(e.find("reset") != std::string::npos || e.find("closed") != std::string::npos) << e;
   EXPECT_EQ(*word, 1u) << "the peeked add was applied once";
   EXPECT_TRUE(done.empty());
+  t.quiesce(false);
+}
+
+// A peer's connection that has carried nothing yet (an agent's peer dials back and may never send)
+// is left to the owner's epoll rounds (every kEpollEvery = 16th poll, tcp_receiver.cpp serve_direct):
+// counted among the sockets the owner recv()s directly, it made a client with two such peers poll
+// through epoll_wait every round. Once it has carried bytes, every poll reads it.
+TEST(TcpTransport, AConnectionThatHasCarriedNothingIsLeftToEpollRoundsUntilItDoes) {
+  tp::tcp::TcpTransport t(unconnected_config());
+  auto window = t.allocate(4096);
+  const auto [mine, theirs] = test_sock::connected_pair();
+  t.adopt_in_connection_for_fuzzing(1, mine);
+  const auto* word = static_cast<const uint64_t*>(window->addr());
+  const auto queued_at_mine = [fd = mine] {  // bounded: 20 s for loopback to queue what was sent
+    int n = 0;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while ((::ioctl(fd, FIONREAD, &n) != 0 || n == 0) && std::chrono::steady_clock::now() < until) {
+    }
+    return n > 0;
+  };
+  std::vector<tp::Completion> done;
+  for (int i = 0; i < 64; ++i) t.poll(done);
+  EXPECT_EQ(t.receive_calls(), 0u) << "64 polls read a connection that never carried anything";
+  w::ReqHeader h = req(w::Req::AtomicAdd, 8, reinterpret_cast<uint64_t>(window->addr()));
+  h.operand = 1;
+  ASSERT_EQ(::send(theirs, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  ASSERT_TRUE(queued_at_mine());
+  int polls = 0;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0 && polls < 1000) {
+    t.poll(done);
+    ++polls;
+  }
+  EXPECT_EQ(*word, 1u);
+  EXPECT_LE(polls, 16) << "the first add waited longer than an epoll round";
+  h.operand = 2;
+  ASSERT_EQ(::send(theirs, &h, sizeof h, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof h));
+  ASSERT_TRUE(queued_at_mine());
+  t.poll(done);
+  EXPECT_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 3u) << "a connection that has carried bytes is read at every poll";
+  EXPECT_EQ(t.peer_error(1), "");
+  ::close(theirs);
   t.quiesce(false);
 }
 

@@ -35,7 +35,7 @@ bool TcpTransport::take_in(int p) {
 }
 
 void TcpTransport::park_sockets() {
-  // Only where the owner's polls recv() every socket directly (serve_owner): with more, every poll
+  // Only where the owner's polls recv() every socket directly (serve_direct): with more, every poll
   // goes through serve(), and a recv() per parked socket per poll cost what epoll's callbacks saved
   // (4 ranks' collectives on 2 cores: within +-6 % either way, no gain).
   if (!owner_serves_ || peer_count() > kDirectPeers) return;

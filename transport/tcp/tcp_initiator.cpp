@@ -269,7 +269,7 @@ void TcpTransport::poll(std::vector<Completion>& out) {
   const bool have = !done_.empty() || cq_count_.load(std::memory_order_acquire) > 0;
   if (owner_serves_ && !(have && served_last_) && rx_mu_.try_lock()) {
     owner_serving_ = true;  // pump() may peek (tcp_target.cpp)
-    serve_owner();
+    (void)serve_direct(owner_rounds_);
     owner_serving_ = false;
     rx_mu_.unlock();
     served_last_ = true;

@@ -1,7 +1,7 @@
 // Who serves a rank's arrivals, and when: its receiver thread (receiver_main: asleep in epoll_wait
 // with no timeout unless a handshake is pending, so an idle rank costs no CPU; after serving a passive
 // target it polls for receiver_spin_ns_ first, so a closely following request costs no wake-up), or
-// its owner while that waits inside rwin (serve_owner: the owner's polls recv() its few sockets
+// its owner while that waits inside rwin (serve_direct: the owner's polls recv() its few sockets
 // directly; idle_wait: its sleeps end at an arrival). serve() handles what the epoll set reports.
 // What serving does with a socket's bytes: tcp_target.cpp.
 #include <poll.h>
@@ -34,6 +34,7 @@ void TcpTransport::receiver_main() noexcept {
     return away < window ? window - away : int64_t{0};
   };
   int64_t spin_until = 0;  // polling (not sleeping) until then: see receiver_spin_ns_
+  uint32_t spin_rounds = 0;  // serve_direct's count of them (its epoll rounds)
   OwnerNap nap;              // longer naps while the owner polls on (owner_nap.h)
   while (!stop_.load(std::memory_order_acquire)) {
     napping_.store(true, std::memory_order_seq_cst);  // before the look: owner_away() ends what follows
@@ -59,12 +60,14 @@ void TcpTransport::receiver_main() noexcept {
       continue;
     }
     if (spin_until > 0 && now_ns() < spin_until && !oversubscribed()) {
-      // Served a moment ago: poll, so the next request costs no wake-up. A pending handshake ends
-      // the spin (its deadline is kept by epoll_wait's timeout below).
+      // Served a moment ago: poll, so the next request costs no wake-up; its sockets directly, as
+      // the owner does (serve_direct: an arrival costs one recv() instead of epoll_wait and a recv();
+      // the passive agent's 4 KiB get: bench/RESULTS.md). A pending handshake ends the spin (its
+      // deadline is kept by epoll_wait's timeout below).
       int served = -1;
       {
         std::lock_guard<std::mutex> g(rx_mu_);
-        if (pending_.empty()) served = serve();
+        if (pending_.empty()) served = serve_direct(spin_rounds) ? 1 : 0;
       }
       receiver_spins_.fetch_add(1, std::memory_order_relaxed);
       if (served > 0) {
@@ -136,31 +139,25 @@ bool TcpTransport::idle_wait(std::chrono::microseconds max) noexcept {
 // watch, a recv on each finds it with one, which is what a busy-polling TCP ping-pong pays. What
 // only the epoll set reports (the listener, handshakes, wake-ups, replies waiting for room, a close
 // on a socket nobody reads now, frames on this rank's connection to itself, which the core does not
-// use: rma_mode "direct") waits at most kEpollEvery rounds; a pending handshake or more sockets take
-// serve() every round. The replies the owner awaits are read first, and a round ends at the first
-// socket that held something, so an arrival is not followed by a miss before the caller sees it.
-void TcpTransport::serve_owner() noexcept {
+// use: rma_mode "direct"; a peer's connection that has carried nothing yet, Peer::in_heard) waits
+// at most kEpollEvery rounds; a pending handshake or more sockets take serve() every round (three
+// recv()s a round cost more than they save: 4 ranks on 2 cores ran collectives 1.14x slower). The
+// replies the owner awaits are read first, and a round ends at the first socket that held
+// something, so an arrival is not followed by a miss before the caller sees it.
+bool TcpTransport::serve_direct(uint32_t& rounds) noexcept {
   const int n = peer_count();
-  if ((++owner_rounds_ % kEpollEvery) == 0 || !pending_.empty() || n > kDirectPeers) {
-    (void)serve();
-    return;
-  }
+  if ((++rounds % kEpollEvery) == 0 || !pending_.empty() || n > kDirectPeers) return serve() > 0;
   int replies[kDirectSockets], requests[kDirectSockets];  // peers whose out/in socket to read
   int nr = 0, nq = 0;
   for (int p = 0; p < n; ++p) {
     const Peer& P = *peers_[static_cast<size_t>(p)];
     if (P.failed.load(std::memory_order_relaxed) || (!run_time_ && p == rank_)) continue;
-    if (P.has_lanes_in) {  // striping: only the epoll set sees the lanes
-      (void)serve();
-      return;
-    }
-    const bool in = P.in_fd >= 0;
+    if (P.has_lanes_in) return serve() > 0;  // striping: only the epoll set sees the lanes
     // A duplex connection brings the replies with the requests (on_in reads both).
-    const bool out = !duplex(p) && P.out_fd >= 0 && (P.awaiting_n.load(std::memory_order_relaxed) > 0 || P.out_land.left > 0);
-    if (P.want_out || nr + nq + in + out > kDirectSockets) {
-      (void)serve();
-      return;
-    }
+    const bool awaits = P.awaiting_n.load(std::memory_order_relaxed) > 0;
+    const bool in = P.in_fd >= 0 && (P.in_heard || (duplex(p) && awaits));
+    const bool out = !duplex(p) && P.out_fd >= 0 && (awaits || P.out_land.left > 0);
+    if (P.want_out || nr + nq + in + out > kDirectSockets) return serve() > 0;
     if (out) replies[nr++] = p;
     if (in) requests[nq++] = p;
   }
@@ -175,6 +172,7 @@ void TcpTransport::serve_owner() noexcept {
   for (int i = 0; i < nq; ++i) {
     if (more(requests[i])) on_in(requests[i]);
   }
+  return received_.load(std::memory_order_relaxed) != before;
 }
 
 int TcpTransport::serve() noexcept {

@@ -144,6 +144,7 @@ bool TcpTransport::pump(int p, bool requests) {
       return false;
     }
     rx.end += static_cast<size_t>(r);
+    if (requests) P.in_heard = true;
     if (peek) {
       P.in_peeked = static_cast<size_t>(r);
       peeks_.fetch_add(1, std::memory_order_relaxed);

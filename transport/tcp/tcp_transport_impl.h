@@ -251,6 +251,10 @@ struct Peer {
   size_t in_peeked = 0;
   bool in_streaming = false;  // in_fd's last read filled what it asked for (more is likely waiting)
   bool in_answered = false;   // the requests it read last asked for replies (they carry the ACK)
+  // in_fd has carried bytes: the owner's polls recv() it directly (serve_direct); until then only
+  // its epoll rounds look at it, so connections that stay idle (an agent peer's connection back)
+  // do not push the owner off its direct polls.
+  bool in_heard = false;
   std::deque<ReplyItem> replies;
   bool want_out = false;     // EPOLLOUT armed on in_fd
   bool parked = false;       // in_fd is out of the epoll set while the owner serves it (park_sockets)
@@ -425,11 +429,13 @@ class TcpTransport final : public Transport {
  private:
   void receiver_main() noexcept;
   int serve() noexcept;        // handles what is ready now (how many events); rx_mu_ held
-  void serve_owner() noexcept; // the owner's poll(): recv()s its few sockets directly, else serve()
+  // The owner's poll() and the receiver thread's spin: recv()s the few sockets that can hold
+  // something directly, else (and every kEpollEvery-th of `rounds`) serve(); true: it served something.
+  bool serve_direct(uint32_t& rounds) noexcept;
   // Parking (RWIN_TCP_PARK): a socket in an epoll set makes every arrival run epoll's callback in
   // the sender's softirq, waited on or not (~0.12-0.17 us a message on loopback, bench/RESULTS.md
   // "Where the rest of the 8 B gap goes"). While the owner serves its duplex sockets itself (it
-  // recv()s them directly, serve_owner) the receiver thread takes them out of the set as it naps, and
+  // recv()s them directly, serve_direct) the receiver thread takes them out of the set as it naps, and
   // puts them back before it serves again; serve() reads parked sockets directly, idle_wait sleeps
   // on them beside the set, and a socket that needs EPOLLOUT or a fence goes back at once. rx_mu_ held.
   void park_sockets();
@@ -572,13 +578,13 @@ class TcpTransport final : public Transport {
   bool park_ = true;            // RWIN_TCP_PARK
   std::string congestion_;      // every data connection's (RWIN_TCP_CONGESTION; "": the kernel's)
   int parked_ = 0;              // under rx_mu_: peers whose in_fd is parked
-  // serve_owner(): with at most kDirectSockets sockets that can hold something for the owner (each
+  // serve_direct(): with at most kDirectSockets sockets that can hold something for the owner (each
   // peer's requests, the replies it awaits) among at most kDirectPeers peers, it recv()s them instead
   // of asking epoll first; every kEpollEvery-th round serve() looks at the whole set.
   static constexpr int kDirectSockets = 2;
   static constexpr int kDirectPeers = 8;
   static constexpr uint32_t kEpollEvery = 16;
-  uint32_t owner_rounds_ = 0;   // caller thread
+  uint32_t owner_rounds_ = 0;   // caller thread: serve_direct's rounds
   bool served_last_ = false;    // caller thread: the last poll() served
   std::atomic<uint64_t> received_{0};  // recv() calls that returned bytes (arrivals())
   // Counts one; rx_mu_ held, so there is one writer at a time and no read-modify-write is needed.
