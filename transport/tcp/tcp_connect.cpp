@@ -406,7 +406,9 @@ void TcpTransport::dial(int p, const tcpw::Endpoint& e, const uint8_t* key_bytes
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, P.in_fd, &iev) != 0) throw TransportError(what + ": epoll: " + errno_text(errno));
     return;
   }
-  // p's from here: quiesce() closes it. Set before the epoll registration that lets the receive side look.
+  // p's from here: quiesce() closes it. Set before the epoll registration that lets the receive side
+  // look, and under rx_mu_: the receiver thread's spin reads the peers' sockets (serve_direct).
+  std::lock_guard<std::mutex> g(rx_mu_);
   peers_[static_cast<size_t>(p)]->out_fd = fd;
   fd = -1;
   epoll_event oev{};
