@@ -321,12 +321,15 @@ TEST_P(Atomics, NbiBadInputsAreRefusedBeforeAnythingIsPosted) {
 // A quiet that gives up (its deadline) leaves every nbi atomic it did not complete detached: when
 // their replies arrive later, no fetch location is written. Deterministic where the atomic needs the
 // target's progress (tcp: am mode, UCX's emulated atomics): rank 1 blocks outside rwin until rank 0's
-// quiet has timed out, then progresses. Elsewhere (shared memory, verbs) the op completes without the
-// target, so the suite is instantiated over the tcp transports only (below).
+// quiet has timed out, then progresses; rank 0 posts its atomics only once rank 1 says it is out of
+// rwin (the barrier alone let rank 1's last progress in it serve the first of them under ASan: fetch 0
+// came back before the quiet, CI 2026-12-07 23:32). Elsewhere (shared memory, verbs) the op
+// completes without the target, so the suite is instantiated over the tcp transports only (below).
 using AtomicsNeedingTargetProgress = rwin_test::TransportSuite;
 TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLocations) {
-  int go[2];
+  int go[2], out[2];  // rank 0 -> 1: its quiet timed out; rank 1 -> 0: it is out of rwin
   ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(out), 0);
   constexpr int kOps = 40;
   Options o;
   o.op_timeout = std::chrono::milliseconds(1500);
@@ -335,6 +338,7 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
     Window c32 = ctx.alloc_window("c32", DType::I32, {1, 2});
     ctx.barrier();
     if (ctx.rank() == 1) {
+      MP_CHECK(::write(out[1], "o", 1) == 1, "write");  // no rwin call from here until go
       pollfd p{go[0], POLLIN, 0};
       MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 0 never said its quiet timed out");  // bounded
       char b;
@@ -345,6 +349,10 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
       ctx.barrier();
       return;
     }
+    pollfd p{out[0], POLLIN, 0};
+    MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 1 never said it left rwin");  // bounded
+    char b;
+    MP_CHECK(::read(out[0], &b, 1) == 1, "read");
     std::vector<int64_t> got(2 * kOps, -7);
     for (int i = 0; i < kOps; ++i) {
       ctx.fetch_add_nbi(&got[static_cast<size_t>(i)], c64.all(), 1, 1);
@@ -364,8 +372,7 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
     ctx.barrier();
     ctx.barrier();
   }, o);
-  ::close(go[0]);
-  ::close(go[1]);
+  for (int fd : {go[0], go[1], out[0], out[1]}) ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Atomics, ::testing::ValuesIn(rwin_test::transports()),
