@@ -21,6 +21,8 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/log.h"
@@ -82,14 +84,47 @@ void on_unmapped(ucm_event_type_t type, ucm_event_t* ev, void*) {
 bool g_hooks = false;
 std::once_flag g_install_once;
 
+void ignore_event(ucm_event_type_t, ucm_event_t*, void*) {}
+
+// Which of the calls behind VM_UNMAPPED libucm's own self-test finds hooked, one by one ("munmap ok,
+// mremap Unsupported operation, ..."): what a failed install says, since libucm's reason is a
+// diag-level line of its own log.
+std::string probe_unmap_events() {
+  static const std::pair<ucm_event_type_t, const char*> kEvents[] = {
+      {UCM_EVENT_MUNMAP, "munmap"}, {UCM_EVENT_MREMAP, "mremap"},   {UCM_EVENT_SHMDT, "shmdt"},
+      {UCM_EVENT_MADVISE, "madvise"}, {UCM_EVENT_BRK, "brk"}, {UCM_EVENT_SBRK, "sbrk"}};
+  std::string out;
+  for (const auto& [ev, name] : kEvents) {
+    const ucs_status_t s = ucm_set_event_handler(ev, 1000, ignore_event, nullptr);
+    if (s == UCS_OK) ucm_unset_event_handler(ev, ignore_event, nullptr);
+    out += std::string(out.empty() ? "" : ", ") + name + (s == UCS_OK ? " ok" : std::string(" ") + ucs_status_string(s));
+  }
+  return out;
+}
+
 void install() {
-  const ucs_status_t s = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_unmapped, nullptr);
+  // libucm installs its hooks, then tests them by firing each call once. One CI run in the TCG guest
+  // got "Unsupported operation" in a process where every other run found the hooks working: a failed
+  // test is tried twice more before the cache goes off for the process, and the log says which calls
+  // libucm found hooked, one by one, after the first failure.
+  ucs_status_t s = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_unmapped, nullptr);
+  std::string one_by_one;
+  int attempts = 1;
+  while (s == UCS_ERR_UNSUPPORTED && attempts < 3) {
+    if (one_by_one.empty()) one_by_one = probe_unmap_events();
+    s = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_unmapped, nullptr);
+    ++attempts;
+  }
   if (s != UCS_OK) {
     RWIN_LOG(Warn, Core,
              "rwin: registration cache off, registering caller memory per operation: libucm memory hooks "
-             "unavailable (ucm_set_event_handler(VM_UNMAPPED): %s)",
-             ucs_status_string(s));
+             "unavailable (ucm_set_event_handler(VM_UNMAPPED): %s, %d attempts; one by one: %s)",
+             ucs_status_string(s), attempts, one_by_one.empty() ? "not probed" : one_by_one.c_str());
     return;
+  }
+  if (attempts > 1) {
+    RWIN_LOG(Warn, Core, "rwin: libucm's VM_UNMAPPED hook installed at attempt %d (after the first failed, one by one: %s)",
+             attempts, one_by_one.c_str());
   }
   // libucm tests its own hooks; check ours end to end: a munmap must reach the log.
   const long page = sysconf(_SC_PAGESIZE);

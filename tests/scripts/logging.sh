@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Logging (common/log.h): RWIN_LOG_LEVEL, RWIN_LOG_SUBSYS, RWIN_LOG_FILE on a 2-rank ring_shift, and
-# the warning for an RWIN_* variable that is not rwin's.
+# the warnings for an RWIN_* variable that is not rwin's and for libucm hooks the registration cache cannot have.
 set -u
 bin=${1:?usage: logging.sh BIN_DIR}
 tmp=$(mktemp -d)
@@ -73,5 +73,12 @@ grep -q ' info ' "$tmp/file.err" && fail "file: info lines still on stderr: $(ca
 run unknown RWIN_CHUNK_BYTE=1K
 [ "$(grep -c 'warn core: RWIN_CHUNK_BYTE=1K is not an rwin variable; did you mean RWIN_CHUNK_BYTES?$' "$tmp/unknown.err")" -eq 2 ] \
   || fail "unknown: expected one warning per rank: $(cat "$tmp/unknown.err")"
+
+# libucm's memory hooks refused (its hook mode none): one warning that the registration cache is off,
+# with how often the install was tried and which calls libucm found hooked, one by one.
+out=$(UCX_MEM_MMAP_HOOK_MODE=none "$bin/rwin_unit_tests" --gtest_filter=RegCache.EnvironmentVariableForcesPerOperation 2>&1) \
+  || fail "hooks refused: the unit test failed: $out"
+want='warn core: rwin: registration cache off, registering caller memory per operation: libucm memory hooks unavailable \(ucm_set_event_handler\(VM_UNMAPPED\): Unsupported operation, 3 attempts; one by one: munmap Unsupported operation, mremap Unsupported operation, shmdt Unsupported operation, madvise Unsupported operation, brk Unsupported operation, sbrk Unsupported operation\)$'
+[ "$(grep -cE "$want" <<<"$out")" -eq 1 ] || fail "hooks refused: expected one warning naming the attempts and each call: $out"
 
 echo "PASS logging"
