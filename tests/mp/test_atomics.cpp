@@ -3,8 +3,6 @@
 // old value written to local memory by quiet), over every transport, exact under contention (a
 // ticket dispenser and a compare-and-swap spin lock from every rank at once).
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -327,9 +325,7 @@ TEST_P(Atomics, NbiBadInputsAreRefusedBeforeAnythingIsPosted) {
 // completes without the target, so the suite is instantiated over the tcp transports only (below).
 using AtomicsNeedingTargetProgress = rwin_test::TransportSuite;
 TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLocations) {
-  int go[2], out[2];  // rank 0 -> 1: its quiet timed out; rank 1 -> 0: it is out of rwin
-  ASSERT_EQ(::pipe(go), 0);
-  ASSERT_EQ(::pipe(out), 0);
+  const rwin_test::Pipe go, out;  // rank 0 -> 1: its quiet timed out; rank 1 -> 0: it is out of rwin
   constexpr int kOps = 40;
   Options o;
   o.op_timeout = std::chrono::milliseconds(1500);
@@ -338,21 +334,15 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
     Window c32 = ctx.alloc_window("c32", DType::I32, {1, 2});
     ctx.barrier();
     if (ctx.rank() == 1) {
-      MP_CHECK(::write(out[1], "o", 1) == 1, "write");  // no rwin call from here until go
-      pollfd p{go[0], POLLIN, 0};
-      MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 0 never said its quiet timed out");  // bounded
-      char b;
-      MP_CHECK(::read(go[0], &b, 1) == 1, "read");
+      out.put_byte();  // no rwin call from here until go
+      MP_CHECK(go.await_byte(), "rank 0 never said its quiet timed out");  // bounded
       ctx.barrier();  // progresses: the atomics land and their replies go back
       ctx.barrier();
       MP_CHECK(c64.data_as<int64_t>()[0] >= 0 && c64.data_as<int64_t>()[0] <= kOps + 1, "counter " << c64.data_as<int64_t>()[0]);
       ctx.barrier();
       return;
     }
-    pollfd p{out[0], POLLIN, 0};
-    MP_CHECK(::poll(&p, 1, 60000) == 1, "rank 1 never said it left rwin");  // bounded
-    char b;
-    MP_CHECK(::read(out[0], &b, 1) == 1, "read");
+    MP_CHECK(out.await_byte(), "rank 1 never said it left rwin");  // bounded
     std::vector<int64_t> got(2 * kOps, -7);
     for (int i = 0; i < kOps; ++i) {
       ctx.fetch_add_nbi(&got[static_cast<size_t>(i)], c64.all(), 1, 1);
@@ -360,7 +350,7 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
     }
     expect_error([&] { ctx.quiet(); }, ErrorCode::Timeout,
                  {"rank 0: quiet: peer 1 did not complete", "fetch_add_nbi peer 1 of the i"});
-    MP_CHECK(::write(go[1], "g", 1) == 1, "write");
+    go.put_byte();
     ctx.barrier();  // its quiet waits for every late completion
     for (int i = 0; i < 2 * kOps; ++i) MP_CHECK(got[static_cast<size_t>(i)] == -7, "fetch " << i << " written after the failed quiet: " << got[static_cast<size_t>(i)]);
     // The peer still works, nbi included.
@@ -372,7 +362,6 @@ TEST_P(AtomicsNeedingTargetProgress, NbiAfterAFailedQuietNeverWriteTheirFetchLoc
     ctx.barrier();
     ctx.barrier();
   }, o);
-  for (int fd : {go[0], go[1], out[0], out[1]}) ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Atomics, ::testing::ValuesIn(rwin_test::transports()),

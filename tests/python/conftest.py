@@ -90,16 +90,21 @@ def reserve_port():
     return s.getsockname()[1]
 
 
-def new_root(ctx):
-    """A fresh rendezvous address every rank agrees on (rank 0 reserves a port), for more Contexts."""
+def from_rank0(ctx, value):
+    """Rank 0's `value` (an int) on every rank, through an 8-byte window freed before it returns."""
     buf = ctx.alloc_window_buffer(8)
     w = ctx.window(buf, [1, 1], dtype=rwin.int64)
     if ctx.rank == 0:
-        w.numpy()[0, 0] = reserve_port()
+        w.numpy()[0, 0] = value
     ctx.barrier()
     if ctx.rank != 0:
         ctx.get(w, peer=0, src=w)
-    port = int(w.numpy()[0, 0])
+    got = int(w.numpy()[0, 0])
     ctx.barrier()
     ctx.free(buf)
-    return f"127.0.0.1:{port}"
+    return got
+
+
+def new_root(ctx):
+    """A fresh rendezvous address every rank agrees on (rank 0 reserves a port), for more Contexts."""
+    return f"127.0.0.1:{from_rank0(ctx, reserve_port() if ctx.rank == 0 else 0)}"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rwin
-from conftest import TIMEOUT, bf16_bits, new_root, values
+from conftest import TIMEOUT, bf16_bits, from_rank0, new_root, values
 
 NP_OPS = {rwin.ReduceOp.Sum: np.add, rwin.ReduceOp.Max: np.maximum, rwin.ReduceOp.Min: np.minimum,
           rwin.ReduceOp.Prod: np.multiply}
@@ -234,16 +234,10 @@ def test_started_collectives(ctx, win):
     # The other ranks start only once rank 0 has checked that its context is lent: they wait for a byte
     # on a socket of its own (rank 0 cannot use the lent context to tell them), so rank 0's collectives
     # are certainly still running when it checks.
-    gate = win([1, 1], rwin.int64)
-    listener = None
-    if ctx.rank == 0:
-        listener = socket.create_server(("127.0.0.1", 0), backlog=ctx.nranks)
-        listener.settimeout(TIMEOUT)
-        gate.numpy()[0, 0] = listener.getsockname()[1]
-    ctx.barrier()
+    listener = socket.create_server(("127.0.0.1", 0), backlog=ctx.nranks) if ctx.rank == 0 else None
+    port = from_rank0(ctx, listener.getsockname()[1] if listener else 0)
     if ctx.rank != 0:
-        ctx.get(gate, peer=0, src=gate)
-        with socket.create_connection(("127.0.0.1", int(gate.numpy()[0, 0])), timeout=TIMEOUT) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
             assert s.recv(1) == b"g", "rank 0 closed the gate without opening it"
     reqs = [ctx.start_allreduce(x, mode="ring"), ctx.start_allgather(stage, data), ctx.start_barrier(),
             ctx.start_allreduce(x, out=y, op=rwin.ReduceOp.Max)]
@@ -253,6 +247,7 @@ def test_started_collectives(ctx, win):
             assert not reqs[-1].test(), "the collectives finished before the other ranks started them"
             with pytest.raises(rwin.InvalidArgumentError, match="lent to a nonblocking collective"):
                 ctx.barrier()
+        listener.settimeout(TIMEOUT)
         with listener:
             for _ in range(ctx.nranks - 1):
                 conn, _ = listener.accept()
